@@ -1,0 +1,34 @@
+# Two commands matter (see README "Quick start"): `make run` and `make test`.
+PYTHON ?= python3.11
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup run test data sweep bench report clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+## Main job: fetch + convert the default dataset, print its statistics, run the default sweep.
+run: setup
+	$(PY) -m harness data qasper_yesno
+	$(PY) -m harness -m
+
+## The test suite (CI runs exactly this).
+test: setup
+	$(PY) -m pytest -q
+
+data: setup
+	$(PY) -m harness data qasper_yesno
+
+bench: setup
+	$(PY) benchmarks/bench_outcome_table.py
+	$(PY) benchmarks/bench_sweep.py
+
+clean:
+	rm -rf mlruns multirun outputs .pytest_cache

@@ -1,0 +1,1 @@
+"""Retrieval components (encoder, BM25, fusion, reranker), arms, features, outcome table."""

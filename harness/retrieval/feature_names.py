@@ -1,0 +1,53 @@
+"""Names of the router features (SPEC section 3), grouped into named feature sets.
+
+The outcome table stores feature ``name`` in column ``feat.<name>``. Policies select a feature
+set by name (``baseline``, ``bm25``, ``qpp``, ``query``, ``all``) or list names directly.
+"""
+
+from __future__ import annotations
+
+FEATURE_PREFIX = "feat."
+
+BASELINE = (
+    "dense_top1",  # top-1 dense cosine
+    "dense_margin12",  # top-1 minus top-2 dense cosine
+    "dense_mean_top5",  # mean of the top-5 dense cosines
+    "overlap_dense_rerank10",  # |dense top-10 ∩ reranked top-10| / 10
+    "rerank_top1_dense_rank",  # dense rank (1-based) of the reranked top-1; 11 if not in top 10
+    "caption_frac_rerank10",  # share of captions in the reranked top 10
+)
+BM25 = ("bm25_top1", "bm25_margin12")
+# Query-performance predictors (seed 002 section 4.2) over the dense and the BM25 score lists.
+QPP_BASE = ("wig", "uwig", "nqc", "qc", "smv", "usmv")
+QPP = tuple(f"qpp_{p}_{src}" for src in ("dense", "bm25") for p in QPP_BASE)
+WH_WORDS = ("what", "how", "which", "who", "when", "where", "why", "yesno", "other")
+QUERY = ("q_len_words", "q_has_digit", "q_n_capitalised") + tuple(f"q_wh_{w}" for w in WH_WORDS)
+
+FEATURE_SETS: dict[str, tuple[str, ...]] = {
+    "baseline": BASELINE,
+    "bm25": BM25,
+    "qpp": QPP,
+    "query": QUERY,
+}
+FEATURE_SETS["all"] = tuple(n for s in ("baseline", "bm25", "qpp", "query") for n in FEATURE_SETS[s])
+
+
+def column(name: str) -> str:
+    return FEATURE_PREFIX + name
+
+
+def resolve(spec: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """Feature names for a set name, a '+'-joined list of set names, or an explicit list."""
+    if isinstance(spec, str):
+        names: list[str] = []
+        for part in spec.split("+"):
+            part = part.strip()
+            if part in FEATURE_SETS:
+                names.extend(FEATURE_SETS[part])
+            else:
+                names.append(part)
+        spec = names
+    seen: dict[str, None] = {}
+    for n in spec:
+        seen.setdefault(str(n), None)
+    return tuple(seen)

@@ -1,0 +1,127 @@
+"""The routing task a policy and a protocol see: one row per question, base vs extra arm.
+
+Why a separate view: the outcome table holds every arm; a protocol compares exactly two (keep
+vs hybrid, no-RAG vs RAG) on one metric. Building the view in one place keeps "which questions
+count" (only those with evidence for hit metrics, SPEC section 1) written once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from harness.errors import FeatureError
+from harness.retrieval.feature_names import FEATURE_PREFIX
+
+GAIN_EPS = 0.01  # SPEC section 7
+
+
+@dataclass(frozen=True)
+class RoutingTask:
+    """Aligned arrays for n questions. ``base``/``extra`` are outcomes in [0, 1]."""
+
+    qids: np.ndarray  # str, unique
+    groups: np.ndarray  # str document ids: every split is grouped by these
+    base: np.ndarray  # float outcome of the base arm (hit@k in {0,1}, or quality in [0,1])
+    extra: np.ndarray  # float outcome of the extra arm
+    features: pd.DataFrame  # feature columns without prefix, row i = question i
+    base_arm: str = "keep"
+    extra_arm: str = "hybrid"
+    metric: str = "hit@10"
+    continuous: bool = False  # True for answer quality: gain is a log ratio (SPEC 7)
+    source: str = "outcome table"  # named in error messages
+
+    def __post_init__(self) -> None:
+        n = len(self.qids)
+        for name in ("groups", "base", "extra"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"RoutingTask.{name} has {len(getattr(self, name))} rows, expected {n}")
+        if len(self.features) != n:
+            raise ValueError(f"RoutingTask.features has {len(self.features)} rows, expected {n}")
+
+    @property
+    def n(self) -> int:
+        return len(self.qids)
+
+    @property
+    def delta(self) -> np.ndarray:
+        """extra - base: in {-1, 0, +1} for hits (SPEC section 2)."""
+        return self.extra.astype(float) - self.base.astype(float)
+
+    @property
+    def gain(self) -> np.ndarray:
+        """delta for hits; log((Q_extra + eps) / (Q_base + eps)) for continuous quality."""
+        if not self.continuous:
+            return self.delta
+        return np.log((self.extra + GAIN_EPS) / (self.base + GAIN_EPS))
+
+    @property
+    def delta_class(self) -> np.ndarray:
+        """sign of delta as int in {-1, 0, +1}: the target of the classifiers."""
+        return np.sign(self.delta).astype(int)
+
+    def take(self, idx: np.ndarray) -> "RoutingTask":
+        idx = np.asarray(idx)
+        return RoutingTask(
+            qids=self.qids[idx],
+            groups=self.groups[idx],
+            base=self.base[idx],
+            extra=self.extra[idx],
+            features=self.features.iloc[idx].reset_index(drop=True),
+            base_arm=self.base_arm,
+            extra_arm=self.extra_arm,
+            metric=self.metric,
+            continuous=self.continuous,
+            source=self.source,
+        )
+
+    def feature_matrix(self, names: tuple[str, ...] | list[str]) -> pd.DataFrame:
+        """The named feature columns; a missing one is a FeatureError naming it and the table."""
+        missing = [n for n in names if n not in self.features.columns]
+        if missing:
+            raise FeatureError(
+                f"feature(s) {missing} not in {self.source} "
+                f"(it has: {sorted(self.features.columns)})"
+            )
+        return self.features.loc[:, list(names)]
+
+    @classmethod
+    def from_table(
+        cls,
+        table: pd.DataFrame,
+        base_arm: str = "keep",
+        extra_arm: str = "hybrid",
+        metric: str = "hit@10",
+        source: str = "outcome table",
+        continuous: bool | None = None,
+    ) -> "RoutingTask":
+        """Select base/extra outcome columns ``<arm>.<metric>``; hit metrics keep only questions
+        with evidence (the others stay in the table but cannot score a hit)."""
+        for arm in (base_arm, extra_arm):
+            col = f"{arm}.{metric}"
+            if col not in table.columns:
+                arms = sorted({c.split(".")[0] for c in table.columns if "." in c and not c.startswith(FEATURE_PREFIX)})
+                raise FeatureError(f"{source} has no column {col!r} (arms: {arms})")
+        rows = table
+        is_hit_metric = metric.startswith(("hit@", "recall@", "mrr@"))
+        if is_hit_metric and "has_evidence" in table.columns:
+            rows = table[table["has_evidence"].astype(bool)]
+        rows = rows.sort_values("qid", kind="stable").reset_index(drop=True)
+        feats = rows[[c for c in rows.columns if c.startswith(FEATURE_PREFIX)]].copy()
+        feats.columns = [c[len(FEATURE_PREFIX):] for c in feats.columns]
+        if continuous is None:
+            continuous = not metric.startswith("hit@")
+        return cls(
+            qids=rows["qid"].astype(str).to_numpy(),
+            groups=rows["doc_id"].astype(str).to_numpy(),
+            base=rows[f"{base_arm}.{metric}"].astype(float).to_numpy(),
+            extra=rows[f"{extra_arm}.{metric}"].astype(float).to_numpy(),
+            features=feats.astype(float).reset_index(drop=True),
+            base_arm=base_arm,
+            extra_arm=extra_arm,
+            metric=metric,
+            continuous=bool(continuous),
+            source=source,
+        )

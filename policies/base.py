@@ -1,0 +1,59 @@
+"""The policy interface: fit on development questions, score any questions.
+
+A policy only scores ("a larger score means more worth running the extra arm", SPEC section 4).
+Thresholds, budgets, calibration, freezing and evaluation live in the harness, written once.
+A fitted policy must round-trip through ``get_state``/``set_state`` with JSON-serialisable
+state (numbers, strings, lists, dicts): the harness freezes that state to disk, digests it, and
+scores held-out questions only with a policy rebuilt from the frozen file.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class ScoreContext:
+    """What a policy may know besides the features when it scores.
+
+    ``true_delta`` is filled in only for policies with ``oracle = True`` (never deployable).
+    """
+
+    qids: np.ndarray
+    seed: int = 0
+    true_delta: np.ndarray | None = None
+
+
+class Policy(abc.ABC):
+    """Base class. Subclasses set ``features`` (names read from the table) and implement score."""
+
+    #: feature names this policy reads (resolved, without the ``feat.`` prefix); () = none
+    features: tuple[str, ...] = ()
+    #: True when ``fit`` learns something from development outcomes
+    trainable: ClassVar[bool] = False
+    #: True only for the oracle: the harness then passes the true delta in ScoreContext
+    oracle: ClassVar[bool] = False
+
+    name: str = "policy"
+
+    def fit(self, X: pd.DataFrame, delta: np.ndarray, groups: np.ndarray, seed: int = 0) -> "Policy":
+        """Learn from development questions. Default: nothing to learn."""
+        return self
+
+    @abc.abstractmethod
+    def score(self, X: pd.DataFrame, ctx: ScoreContext) -> np.ndarray:
+        """One float per row of X; larger = more worth the extra arm."""
+
+    def get_state(self) -> dict[str, Any]:
+        """JSON-serialisable fitted state (frozen by the harness). Default: no state."""
+        return {}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore what ``get_state`` returned."""
+        if state:
+            raise ValueError(f"{type(self).__name__} has no state, got keys {sorted(state)}")
