@@ -1,0 +1,272 @@
+"""Statistics every protocol reports: document bootstrap, DKW slack, McNemar, correlations,
+Williams' test, and document-grouped splits.
+
+Why one module: each number here has exactly one implementation, tested against an independent
+computation (scipy, sklearn or a brute-force loop), so every protocol reports the same thing
+under the same name. All randomness comes from ``np.random.default_rng(seed)``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Callable
+
+import numpy as np
+from scipy import stats as sps
+
+from harness.errors import ConfigError, HarnessError
+
+# --------------------------------------------------------------------------------------------
+# Document-level bootstrap
+# --------------------------------------------------------------------------------------------
+
+
+def _doc_index(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted unique documents, document index of each question).
+
+    Documents are sorted so the resample draws depend only on the set of documents, not on row
+    order: the same questions give the same interval.
+    """
+    docs, inverse = np.unique(np.asarray(groups).astype(str), return_inverse=True)
+    return docs, inverse
+
+
+def bootstrap_draws(n_docs: int, n_boot: int, seed: int) -> np.ndarray:
+    """The (n_boot x n_docs) matrix of drawn document indices (with replacement).
+
+    Exposed so that tests can replay exactly the draws of ``doc_bootstrap_ci`` in a loop.
+    """
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, n_docs, size=(n_boot, n_docs))
+
+
+def doc_bootstrap_ci(
+    values_by_question,
+    groups,
+    n_boot: int = 1000,
+    seed: int = 0,
+    alpha: float = 0.05,
+    statistic: str | Callable[[np.ndarray], float] = "mean",
+) -> tuple[float, float, float]:
+    """Percentile bootstrap interval resampling DOCUMENTS with replacement (SPEC 5).
+
+    A resample draws n_docs documents; the statistic is taken over all questions of the drawn
+    documents, counted with multiplicity. For ``statistic="mean"`` (the default, and what the
+    protocols use) this is computed without a loop: mean_b = sum_d C[b,d] S[d] / sum_d C[b,d]
+    with C the (n_boot x n_docs) count matrix and S, N the per-document sums and counts. Any
+    other callable falls back to a loop over resamples. Percentiles use numpy's default
+    ('linear') method. Returns (point estimate on the original questions, lo, hi).
+    """
+    values = np.asarray(values_by_question, dtype=float)
+    groups = np.asarray(groups)
+    if values.ndim != 1 or len(values) != len(groups):
+        raise HarnessError(f"doc_bootstrap_ci: values ({values.shape}) and groups ({groups.shape}) must align")
+    if len(values) == 0:
+        raise HarnessError("doc_bootstrap_ci: no questions to resample")
+    if n_boot < 1:
+        raise ConfigError("n_boot", f"must be >= 1, got {n_boot}")
+    if not 0 < alpha < 1:
+        raise ConfigError("alpha", f"must be in (0, 1), got {alpha}")
+    docs, doc_of = _doc_index(groups)
+    n_docs = len(docs)
+    draws = bootstrap_draws(n_docs, n_boot, seed)
+    if statistic == "mean":
+        point = float(values.mean())
+        sums = np.bincount(doc_of, weights=values, minlength=n_docs)
+        counts = np.bincount(doc_of, minlength=n_docs).astype(float)
+        # count matrix: how often each document was drawn in each resample
+        offsets = (np.arange(n_boot) * n_docs)[:, None]
+        count_matrix = np.bincount((draws + offsets).ravel(), minlength=n_boot * n_docs)
+        count_matrix = count_matrix.reshape(n_boot, n_docs).astype(float)
+        boot = (count_matrix @ sums) / (count_matrix @ counts)
+    elif callable(statistic):
+        point = float(statistic(values))
+        members = [np.flatnonzero(doc_of == d) for d in range(n_docs)]
+        boot = np.empty(n_boot)
+        for b in range(n_boot):
+            idx = np.concatenate([members[d] for d in draws[b]])
+            boot[b] = statistic(values[idx])
+    else:
+        raise ConfigError("statistic", f"must be 'mean' or a callable, got {statistic!r}")
+    lo, hi = np.percentile(boot, [100 * alpha / 2, 100 * (1 - alpha / 2)])
+    return point, float(lo), float(hi)
+
+
+# --------------------------------------------------------------------------------------------
+# Budget slack and paired tests
+# --------------------------------------------------------------------------------------------
+
+
+def dkw_epsilon(n: int, delta: float = 0.05) -> float:
+    """DKW slack sqrt(ln(2/delta) / (2n)) (SPEC 6): the conservative frontier calibrates to
+    max(0, rho - eps)."""
+    if n < 1:
+        raise ConfigError("n_cal", f"DKW slack needs at least one calibration question, got {n}")
+    if not 0 < delta < 1:
+        raise ConfigError("dkw_delta", f"must be in (0, 1), got {delta}")
+    return math.sqrt(math.log(2.0 / delta) / (2.0 * n))
+
+
+def mcnemar_exact(a_hits, b_hits) -> tuple[int, int, float]:
+    """Exact two-sided McNemar test on paired binary outcomes.
+
+    Returns (b, c, p): b = pairs where A hit and B missed, c = the reverse; p is the two-sided
+    exact binomial p-value of b successes in b + c trials at 1/2, i.e. min(1, 2 * P(X <= min)).
+    With no discordant pair p = 1. Non-binary input is an error (the test is for hits).
+    """
+    a = np.asarray(a_hits, dtype=float)
+    b_arr = np.asarray(b_hits, dtype=float)
+    if a.shape != b_arr.shape:
+        raise HarnessError(f"mcnemar_exact: shapes differ ({a.shape} vs {b_arr.shape})")
+    for name, arr in (("a_hits", a), ("b_hits", b_arr)):
+        if not np.isin(arr, (0.0, 1.0)).all():
+            raise HarnessError(f"mcnemar_exact: {name} must be 0/1 hits")
+    b = int(np.sum((a == 1) & (b_arr == 0)))
+    c = int(np.sum((a == 0) & (b_arr == 1)))
+    n = b + c
+    if n == 0:
+        return b, c, 1.0
+    p = min(1.0, 2.0 * float(sps.binom.cdf(min(b, c), n, 0.5)))
+    return b, c, p
+
+
+# --------------------------------------------------------------------------------------------
+# Correlations
+# --------------------------------------------------------------------------------------------
+
+
+def _corr_inputs(x, y) -> tuple[np.ndarray, np.ndarray] | None:
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if x.shape != y.shape or x.ndim != 1:
+        raise HarnessError(f"correlation: inputs must be 1-D and aligned ({x.shape} vs {y.shape})")
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return None
+    return x, y
+
+
+def pearson(x, y) -> tuple[float, float]:
+    """(r, two-sided p) as scipy.stats.pearsonr; (nan, nan) when an input is constant or n < 3
+    (a constant score, e.g. always-keep, has no defined correlation; not an error)."""
+    xy = _corr_inputs(x, y)
+    if xy is None:
+        return math.nan, math.nan
+    res = sps.pearsonr(*xy)
+    return float(res.statistic), float(res.pvalue)
+
+
+def spearman(x, y) -> tuple[float, float]:
+    """(rho, p) as scipy.stats.spearmanr (average ranks for ties); nan as in ``pearson``."""
+    xy = _corr_inputs(x, y)
+    if xy is None:
+        return math.nan, math.nan
+    res = sps.spearmanr(*xy)
+    return float(res.statistic), float(res.pvalue)
+
+
+def kendall(x, y) -> tuple[float, float]:
+    """(tau-b, p) as scipy.stats.kendalltau (tau-b handles the many ties of delta in {-1,0,1});
+    nan as in ``pearson``."""
+    xy = _corr_inputs(x, y)
+    if xy is None:
+        return math.nan, math.nan
+    res = sps.kendalltau(*xy)
+    return float(res.statistic), float(res.pvalue)
+
+
+def williams_test(r_jk: float, r_jh: float, r_kh: float, n: int) -> tuple[float, float]:
+    """Williams' t for H0: r_jk == r_jh, two dependent correlations sharing variable j.
+
+    Steiger (1980), eq. 3: t = (r_jk - r_jh) * sqrt((n-1)(1+r_kh) /
+    (2 (n-1)/(n-3) |R| + rbar^2 (1-r_kh)^3)), |R| = 1 - r_jk^2 - r_jh^2 - r_kh^2 +
+    2 r_jk r_jh r_kh, rbar = (r_jk + r_jh)/2, with n - 3 degrees of freedom. Here j is the gain
+    and k, h are two policies' scores on the same questions. Returns (t, two-sided p); nan when
+    any correlation is nan.
+    """
+    if n <= 3:
+        raise HarnessError(f"williams_test needs n > 3 questions, got {n}")
+    if any(math.isnan(r) for r in (r_jk, r_jh, r_kh)):
+        return math.nan, math.nan
+    det = 1 - r_jk**2 - r_jh**2 - r_kh**2 + 2 * r_jk * r_jh * r_kh
+    rbar = (r_jk + r_jh) / 2
+    denom = 2 * ((n - 1) / (n - 3)) * det + rbar**2 * (1 - r_kh) ** 3
+    if denom <= 0:
+        return math.nan, math.nan
+    t = (r_jk - r_jh) * math.sqrt((n - 1) * (1 + r_kh) / denom)
+    p = 2 * float(sps.t.sf(abs(t), n - 3))
+    return float(t), p
+
+
+# --------------------------------------------------------------------------------------------
+# Document-grouped splits
+# --------------------------------------------------------------------------------------------
+
+
+def _shuffled_docs(groups: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    docs, doc_of = _doc_index(groups)
+    order = np.random.default_rng(seed).permutation(len(docs))
+    return docs[order], doc_of
+
+
+def grouped_kfold(groups, n_splits: int = 5, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    """K folds by document: list of (train_idx, test_idx), every question in exactly one test.
+
+    Choice (the SPEC is silent): shuffle the sorted unique documents with the seed, then give
+    each document in turn to the fold with the fewest questions so far (lowest index on ties),
+    as sklearn's GroupKFold balances fold sizes, but seeded rather than size-ordered.
+    """
+    groups = np.asarray(groups).astype(str)
+    docs, _ = _doc_index(groups)
+    if n_splits < 2:
+        raise ConfigError("n_folds", f"must be >= 2, got {n_splits}")
+    if n_splits > len(docs):
+        raise ConfigError("n_folds", f"{n_splits} folds need at least as many documents, got {len(docs)}")
+    shuffled, _ = _shuffled_docs(groups, seed)
+    sizes = {d: c for d, c in zip(*np.unique(groups, return_counts=True))}
+    load = np.zeros(n_splits, dtype=int)
+    fold_of_doc: dict[str, int] = {}
+    for d in shuffled:
+        f = int(np.argmin(load))
+        fold_of_doc[str(d)] = f
+        load[f] += sizes[d]
+    fold = np.array([fold_of_doc[g] for g in groups])
+    return [(np.flatnonzero(fold != f), np.flatnonzero(fold == f)) for f in range(n_splits)]
+
+
+def grouped_split(groups, frac: float = 0.8, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(first_idx, second_idx): round(frac * n_docs) shuffled documents go to the first part.
+
+    Used for development / held-out (SPEC 5). Both parts must be non-empty.
+    """
+    groups = np.asarray(groups).astype(str)
+    if not 0 < frac < 1:
+        raise ConfigError("dev_frac", f"must be in (0, 1), got {frac}")
+    shuffled, _ = _shuffled_docs(groups, seed)
+    n_first = int(round(frac * len(shuffled)))
+    if n_first == 0 or n_first == len(shuffled):
+        raise ConfigError("dev_frac", f"{frac} of {len(shuffled)} documents leaves one side empty")
+    first = np.isin(groups, shuffled[:n_first])
+    return np.flatnonzero(first), np.flatnonzero(~first)
+
+
+def stratified_grouped_halves(groups, delta_class, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(calibration_idx, test_idx): two halves by document, stratified by delta class where
+    possible (SPEC 6).
+
+    Uses sklearn StratifiedGroupKFold(n_splits=2, shuffle=True, random_state=seed) and takes its
+    first fold as test. When stratification is impossible (e.g. a single delta class) sklearn
+    still returns grouped halves; its warning about tiny classes is silenced because "where
+    possible" is the SPEC's wording. Needs at least two documents.
+    """
+    from sklearn.model_selection import StratifiedGroupKFold
+
+    groups = np.asarray(groups).astype(str)
+    y = np.asarray(delta_class).astype(int)
+    if len(np.unique(groups)) < 2:
+        raise HarnessError("stratified_grouped_halves needs at least two documents")
+    cv = StratifiedGroupKFold(n_splits=2, shuffle=True, random_state=int(seed) % (2**32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        cal, test = next(cv.split(np.zeros(len(y)), y, groups))
+    return np.sort(cal), np.sort(test)
