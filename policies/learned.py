@@ -1,0 +1,378 @@
+"""Learned routers: ridge on delta (seed 000), logistic and LightGBM on the delta class (seed 003).
+
+All share one preprocessing path (policies.preprocess): +-inf -> NaN -> fit-time column median
+(0.0 for an all-missing column); the linear models then standardise. Scoring never calls a
+fitted sklearn/LightGBM object directly: it applies the numbers kept in ``get_state()``, so a
+policy rebuilt from the frozen JSON state scores bit-identically to the one that was fitted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.special import expit, softmax
+
+from harness.errors import ConfigError, HarnessError
+from policies.base import Policy, ScoreContext
+from policies.builtin import resolve_features
+from policies.preprocess import (
+    check_fit_inputs,
+    column_medians,
+    count_missing,
+    delta_classes,
+    feature_array,
+    floats,
+    impute,
+)
+
+CLASSES = (-1, 0, 1)
+
+
+def _positive(value, key: str, integer: bool = False):
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+    if integer:
+        ok = ok and float(value).is_integer()
+    if not ok:
+        kind = "a positive integer" if integer else "a positive number"
+        raise ConfigError(key, f"expected {kind}, got {value!r}")
+    return int(value) if integer else float(value)
+
+
+class _Learned(Policy):
+    """Shared bookkeeping: features, imputation counts, fitted check, state header."""
+
+    trainable = True
+    kind = "learned"
+
+    def __init__(self, features="baseline"):
+        self.features = resolve_features(features)
+        self.n_imputed_: int | None = None  # values imputed in the development matrix at fit
+        self.n_imputed_scored_: int | None = None  # values imputed in the last scored matrix
+        self.n_train_: int | None = None
+        self._fitted = False
+
+    def _prepare_fit(self, X: pd.DataFrame, delta) -> tuple[np.ndarray, np.ndarray]:
+        d = check_fit_inputs(X, delta, self.name)
+        arr = feature_array(X, self.features, self.name)
+        self.n_imputed_ = count_missing(arr)
+        self.n_train_ = int(len(d))
+        return arr, d
+
+    def _prepare_score(self, X: pd.DataFrame) -> np.ndarray:
+        if not self._fitted:
+            raise HarnessError(f"policy {self.name!r} ({type(self).__name__}) scored before fit() or set_state()")
+        arr = feature_array(X, self.features, self.name)
+        self.n_imputed_scored_ = count_missing(arr)
+        return arr
+
+    def _header(self) -> dict[str, Any]:
+        if not self._fitted:
+            raise HarnessError(f"policy {self.name!r}: get_state() before fit()")
+        return {
+            "kind": self.kind,
+            "features": list(self.features),
+            "n_imputed": int(self.n_imputed_ or 0),
+            "n_train": int(self.n_train_ or 0),
+        }
+
+    def _check_header(self, state: dict[str, Any]) -> None:
+        if state.get("kind") != self.kind:
+            raise HarnessError(f"policy {self.name!r}: state is for kind {state.get('kind')!r}, expected {self.kind!r}")
+        if tuple(state.get("features", ())) != self.features:
+            raise HarnessError(
+                f"policy {self.name!r}: state was fitted on features {state.get('features')} "
+                f"but this policy reads {list(self.features)}"
+            )
+        self.n_imputed_ = int(state.get("n_imputed", 0))
+        self.n_train_ = int(state.get("n_train", 0))
+
+
+class RidgePolicy(_Learned):
+    """Seed 000's router: median imputation -> standardisation -> ridge (alpha 20) on delta.
+
+    Score = predicted delta. Fitted with the sklearn Pipeline the SPEC names; the state keeps the
+    medians, the scaler's mean/scale and the ridge coefficients.
+    """
+
+    name = "ridge"
+    kind = "ridge"
+
+    def __init__(self, features="baseline", alpha: float = 20.0):
+        super().__init__(features)
+        self.alpha = _positive(alpha, "policy.alpha")
+
+    def fit(self, X, delta, groups=None, seed: int = 0) -> "RidgePolicy":
+        from sklearn.impute import SimpleImputer
+        from sklearn.linear_model import Ridge
+        from sklearn.pipeline import Pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        arr, d = self._prepare_fit(X, delta)
+        pipe = Pipeline(
+            [
+                ("impute", SimpleImputer(strategy="median", keep_empty_features=True)),
+                ("scale", StandardScaler()),
+                ("ridge", Ridge(alpha=self.alpha)),
+            ]
+        ).fit(arr, d)
+        self.medians_ = np.asarray(pipe["impute"].statistics_, dtype=float)
+        self.mean_ = np.asarray(pipe["scale"].mean_, dtype=float)
+        self.scale_ = np.asarray(pipe["scale"].scale_, dtype=float)
+        self.coef_ = np.asarray(pipe["ridge"].coef_, dtype=float).reshape(-1)
+        self.intercept_ = float(pipe["ridge"].intercept_)
+        self._fitted = True
+        return self
+
+    def score(self, X: pd.DataFrame, ctx: ScoreContext) -> np.ndarray:
+        arr = self._prepare_score(X)
+        z = (impute(arr, self.medians_) - self.mean_) / self.scale_
+        return z @ self.coef_ + self.intercept_
+
+    def get_state(self) -> dict[str, Any]:
+        return {
+            **self._header(),
+            "alpha": self.alpha,
+            "medians": floats(self.medians_),
+            "mean": floats(self.mean_),
+            "scale": floats(self.scale_),
+            "coef": floats(self.coef_),
+            "intercept": float(self.intercept_),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._check_header(state)
+        self.medians_ = np.asarray(state["medians"], dtype=float)
+        self.mean_ = np.asarray(state["mean"], dtype=float)
+        self.scale_ = np.asarray(state["scale"], dtype=float)
+        self.coef_ = np.asarray(state["coef"], dtype=float)
+        self.intercept_ = float(state["intercept"])
+        self._fitted = True
+
+
+class QPPRouter(RidgePolicy):
+    """The "QPP router": the same ridge, over the query-performance predictors (seed 002 4.2)."""
+
+    name = "qpp_ridge"
+
+    def __init__(self, features="qpp", alpha: float = 20.0):
+        super().__init__(features, alpha)
+
+
+class _ClassScorer(_Learned):
+    """Score = P(delta class +1) - P(delta class -1) (seed 003's BUR score).
+
+    A class absent from the development data has probability 0. With a single class c in the
+    development data no model is fitted and every question scores c (which is P(+1) - P(-1)
+    for a model that is certain of c).
+    """
+
+    def _class_labels(self, delta) -> np.ndarray:
+        y = delta_classes(delta)
+        self.classes_ = np.array(sorted(set(int(c) for c in y)), dtype=int)
+        return y
+
+    def _score_from_proba(self, proba: np.ndarray) -> np.ndarray:
+        classes = list(self.classes_)
+        p_plus = proba[:, classes.index(1)] if 1 in classes else 0.0
+        p_minus = proba[:, classes.index(-1)] if -1 in classes else 0.0
+        return np.zeros(len(proba)) + p_plus - p_minus
+
+
+class LogisticPolicy(_ClassScorer):
+    """BUR-linear: median imputation -> standardisation -> multinomial logistic regression.
+
+    sklearn's defaults are kept (L2, C = 1.0, lbfgs); with two classes sklearn fits the
+    equivalent binary model. Probabilities are recomputed from the kept coefficients
+    (softmax, or the logistic function for two classes), exactly as ``predict_proba`` does.
+    """
+
+    name = "logistic"
+    kind = "logistic"
+
+    def __init__(self, features="baseline", C: float = 1.0, max_iter: int = 1000):
+        super().__init__(features)
+        self.C = _positive(C, "policy.C")
+        self.max_iter = _positive(max_iter, "policy.max_iter", integer=True)
+
+    def fit(self, X, delta, groups=None, seed: int = 0) -> "LogisticPolicy":
+        from sklearn.impute import SimpleImputer
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import Pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        arr, d = self._prepare_fit(X, delta)
+        y = self._class_labels(d)
+        imputer = SimpleImputer(strategy="median", keep_empty_features=True).fit(arr)
+        scaler = StandardScaler().fit(imputer.transform(arr))
+        self.medians_ = np.asarray(imputer.statistics_, dtype=float)
+        self.mean_ = np.asarray(scaler.mean_, dtype=float)
+        self.scale_ = np.asarray(scaler.scale_, dtype=float)
+        if len(self.classes_) == 1:
+            self.coef_ = np.zeros((0, arr.shape[1]))
+            self.intercept_ = np.zeros(0)
+        else:
+            pipe = Pipeline(
+                [
+                    ("impute", imputer),
+                    ("scale", scaler),
+                    ("logistic", LogisticRegression(C=self.C, max_iter=self.max_iter)),
+                ]
+            ).fit(arr, y)
+            model = pipe["logistic"]
+            if list(model.classes_) != list(self.classes_):  # pragma: no cover - sklearn contract
+                raise HarnessError(f"logistic policy: unexpected classes {model.classes_}")
+            self.coef_ = np.asarray(model.coef_, dtype=float)
+            self.intercept_ = np.asarray(model.intercept_, dtype=float)
+        self._fitted = True
+        return self
+
+    def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
+        """Class probabilities, columns in the order of ``classes_``."""
+        arr = self._prepare_score(X)
+        if len(self.classes_) == 1:
+            return np.ones((len(arr), 1))
+        z = (impute(arr, self.medians_) - self.mean_) / self.scale_
+        logits = z @ self.coef_.T + self.intercept_
+        if len(self.classes_) == 2:
+            p1 = expit(logits[:, 0])
+            return np.column_stack([1.0 - p1, p1])
+        return softmax(logits, axis=1)
+
+    def score(self, X: pd.DataFrame, ctx: ScoreContext) -> np.ndarray:
+        return self._score_from_proba(self.predict_proba(X))
+
+    def get_state(self) -> dict[str, Any]:
+        return {
+            **self._header(),
+            "C": self.C,
+            "classes": [int(c) for c in self.classes_],
+            "medians": floats(self.medians_),
+            "mean": floats(self.mean_),
+            "scale": floats(self.scale_),
+            "coef": [floats(row) for row in self.coef_],
+            "intercept": floats(self.intercept_),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._check_header(state)
+        self.classes_ = np.asarray(state["classes"], dtype=int)
+        self.medians_ = np.asarray(state["medians"], dtype=float)
+        self.mean_ = np.asarray(state["mean"], dtype=float)
+        self.scale_ = np.asarray(state["scale"], dtype=float)
+        self.coef_ = np.asarray(state["coef"], dtype=float).reshape(-1, len(self.features))
+        self.intercept_ = np.asarray(state["intercept"], dtype=float)
+        self._fitted = True
+
+
+class GBMPolicy(_ClassScorer):
+    """BUR-GBM: LightGBM on the delta class, score = P(+1) - P(-1).
+
+    Choices (the SPEC says only "LightGBM multiclass"): small trees for a few hundred rows
+    (``num_leaves`` 7, ``max_depth`` 3, ``min_data_in_leaf`` 10, 100 rounds at learning rate
+    0.05, L2 1.0); deterministic, row-wise, one thread, seeded from ``fit``'s seed, so results
+    do not depend on the number of jobs. Three classes -> ``multiclass``; two -> ``binary`` on
+    "is the larger class"; one -> constant score (no model). Features are median-imputed
+    like the linear models (LightGBM's own NaN routing is not used) so all routers see the
+    same inputs; trees need no scaling.
+    """
+
+    name = "gbm"
+    kind = "gbm"
+
+    def __init__(
+        self,
+        features="baseline",
+        num_boost_round: int = 100,
+        num_leaves: int = 7,
+        max_depth: int = 3,
+        learning_rate: float = 0.05,
+        min_data_in_leaf: int = 10,
+        lambda_l2: float = 1.0,
+    ):
+        super().__init__(features)
+        self.num_boost_round = _positive(num_boost_round, "policy.num_boost_round", integer=True)
+        self.num_leaves = _positive(num_leaves, "policy.num_leaves", integer=True)
+        self.max_depth = _positive(max_depth, "policy.max_depth", integer=True)
+        self.learning_rate = _positive(learning_rate, "policy.learning_rate")
+        self.min_data_in_leaf = _positive(min_data_in_leaf, "policy.min_data_in_leaf", integer=True)
+        if not isinstance(lambda_l2, (int, float)) or isinstance(lambda_l2, bool) or lambda_l2 < 0:
+            raise ConfigError("policy.lambda_l2", f"expected a number >= 0, got {lambda_l2!r}")
+        self.lambda_l2 = float(lambda_l2)
+        self.booster_ = None
+
+    def _params(self, seed: int) -> dict[str, Any]:
+        return {
+            "num_leaves": self.num_leaves,
+            "max_depth": self.max_depth,
+            "learning_rate": self.learning_rate,
+            "min_data_in_leaf": self.min_data_in_leaf,
+            "lambda_l2": self.lambda_l2,
+            "deterministic": True,
+            "force_row_wise": True,
+            "num_threads": 1,
+            "seed": int(seed),
+            "verbose": -1,
+            "feature_pre_filter": False,
+        }
+
+    def fit(self, X, delta, groups=None, seed: int = 0) -> "GBMPolicy":
+        import lightgbm as lgb
+
+        arr, d = self._prepare_fit(X, delta)
+        y = self._class_labels(d)
+        self.medians_ = column_medians(arr)
+        self.seed_ = int(seed)
+        self.booster_ = None
+        k = len(self.classes_)
+        if k >= 2:
+            params = self._params(seed)
+            if k == 2:
+                params["objective"] = "binary"
+                label = (y == self.classes_[1]).astype(float)
+            else:
+                params["objective"] = "multiclass"
+                params["num_class"] = k
+                label = np.searchsorted(self.classes_, y).astype(float)
+            data = lgb.Dataset(impute(arr, self.medians_), label=label, params={"verbose": -1}, free_raw_data=True)
+            booster = lgb.train(params, data, num_boost_round=self.num_boost_round)
+            # Score with the booster rebuilt from its own text, exactly what the frozen state holds.
+            self.booster_ = lgb.Booster(model_str=booster.model_to_string())
+        self._fitted = True
+        return self
+
+    def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
+        """Class probabilities, columns in the order of ``classes_``."""
+        arr = self._prepare_score(X)
+        if self.booster_ is None:
+            return np.ones((len(arr), 1))
+        pred = np.asarray(self.booster_.predict(impute(arr, self.medians_), num_threads=1), dtype=float)
+        if len(self.classes_) == 2:
+            return np.column_stack([1.0 - pred, pred])
+        return pred.reshape(len(arr), len(self.classes_))
+
+    def score(self, X: pd.DataFrame, ctx: ScoreContext) -> np.ndarray:
+        return self._score_from_proba(self.predict_proba(X))
+
+    def get_state(self) -> dict[str, Any]:
+        return {
+            **self._header(),
+            "classes": [int(c) for c in self.classes_],
+            "medians": floats(self.medians_),
+            "seed": self.seed_,
+            "params": {k: v for k, v in self._params(self.seed_).items()},
+            "num_boost_round": self.num_boost_round,
+            "model": None if self.booster_ is None else self.booster_.model_to_string(),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        import lightgbm as lgb
+
+        self._check_header(state)
+        self.classes_ = np.asarray(state["classes"], dtype=int)
+        self.medians_ = np.asarray(state["medians"], dtype=float)
+        self.seed_ = int(state.get("seed", 0))
+        model = state.get("model")
+        self.booster_ = None if model is None else lgb.Booster(model_str=model)
+        self._fitted = True

@@ -1,0 +1,239 @@
+"""Where policies come from: the built-in Hydra configs and installed entry points.
+
+A policy config is a mapping with ``name`` (the display name, becomes ``Policy.name``),
+``_target_`` (a Policy class or factory) and the constructor's parameters. Third-party
+packages register a Policy class (or a factory returning one) in the entry-point group
+``rag_route_bench.policies``; ``conf/policy/plugin.yaml`` builds one by name:
+
+    _target_: policies.registry.load_entry_point
+    plugin: ???            # the entry-point name:  policy=plugin policy.plugin=<name>
+    name: ${.plugin}       # display name, defaults to the entry-point name
+
+Any further key is passed to the plugin's constructor (``+policy.<param>=...`` in a sweep).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from harness.errors import ConfigError, HarnessError
+from policies.base import Policy
+
+ENTRY_POINT_GROUP = "rag_route_bench.policies"
+LOADER_TARGET = "policies.registry.load_entry_point"
+
+
+def default_conf_dir() -> Path:
+    """The repository's ``conf`` folder (next to the ``policies`` package)."""
+    return Path(__file__).resolve().parent.parent / "conf"
+
+
+def _policy_dir(conf_dir: str | Path | None) -> Path:
+    base = Path(conf_dir) if conf_dir is not None else default_conf_dir()
+    return base / "policy" if (base / "policy").is_dir() else base
+
+
+def builtin_policy_configs(conf_dir: str | Path | None = None) -> dict[str, dict[str, Any]]:
+    """{config name (file stem): config} for every ``policy/*.yaml`` under ``conf_dir``.
+
+    ``conf_dir`` may be the ``conf`` folder or its ``policy`` subfolder (default: the repo's).
+    The plugin loader config (``_target_`` = load_entry_point) is not a policy and is left out.
+    """
+    from omegaconf import OmegaConf
+
+    folder = _policy_dir(conf_dir)
+    if not folder.is_dir():
+        raise ConfigError("policy", f"no policy config folder at {folder}")
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted(folder.glob("*.yaml")):
+        try:
+            cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+        except Exception as exc:  # yaml syntax errors
+            raise ConfigError(f"policy ({path.name})", f"cannot be read: {exc}") from exc
+        if not isinstance(cfg, dict):
+            raise ConfigError(f"policy ({path.name})", "is not a mapping")
+        for key in ("name", "_target_"):
+            if key not in cfg:
+                raise ConfigError(f"policy.{key}", f"missing in {path.name}")
+        if cfg["_target_"] == LOADER_TARGET:
+            continue
+        out[path.stem] = cfg
+    return out
+
+
+def entry_point_policies() -> dict[str, EntryPoint]:
+    """{entry-point name: EntryPoint} for installed plugins (first one wins on a name clash)."""
+    out: dict[str, EntryPoint] = {}
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value)):
+        out.setdefault(ep.name, ep)
+    return out
+
+
+def _check_params(target: Callable, params: Mapping[str, Any], what: str) -> None:
+    """Unknown or missing constructor parameters -> ConfigError naming ``policy.<key>``."""
+    try:
+        sig = inspect.signature(target)
+    except (TypeError, ValueError):  # builtins without signature: let the call decide
+        return
+    accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values())
+    named = {
+        n: p
+        for n, p in sig.parameters.items()
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
+    if not accepts_any:
+        for key in params:
+            if key not in named:
+                raise ConfigError(f"policy.{key}", f"unknown parameter for {what}; it accepts {sorted(named)}")
+    for n, p in named.items():
+        if p.default is inspect.Parameter.empty and n not in params:
+            raise ConfigError(f"policy.{n}", f"required by {what} but not set")
+
+
+def _as_policy(obj: Any, what: str) -> Policy:
+    if not isinstance(obj, Policy):
+        raise ConfigError("policy._target_", f"{what} returned {type(obj).__name__}, not a Policy")
+    return obj
+
+
+def load_entry_point(plugin: str, **params: Any) -> Policy:
+    """Build the policy registered as entry point ``plugin`` with constructor ``params``."""
+    if not isinstance(plugin, str) or not plugin:
+        raise ConfigError("policy.plugin", f"expected an entry-point name, got {plugin!r}")
+    eps = entry_point_policies()
+    if plugin not in eps:
+        raise ConfigError(
+            "policy.plugin",
+            f"no policy entry point {plugin!r} in group {ENTRY_POINT_GROUP!r}; installed: {sorted(eps)}",
+        )
+    ep = eps[plugin]
+    try:
+        factory = ep.load()
+    except Exception as exc:
+        raise ConfigError("policy.plugin", f"entry point {plugin!r} ({ep.value}) cannot be loaded: {exc}") from exc
+    if not callable(factory):
+        raise ConfigError("policy.plugin", f"entry point {plugin!r} ({ep.value}) is not a class or factory")
+    what = f"entry point {plugin!r} ({ep.value})"
+    _check_params(factory, params, what)
+    policy = _as_policy(factory(**params), what)
+    if "name" not in vars(policy):
+        policy.name = plugin
+    return policy
+
+
+def _plain(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Resolve interpolations (``${.plugin}``) and reject ``???`` with the key named."""
+    from omegaconf import DictConfig, OmegaConf
+    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+
+    node = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(dict(cfg))
+    for key in node.keys():
+        if OmegaConf.is_missing(node, key):
+            raise ConfigError(f"policy.{key}", "is required (???) but not set")
+    try:
+        out = OmegaConf.to_container(node, resolve=True, throw_on_missing=True)
+    except MissingMandatoryValue as exc:
+        raise ConfigError(f"policy.{getattr(exc, 'full_key', '?')}", "is required but not set") from exc
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"policy.{getattr(exc, 'full_key', '?')}", str(exc)) from exc
+    return dict(out)
+
+
+def make_policy(cfg: Mapping[str, Any]) -> Policy:
+    """Instantiate a policy config (``name``, ``_target_``, params) with Hydra.
+
+    ``name`` is removed before the call and set as ``Policy.name``. For the plugin loader a
+    missing ``plugin`` falls back to ``name``. Bad keys raise ConfigError naming ``policy.<key>``.
+    """
+    from hydra.errors import InstantiationException
+    from hydra.utils import get_object, instantiate
+
+    plain = _plain(cfg)
+    name = plain.pop("name", None)
+    target_path = plain.get("_target_")
+    if not isinstance(target_path, str) or not target_path:
+        raise ConfigError("policy._target_", "missing: name the Policy class, e.g. policies.learned.RidgePolicy")
+    try:
+        target = get_object(target_path)
+    except Exception as exc:
+        raise ConfigError("policy._target_", f"cannot import {target_path!r}: {exc}") from exc
+    params = {k: v for k, v in plain.items() if k != "_target_"}
+    for key in params:
+        if key.startswith("_"):
+            raise ConfigError(f"policy.{key}", "Hydra special keys other than _target_ are not supported here")
+    if target is load_entry_point:
+        if "plugin" not in params:
+            if not name:
+                raise ConfigError("policy.plugin", "is required: the entry-point name of the plugin policy")
+            params["plugin"] = name
+    else:
+        _check_params(target, params, target_path)
+    try:
+        obj = instantiate({"_target_": target_path, **params}, _convert_="all")
+    except InstantiationException as exc:
+        cause = exc.__cause__
+        if isinstance(cause, HarnessError):
+            raise cause from None
+        raise ConfigError("policy._target_", f"{target_path} failed: {cause or exc}") from exc
+    policy = _as_policy(obj, target_path)
+    if name:
+        policy.name = str(name)
+    return policy
+
+
+def _describe(policy_or_factory: Any) -> tuple[str, str]:
+    trainable = getattr(policy_or_factory, "trainable", "?")
+    features = getattr(policy_or_factory, "features", None)
+    feats = "?" if features is None else (",".join(features) if features else "-")
+    return str(trainable), feats
+
+
+def list_policies(conf_dir: str | Path | None = None) -> list[dict[str, str]]:
+    """One row per available policy: name, source (builtin / entry-point), target, trainable, features."""
+    rows: list[dict[str, str]] = []
+    for stem, cfg in builtin_policy_configs(conf_dir).items():
+        try:
+            policy = make_policy(cfg)
+            trainable, feats = _describe(policy)
+        except HarnessError as exc:
+            trainable, feats = "?", f"(error: {exc})"
+        rows.append({"name": stem, "source": "builtin", "target": str(cfg["_target_"]), "trainable": trainable, "features": feats})
+    for ep_name, ep in entry_point_policies().items():
+        try:
+            policy = load_entry_point(ep_name)
+            trainable, feats = _describe(policy)
+        except HarnessError:  # needs parameters, or fails to load: still listed
+            trainable, feats = "?", "?"
+        rows.append({"name": ep_name, "source": "entry-point", "target": ep.value, "trainable": trainable, "features": feats})
+    return rows
+
+
+def format_table(rows: Sequence[Mapping[str, str]]) -> str:
+    cols = ("name", "source", "target", "trainable", "features")
+    widths = {c: max([len(c)] + [len(str(r[c])) for r in rows]) for c in cols[:-1]}
+    lines = ["  ".join([c.ljust(widths[c]) for c in cols[:-1]] + [cols[-1]])]
+    for r in rows:
+        lines.append("  ".join([str(r[c]).ljust(widths[c]) for c in cols[:-1]] + [str(r["features"])]))
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m harness policies``: print every built-in and plugin policy."""
+    parser = argparse.ArgumentParser(prog="harness policies", description="List routing policies.")
+    parser.add_argument("--conf-dir", default=None, help="config folder holding policy/*.yaml (default: the repo's conf)")
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    try:
+        rows = list_policies(args.conf_dir)
+    except HarnessError as exc:
+        print(f"error: {exc}")
+        return 2
+    print(format_table(rows))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
