@@ -68,10 +68,17 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path
     return path
 
 
-def _umask() -> int:
+def _read_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+_UMASK = _read_umask()  # read once at import: os.umask has no read-only form
+
+
+def _umask() -> int:
+    return _UMASK
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
