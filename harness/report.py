@@ -1,0 +1,520 @@
+"""``python -m harness report``: one sweep from MLflow -> report.md + report.html + frontier PNG.
+
+Why: a sweep leaves one MLflow child run per job; comparing policies means reading them side
+by side. The report reads ONLY the tracking store (any store with the harness's MLflow layout:
+parent run tagged ``route_bench.role=sweep``, child runs tagged ``route_bench.role=job``, both
+tagged ``route_bench.sweep_id``), so it works on a local SQLite store and on a team server.
+
+Choices (the SPEC is silent on reporting):
+- One row per job config: if a config hash has several child runs (a failed attempt, then a
+  finished rerun), the latest FINISHED run wins; if none finished, the latest run is shown with
+  its status and blank metrics.
+- "Best" per column: highest for hit/utility/diff/AUC columns, lowest for violation rates;
+  cost and extra share are descriptive and never marked. Ties are all marked.
+- Metric names are read as the tracker logs them (``harness.tracking.mlflow_tracker.mlflow_name``:
+  ``@`` -> ``_at_``, so ``heldout/hit@10`` is ``heldout/hit_at_10``) and shown with ``@``.
+- Frontier plots use the logged series ``frontier/<frontier>/<metric>`` (step = budget in %)
+  against ``frontier/<frontier>/realized_usage`` at the same step; where a run lacks the series
+  the scalar metrics ``budget/<rho>/<frontier>/...`` are used; for the exact frontier without a
+  usage series, usage = budget (the exact frontier spends floor(rho * n) calls).
+- The HTML embeds the PNG as a data URI (one self-contained file to share); the Markdown links
+  the PNG next to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import math
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from harness.errors import ConfigError, HarnessError
+from harness.io import atomic_write, atomic_write_text
+
+SWEEP_TAG = "route_bench.sweep_id"
+ROLE_TAG = "route_bench.role"
+POLICY_TAG = "route_bench.policy"
+HASH_TAG = "route_bench.config_hash"
+DEFAULT_TRACKING_URI = "sqlite:///mlruns/mlflow.db"
+FRONTIERS_PLOTTED = ("exact", "deployable")
+PLOT_NAME = "frontier.png"
+_NON_OUTCOME = {
+    "utility", "realized_usage", "usage_error", "violation_rate", "tolerance_overshoot_rate",
+    "target_usage", "extra_calls", "random_matched", "oracle_matched",
+}
+
+
+class SweepNotFound(HarnessError):
+    """No run carries the requested sweep id (or no sweep at all, for --latest)."""
+
+
+@dataclass
+class Column:
+    """A table column: header, the metric key it shows, and which direction is better."""
+
+    header: str
+    key: str
+    better: str | None  # "high", "low" or None (never marked)
+    ci: tuple[str, str] | None = None
+
+
+@dataclass
+class JobRow:
+    run_id: str
+    run_name: str
+    status: str
+    policy: str
+    cost: str
+    metrics: dict[str, float]
+    series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+
+
+@dataclass
+class SweepReport:
+    sweep_id: str
+    tracking_uri: str
+    experiment: str
+    parent_run_id: str | None
+    rows: list[JobRow]
+    columns: list[Column]
+    outcome_metric: str | None
+
+
+# ---------------------------------------------------------------- tracking store access
+
+
+def resolve_tracking_uri(explicit: str | None) -> str:
+    """--tracking-uri, else $MLFLOW_TRACKING_URI, else the harness default local store.
+
+    A SQLite URI whose file does not exist is an error (reading must not create an empty DB).
+    """
+    uri = explicit or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+    if uri.startswith("sqlite:///"):
+        db = Path(uri[len("sqlite:///"):])
+        if not db.is_file():
+            raise ConfigError(
+                "--tracking-uri", f"tracking store {uri} does not exist (no file {db})"
+            )
+    return uri
+
+
+def _client(uri: str):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def _experiments(client, name: str | None, uri: str) -> list:
+    if name is not None:
+        exp = client.get_experiment_by_name(name)
+        if exp is None:
+            raise ConfigError("--experiment", f"no experiment named {name!r} in {uri}")
+        return [exp]
+    out, token = [], None
+    while True:
+        page = client.search_experiments(max_results=1000, page_token=token)
+        out.extend(page)
+        token = page.token
+        if not token:
+            return out
+
+
+def _search(client, exp_ids: list[str], filter_string: str, order_by=None) -> list:
+    out, token = [], None
+    while True:
+        page = client.search_runs(
+            exp_ids, filter_string=filter_string, max_results=1000,
+            order_by=order_by, page_token=token,
+        )
+        out.extend(page)
+        token = page.token
+        if not token:
+            return out
+
+
+def find_latest_sweep_id(client, exp_ids: list[str], uri: str) -> str:
+    runs = _search(
+        client, exp_ids, f"tags.`{ROLE_TAG}` = 'sweep'", order_by=["attributes.start_time DESC"]
+    )
+    if not runs:
+        raise SweepNotFound(f"no sweep (run tagged {ROLE_TAG}=sweep) in tracking store {uri}")
+    return runs[0].data.tags[SWEEP_TAG]
+
+
+def _pick_runs(children: list) -> list:
+    """One run per config hash: latest FINISHED, else latest of any status (see module doc)."""
+    groups: dict[str, list] = {}
+    for r in children:
+        groups.setdefault(r.data.tags.get(HASH_TAG, r.info.run_id), []).append(r)
+    picked = []
+    for runs in groups.values():
+        runs = sorted(runs, key=lambda r: r.info.start_time or 0, reverse=True)
+        finished = [r for r in runs if r.info.status == "FINISHED"]
+        picked.append(finished[0] if finished else runs[0])
+    return sorted(picked, key=lambda r: (r.info.run_name or "", r.info.run_id))
+
+
+def _series(client, run_id: str, keys: list[str]) -> dict[str, list[tuple[int, float]]]:
+    out = {}
+    for key in keys:
+        hist = client.get_metric_history(run_id, key)
+        by_step = {}
+        for m in sorted(hist, key=lambda m: (m.step, m.timestamp)):
+            by_step[int(m.step)] = float(m.value)  # last logged value per step wins
+        out[key] = sorted(by_step.items())
+    return out
+
+
+def outcome_metric_of(metric_keys: set[str]) -> str | None:
+    """The logged outcome name (e.g. ``hit_at_10``) found among the metric keys."""
+    names = set()
+    for k in metric_keys:
+        m = re.fullmatch(r"frontier/(?:exact|deployable|conservative)/([^/]+)", k)
+        if m and m.group(1) not in _NON_OUTCOME:
+            names.add(m.group(1))
+        m = re.fullmatch(r"heldout/([^/]+)", k)
+        if m and m.group(1) not in _NON_OUTCOME and (
+            m.group(1).startswith(("hit_at_", "accuracy", "f1", "em", "recall_at_", "mrr_at_"))
+        ):
+            names.add(m.group(1))
+    if not names:
+        return None
+    return sorted(names, key=lambda n: (not n.startswith("hit_at_"), n))[0]
+
+
+def display_name(mlflow_metric: str) -> str:
+    """MLflow forbids ``@`` in names; the tracker logs ``hit@10`` as ``hit_at_10``. Show ``hit@10``."""
+    return mlflow_metric.replace("_at_", "@")
+
+
+def _budgets(metric_keys: set[str]) -> list[str]:
+    found = set()
+    for k in metric_keys:
+        m = re.fullmatch(r"budget/([0-9.]+)/deployable/violation_rate", k)
+        if m:
+            found.add(m.group(1))
+    return sorted(found, key=float)
+
+
+def build_columns(metric_keys: set[str], outcome: str | None) -> list[Column]:
+    """Columns shown, in order; a column appears only if some job logged its metric."""
+    cols = []
+    if outcome:
+        cols.append(Column(f"heldout {display_name(outcome)}", f"heldout/{outcome}", "high"))
+    cols += [
+        Column("heldout utility", "heldout/utility", "high"),
+        Column("extra share", "heldout/extra_share", None),
+        Column(
+            "utility diff vs base [95% CI]", "heldout/diff_vs_base/utility", "high",
+            ci=("heldout/diff_vs_base/utility/ci_low", "heldout/diff_vs_base/utility/ci_high"),
+        ),
+        Column(
+            "utility diff vs extra [95% CI]", "heldout/diff_vs_extra/utility", "high",
+            ci=("heldout/diff_vs_extra/utility/ci_low", "heldout/diff_vs_extra/utility/ci_high"),
+        ),
+        Column("exact-frontier AUC", "frontier/exact_auc", "high"),
+    ]
+    for b in _budgets(metric_keys):
+        cols.append(
+            Column(f"deployable violation @{b}", f"budget/{b}/deployable/violation_rate", "low")
+        )
+    cols.append(Column("gain spearman", "gain/spearman", "high"))
+    return [c for c in cols if c.key in metric_keys]
+
+
+def load_sweep(
+    tracking_uri: str, sweep_id: str | None = None, experiment: str | None = None
+) -> SweepReport:
+    """Read a sweep (by id, or the latest when ``sweep_id`` is None) into a SweepReport."""
+    client = _client(tracking_uri)
+    exps = _experiments(client, experiment, tracking_uri)
+    exp_ids = [e.experiment_id for e in exps]
+    if not exp_ids:
+        raise SweepNotFound(f"tracking store {tracking_uri} has no experiments")
+    if sweep_id is None:
+        sweep_id = find_latest_sweep_id(client, exp_ids, tracking_uri)
+    quoted = sweep_id.replace("'", "\\'")
+    runs = _search(client, exp_ids, f"tags.`{SWEEP_TAG}` = '{quoted}'")
+    if not runs:
+        where = f" experiment {experiment!r} of" if experiment else ""
+        raise SweepNotFound(
+            f"sweep {sweep_id!r} not found: no run tagged {SWEEP_TAG}={sweep_id} in{where} "
+            f"tracking store {tracking_uri}"
+        )
+    parents = [r for r in runs if r.data.tags.get(ROLE_TAG) == "sweep"]
+    children = [r for r in runs if r.data.tags.get(ROLE_TAG) == "job"]
+    if not children:
+        raise SweepNotFound(
+            f"sweep {sweep_id!r} in tracking store {tracking_uri} has no job runs "
+            f"(tag {ROLE_TAG}=job)"
+        )
+    exp_names = {e.experiment_id: e.name for e in exps}
+    picked = _pick_runs(children)
+    all_keys: set[str] = set()
+    for r in picked:
+        all_keys |= set(r.data.metrics)
+    outcome = outcome_metric_of(all_keys)
+    rows = []
+    for r in picked:
+        keys = [
+            k for k in r.data.metrics
+            if re.fullmatch(r"frontier/(exact|deployable|conservative)/[^/]+", k)
+        ]
+        rows.append(
+            JobRow(
+                run_id=r.info.run_id,
+                run_name=r.info.run_name or r.info.run_id,
+                status=r.info.status,
+                policy=r.data.tags.get(POLICY_TAG) or r.data.params.get("policy.name", "?"),
+                cost=r.data.params.get("cost.c", ""),
+                metrics=dict(r.data.metrics),
+                series=_series(client, r.info.run_id, sorted(keys)),
+            )
+        )
+    return SweepReport(
+        sweep_id=sweep_id,
+        tracking_uri=tracking_uri,
+        experiment=exp_names.get(picked[0].info.experiment_id, "?"),
+        parent_run_id=parents[0].info.run_id if parents else None,
+        rows=rows,
+        columns=build_columns(all_keys, outcome),
+        outcome_metric=outcome,
+    )
+
+
+# ---------------------------------------------------------------- table + plot
+
+
+def best_values(rep: SweepReport) -> dict[str, float]:
+    """Per marked column, the best value over jobs (ties share the mark)."""
+    best = {}
+    for c in rep.columns:
+        if c.better is None:
+            continue
+        vals = [
+            r.metrics[c.key] for r in rep.rows
+            if c.key in r.metrics and not math.isnan(r.metrics[c.key])
+        ]
+        if vals:
+            best[c.key] = max(vals) if c.better == "high" else min(vals)
+    return best
+
+
+def _fmt(v: float) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    return f"{v:.4f}"
+
+
+def cell_text(row: JobRow, col: Column) -> str:
+    v = row.metrics.get(col.key)
+    if v is None:
+        return ""
+    text = _fmt(v)
+    if col.ci and col.ci[0] in row.metrics and col.ci[1] in row.metrics:
+        text += f" [{_fmt(row.metrics[col.ci[0]])}, {_fmt(row.metrics[col.ci[1]])}]"
+    return text
+
+
+def frontier_points(row: JobRow, frontier: str, outcome: str) -> list[tuple[float, float]]:
+    """(realized usage, outcome) points of one job's frontier, sorted by usage."""
+    s_out = dict(row.series.get(f"frontier/{frontier}/{outcome}", []))
+    s_use = dict(row.series.get(f"frontier/{frontier}/realized_usage", []))
+    pts = []
+    if s_out:
+        for step, y in s_out.items():
+            x = s_use.get(step, step / 100.0 if frontier == "exact" else None)
+            if x is not None:
+                pts.append((x, y))
+    else:
+        for k, y in row.metrics.items():
+            m = re.fullmatch(rf"budget/([0-9.]+)/{frontier}/{re.escape(outcome)}", k)
+            if not m:
+                continue
+            use_key = f"budget/{m.group(1)}/{frontier}/realized_usage"
+            x = row.metrics.get(use_key, float(m.group(1)) if frontier == "exact" else None)
+            if x is not None:
+                pts.append((x, y))
+    return sorted(pts)
+
+
+def plot_frontiers(rep: SweepReport, path: Path) -> bool:
+    """Write the frontier PNG (one panel per frontier, one line per job); False if no data."""
+    if rep.outcome_metric is None:
+        return False
+    data = {
+        fr: [(r, frontier_points(r, fr, rep.outcome_metric)) for r in rep.rows]
+        for fr in FRONTIERS_PLOTTED
+    }
+    if not any(pts for fr in data.values() for _, pts in fr):
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(FRONTIERS_PLOTTED), figsize=(11, 4.2), sharey=True)
+    for ax, fr in zip(axes, FRONTIERS_PLOTTED):
+        for row, pts in data[fr]:
+            if pts:
+                xs, ys = zip(*pts)
+                ax.plot(xs, ys, marker="o", label=row.run_name)
+        ax.set_title(f"{fr} frontier")
+        ax.set_xlabel("realized usage of the extra arm")
+        ax.set_xlim(0, 1)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel(display_name(rep.outcome_metric))
+    axes[-1].legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"sweep {rep.sweep_id} ({rep.experiment})")
+    fig.tight_layout()
+    atomic_write(path, lambda p: fig.savefig(p, format="png", dpi=110))
+    plt.close(fig)
+    return True
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def _md_escape(s: str) -> str:
+    return str(s).replace("|", "\\|")
+
+
+def render_markdown(rep: SweepReport, plot_name: str | None) -> str:
+    best = best_values(rep)
+    head = ["job", "policy", "cost", "status"] + [c.header for c in rep.columns]
+    lines = [
+        f"# Sweep {rep.sweep_id}",
+        "",
+        f"- experiment: `{rep.experiment}`",
+        f"- tracking URI: `{rep.tracking_uri}`",
+        f"- parent run: `{rep.parent_run_id or '(none)'}`",
+        f"- jobs: {len(rep.rows)}",
+        "",
+        "Best value per column in **bold** (highest, or lowest for violation rates).",
+        "",
+        "| " + " | ".join(_md_escape(h) for h in head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for r in rep.rows:
+        cells = [r.run_name, r.policy, r.cost, r.status]
+        for c in rep.columns:
+            t = cell_text(r, c)
+            if c.key in best and c.key in r.metrics and r.metrics[c.key] == best[c.key]:
+                t = f"**{t}**"
+            cells.append(t)
+        lines.append("| " + " | ".join(_md_escape(x) for x in cells) + " |")
+    lines.append("")
+    if plot_name:
+        lines += ["## Frontiers", "", f"![frontiers]({plot_name})", ""]
+    else:
+        lines += ["No frontier series were logged for this sweep.", ""]
+    return "\n".join(lines)
+
+
+def render_html(rep: SweepReport, plot_bytes: bytes | None) -> str:
+    e = html.escape
+    best = best_values(rep)
+    head = ["job", "policy", "cost", "status"] + [c.header for c in rep.columns]
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8">',
+        f"<title>Sweep {e(rep.sweep_id)}</title>",
+        "<style>table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:3px 6px}"
+        "td.best{font-weight:bold;background:#e6f4e6}</style>",
+        "</head>",
+        "<body>",
+        f"<h1>Sweep {e(rep.sweep_id)}</h1>",
+        "<ul>",
+        f"<li>experiment: <code>{e(rep.experiment)}</code></li>",
+        f"<li>tracking URI: <code>{e(rep.tracking_uri)}</code></li>",
+        f"<li>parent run: <code>{e(rep.parent_run_id or '(none)')}</code></li>",
+        f"<li>jobs: {len(rep.rows)}</li>",
+        "</ul>",
+        "<p>Best value per column marked (highest, or lowest for violation rates).</p>",
+        '<table id="comparison">',
+        "<thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr></thead>",
+        "<tbody>",
+    ]
+    for r in rep.rows:
+        cells = [f"<td>{e(x)}</td>" for x in (r.run_name, r.policy, r.cost, r.status)]
+        for c in rep.columns:
+            is_best = c.key in best and c.key in r.metrics and r.metrics[c.key] == best[c.key]
+            cls = ' class="best"' if is_best else ""
+            cells.append(f'<td data-key="{e(c.key)}"{cls}>{e(cell_text(r, c))}</td>')
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out += ["</tbody>", "</table>"]
+    if plot_bytes:
+        b64 = base64.b64encode(plot_bytes).decode("ascii")
+        out += [
+            "<h2>Frontiers</h2>",
+            f'<p><img alt="frontiers" src="data:image/png;base64,{b64}"></p>',
+            f'<p><a href="{PLOT_NAME}">{PLOT_NAME}</a></p>',
+        ]
+    else:
+        out.append("<p>No frontier series were logged for this sweep.</p>")
+    out += ["</body>", "</html>", ""]
+    return "\n".join(out)
+
+
+def write_report(rep: SweepReport, out_dir: str | os.PathLike) -> dict[str, Path]:
+    """Write report.md, report.html and (if there is frontier data) frontier.png atomically."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    plot_path = out / PLOT_NAME
+    has_plot = plot_frontiers(rep, plot_path)
+    plot_bytes = plot_path.read_bytes() if has_plot else None
+    paths = {
+        "markdown": atomic_write_text(
+            out / "report.md", render_markdown(rep, PLOT_NAME if has_plot else None)
+        ),
+        "html": atomic_write_text(out / "report.html", render_html(rep, plot_bytes)),
+    }
+    if has_plot:
+        paths["plot"] = plot_path
+    return paths
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m harness report",
+        description="Write a comparison report (Markdown + HTML + frontier PNG) of one sweep.",
+    )
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--sweep", help="sweep id (tag route_bench.sweep_id)")
+    which.add_argument("--latest", action="store_true", help="the most recently started sweep")
+    p.add_argument("--experiment", help="restrict to this MLflow experiment name")
+    p.add_argument(
+        "--tracking-uri",
+        help=f"MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else {DEFAULT_TRACKING_URI})",
+    )
+    p.add_argument("--out", required=True, help="output directory")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        uri = resolve_tracking_uri(args.tracking_uri)
+        rep = load_sweep(uri, None if args.latest else args.sweep, args.experiment)
+        paths = write_report(rep, args.out)
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for kind, path in paths.items():
+        print(f"{kind}: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
