@@ -1,0 +1,83 @@
+"""Wall time of the default sweep and the per-job overhead of Hydra + MLflow.
+
+Runs (1) the default sweep (``python -m harness -m`` = every built-in policy x costs
+{0, 0.01, 0.02, 0.05}, protocols threshold + budget) as a subprocess into a temporary MLflow
+store, after a warm-up that builds/caches the outcome table; (2) the same jobs' protocols
+in-process without Hydra or MLflow. Overhead per job = (sweep wall - warm-up-free compute) / jobs.
+
+    python benchmarks/bench_sweep.py                      # synthetic table
+    python benchmarks/bench_sweep.py --dataset qasper_yesno [--launcher joblib --n-jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def default_sweep_jobs(dataset: str) -> tuple[list[dict], list[str]]:
+    """The plain configs of every job of the default sweep (composed like Hydra composes them)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from harness import app
+
+    with initialize_config_dir(config_dir=str(app.CONF_DIR), version_base="1.3"):
+        base = compose(config_name="config", overrides=[f"dataset={dataset}"], return_hydra_config=True)
+        params = OmegaConf.to_container(base.hydra.sweeper.params)
+        jobs = []
+        for policy in params["policy"].split(","):
+            for cost in params["cost.c"].split(","):
+                cfg = compose(config_name="config", overrides=[f"dataset={dataset}", f"policy={policy}",
+                                                                 f"cost.c={cost}", f"protocol={params['protocol']}"])
+                jobs.append(app.to_plain(cfg))
+    return jobs, [f"dataset={dataset}"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset", default="synthetic")
+    ap.add_argument("--launcher", default="basic", choices=["basic", "joblib"])
+    ap.add_argument("--n-jobs", type=int, default=2)
+    args = ap.parse_args(argv)
+
+    from harness import app
+
+    jobs, overrides = default_sweep_jobs(args.dataset)
+    t0 = time.perf_counter()
+    table = app.build_table(jobs[0])  # warm the outcome-table cache (not timed as sweep)
+    task = app.make_task(jobs[0], table)
+    print(f"table {table.key}: {task.n} questions; build/load {time.perf_counter() - t0:.1f}s")
+
+    compute = 0.0
+    with tempfile.TemporaryDirectory() as tmp:
+        for cfg in jobs:
+            factory = app.policy_factory(cfg["policy"])
+            t = time.perf_counter()
+            app.compute_job(cfg, task, factory, Path(tmp) / "frozen" / cfg["policy"]["name"] / str(cfg["cost"]["c"]))
+            compute += time.perf_counter() - t
+
+        launcher = [] if args.launcher == "basic" else ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={args.n_jobs}"]
+        cmd = [sys.executable, "-m", "harness", "-m", *overrides, *launcher,
+               f"tracking.uri=sqlite:///{Path(tmp) / 'bench.db'}"]
+        t = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, env=dict(os.environ))
+        wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        print(proc.stderr[-3000:])
+        return 1
+    n = len(jobs)
+    print(f"default sweep on {args.dataset} ({n} jobs, launcher {args.launcher}"
+          f"{f', n_jobs={args.n_jobs}' if args.launcher == 'joblib' else ''}): wall {wall:.1f}s")
+    print(f"protocols alone, in-process: {compute:.1f}s total, {compute / n:.2f}s per job")
+    print(f"Hydra + MLflow + process start overhead: {wall - compute:.1f}s total, {(wall - compute) / n:.2f}s per job")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

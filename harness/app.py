@@ -1,0 +1,337 @@
+"""The Hydra app: one job = outcome table -> routing task -> policy -> protocols -> MLflow.
+
+``conf/`` is located next to the packages (the repository root of a source checkout or an
+editable install: ``<root>/harness/app.py`` -> ``<root>/conf``). Hydra does not change the
+working directory (``hydra.job.chdir: false``), so relative paths (``mlruns/``) mean the
+launch directory; ``launch_dir()`` still asks Hydra for the original cwd to be safe.
+
+In a sweep (``-m``) the callback ``harness.tracking.callbacks.SweepTrackingCallback`` has
+already built the outcome table, created the experiment and the parent run, and handed their
+ids to every job through environment variables (``hydra.job.env_set``). A job that raises is
+logged as a FAILED child run and the sweep goes on; a single run re-raises after logging.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+import harness.config  # noqa: F401 - registers the structured config schema
+from harness.config import validate
+from harness.io import atomic_write_text, cache_root, digest_of
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+# Environment handed from the sweep callback to each job (see callbacks.py).
+ENV_SWEEP_ID = "ROUTE_BENCH_SWEEP_ID"
+ENV_PARENT_RUN_ID = "ROUTE_BENCH_PARENT_RUN_ID"
+ENV_TABLE_HANDLE = "ROUTE_BENCH_TABLE_HANDLE"  # JSON file: {digest, path, key, info}
+
+
+def launch_dir() -> Path:
+    """The directory the user launched from (Hydra's original cwd when Hydra runs)."""
+    try:
+        return Path(hydra.utils.get_original_cwd())
+    except ValueError:  # Hydra not initialised (library use)
+        return Path.cwd()
+
+
+def to_plain(cfg: DictConfig | Mapping) -> dict:
+    """Resolved plain dict of the job config, without the ``hydra`` node."""
+    if isinstance(cfg, DictConfig):
+        # resolve key by key: the hydra node has sweep-only interpolations (hydra.job.num)
+        return {
+            k: (OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k])
+            for k in cfg.keys()
+            if k != "hydra"
+        }
+    data = dict(cfg)
+    data.pop("hydra", None)
+    return data
+
+
+# ---- outcome table -----------------------------------------------------------------------------
+@dataclass
+class TableHandle:
+    frame: Any  # pandas.DataFrame
+    key: str
+    info: dict = field(default_factory=dict)
+    path: str | None = None
+
+
+def table_config_digest(cfg: Mapping) -> str:
+    """What identifies a job's outcome table: the dataset, arms and reranker configs."""
+    return digest_of({k: cfg.get(k) for k in ("dataset", "arms", "reranker")})[:16]
+
+
+def build_table(cfg: Mapping, progress: Any = None) -> TableHandle:
+    """Build (or load from the builder's content-addressed cache) the outcome table.
+
+    ``dataset.loader: synthetic`` -> ``harness.synthetic.synthetic_outcome_table`` (instant);
+    otherwise ``harness.data.load_dataset`` + ``harness.retrieval.table.build_outcome_table``.
+    """
+    ds = dict(cfg["dataset"])
+    if ds.get("loader", ds.get("name")) == "synthetic":
+        from harness.synthetic import synthetic_outcome_table
+
+        arms = cfg.get("arms") or {}
+        frame = synthetic_outcome_table(
+            n_docs=int(ds.get("n_docs", 60)),
+            questions_per_doc=int(ds.get("questions_per_doc", 5)),
+            seed=int(ds.get("seed", 0)),
+            signal=float(ds.get("signal", 2.0)),
+            arms=(str(arms.get("base", "keep")), str(arms.get("extra", "hybrid"))),
+        )
+        return TableHandle(frame, key="synthetic-" + digest_of(ds)[:16], info={"source": "synthetic"})
+    from harness.data import load_dataset
+    from harness.retrieval.table import build_outcome_table
+
+    dataset = load_dataset(ds)
+    kwargs = {"progress": progress} if progress is not None else {}
+    table = build_outcome_table(dataset, dict(cfg.get("arms") or {}), dict(cfg.get("reranker") or {}), **kwargs)
+    info = dict(getattr(table, "info", {}) or {})
+    info.setdefault("dataset_fingerprint", dataset.fingerprint())
+    return TableHandle(table.frame, key=str(table.key), info=info, path=str(table.path))
+
+
+def write_table_handle(cfg: Mapping, handle: TableHandle) -> Path | None:
+    """Record where the built table lies so sweep jobs only read the Parquet (None if it has no
+    file, e.g. synthetic: rebuilding it is cheaper than reading)."""
+    if handle.path is None:
+        return None
+    digest = table_config_digest(cfg)
+    target = cache_root() / "app" / "table_handles" / f"{digest}.json"
+    body = {"digest": digest, "path": handle.path, "key": handle.key, "info": handle.info}
+    atomic_write_text(target, json.dumps(body, sort_keys=True, default=str, indent=1))
+    return target
+
+
+def load_table(cfg: Mapping) -> TableHandle:
+    """The job's table: from the sweep's handle when it matches this job's config, else built."""
+    handle_file = os.environ.get(ENV_TABLE_HANDLE)
+    if handle_file and Path(handle_file).is_file():
+        body = json.loads(Path(handle_file).read_text(encoding="utf-8"))
+        if body.get("digest") == table_config_digest(cfg) and Path(body["path"]).is_file():
+            import pandas as pd
+
+            return TableHandle(pd.read_parquet(body["path"]), key=body["key"], info=body.get("info", {}), path=body["path"])
+    return build_table(cfg)
+
+
+def make_task(cfg: Mapping, table: TableHandle):
+    from harness.task import RoutingTask
+
+    arms = cfg.get("arms") or {}
+    return RoutingTask.from_table(
+        table.frame,
+        base_arm=str(arms.get("base", "keep")),
+        extra_arm=str(arms.get("extra", "hybrid")),
+        metric=str(arms.get("metric", "hit@10")),
+        source=f"outcome table {table.key}",
+    )
+
+
+def table_facts(task, table: TableHandle) -> dict[str, float]:
+    """``table/...`` metrics: size and the base-vs-extra comparison on the whole table."""
+    m = task.metric
+    delta = task.delta
+    return {
+        "table/n_rows": float(len(table.frame)),
+        "table/n_questions": float(task.n),
+        "table/n_docs": float(len(set(task.groups))),
+        f"table/base/{m}": float(task.base.mean()) if task.n else float("nan"),
+        f"table/extra/{m}": float(task.extra.mean()) if task.n else float("nan"),
+        "table/rescues": float((delta > 0).sum()),
+        "table/harms": float((delta < 0).sum()),
+    }
+
+
+# ---- compute -------------------------------------------------------------------------------------
+def policy_factory(policy_cfg: Mapping) -> Callable[[], Any]:
+    """Zero-arg factory of fresh policies from the ``policy`` config group."""
+    from policies.registry import make_policy
+
+    spec = dict(policy_cfg)
+    make_policy(spec)  # fail now, before any fitting, if the config is wrong
+    return lambda: make_policy(spec)
+
+
+@dataclass
+class JobOutputs:
+    threshold: Any = None
+    budget: Any = None
+    gain: Any = None
+
+    def metrics(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for result in (self.threshold, self.budget, self.gain):
+            if result is not None:
+                out.update(result.metrics)
+        return out
+
+    def summary(self) -> str:
+        return "\n\n".join(r.summary() for r in (self.threshold, self.budget, self.gain) if r is not None)
+
+
+def compute_job(cfg: Mapping, task, factory: Callable[[], Any], freeze_dir: Path) -> JobOutputs:
+    """Run the configured protocols; pure compute (no tracking), also timed by the benchmark."""
+    from harness import protocols
+
+    p, out = cfg["protocol"], JobOutputs()
+    seed, cost = int(cfg["seed"]), float(cfg["cost"]["c"])
+    if "threshold" in p["run"]:
+        out.threshold = protocols.run_threshold_protocol(
+            task, factory, cost=cost, seed=seed, dev_frac=float(p["dev_frac"]),
+            n_folds=int(p["n_folds"]), n_boot=int(p["n_boot"]), freeze_dir=Path(freeze_dir),
+        )
+    if "budget" in p["run"]:
+        b = cfg["budget"]
+        out.budget = protocols.run_budget_protocol(
+            task, factory, budgets=tuple(float(x) for x in b["grid"]), n_splits=int(b["n_splits"]),
+            seed=seed, cost=cost, dkw_delta=float(b["dkw_delta"]), tol=float(b["tol"]),
+        )
+    if "gain" in p["run"]:
+        out.gain = protocols.run_gain_protocol(task, factory, seed=seed, threshold=float(p["gain_threshold"]))
+    return out
+
+
+FRONTIER_COLUMNS = {
+    "outcome": None,  # named by the task metric
+    "utility": "utility",
+    "realized_usage": "realized_usage",
+    "usage_error": "usage_error",
+    "violated": "violation_rate",
+    "overshoot": "tolerance_overshoot_rate",
+    "random_matched": "random_matched",
+    "oracle_matched": "oracle_matched",
+}
+
+
+def frontier_series(frontiers, metric: str) -> list[tuple[str, float, int]]:
+    """``frontier/<frontier>/<column>`` per budget (mean over splits), step = budget in percent."""
+    cols = [c for c in FRONTIER_COLUMNS if c in frontiers.columns]
+    means = frontiers.groupby(["frontier", "budget"], sort=True)[cols].mean(numeric_only=False)
+    series = []
+    for (frontier, budget), row in means.iterrows():
+        step = int(round(float(budget) * 100))
+        for col in cols:
+            series.append((f"frontier/{frontier}/{FRONTIER_COLUMNS[col] or metric}", float(row[col]), step))
+    return series
+
+
+def frontier_png(frontiers, target: Path, metric: str, cfg: Mapping) -> Path:
+    """Write the frontier plot, reusing a cached PNG keyed by the plotted numbers.
+
+    Why: drawing costs more than the rest of the logging, and the plot (outcome vs usage) does
+    not depend on the cost, so the jobs of one policy at several costs draw the same picture.
+    """
+    import shutil
+
+    from harness.plots import frontier_points, plot_frontiers
+
+    title = f"{cfg['policy'].get('name', 'policy')} seed={cfg['seed']}"
+    key = digest_of({"points": frontier_points(frontiers).to_dict("list"), "metric": metric, "title": title})
+    cached = cache_root() / "app" / "plots" / f"{key[:24]}.png"
+    if not cached.is_file():
+        from harness.io import atomic_write
+
+        atomic_write(cached, lambda tmp: plot_frontiers(frontiers, tmp, metric=metric, title=title))
+    shutil.copyfile(cached, target)
+    return target
+
+
+# ---- one tracked job ---------------------------------------------------------------------------
+def run_name(cfg: Mapping) -> str:
+    return f"{cfg['policy'].get('name', 'policy')} c={float(cfg['cost']['c']):g} seed={cfg['seed']}"
+
+
+def run_job(cfg: DictConfig | Mapping, *, in_sweep: bool | None = None) -> dict:
+    """One job, tracked. Returns ``{"status", "run_id", "metrics"}``; re-raises in single runs."""
+    from harness.tracking import mlflow_tracker as mt
+
+    plain = to_plain(cfg)
+    validate(cfg if isinstance(cfg, DictConfig) else OmegaConf.create(plain))
+    sweep_id = os.environ.get(ENV_SWEEP_ID)
+    parent = os.environ.get(ENV_PARENT_RUN_ID)
+    if in_sweep is None:
+        in_sweep = bool(sweep_id and parent)
+    tracking = plain["tracking"]
+    uri = mt.resolve_tracking_uri(tracking, launch_dir())
+    tracker = mt.Tracker(uri, retries=int(tracking.get("retries", 5)))
+    exp_id = tracker.ensure_experiment(mt.experiment_name(plain), mt.artifact_location(uri))
+    chash = mt.config_hash(plain)
+    if in_sweep and tracking.get("skip_finished", True):
+        done = tracker.find_finished_job(exp_id, sweep_id, chash)
+        if done is not None:
+            print(f"[route-bench] skip {run_name(plain)}: finished as run {done.info.run_id}")
+            return {"status": "SKIPPED", "run_id": done.info.run_id, "metrics": dict(done.data.metrics)}
+    tags = {
+        mt.TAG_ROLE: "job" if in_sweep else "single",
+        mt.TAG_CONFIG_HASH: chash,
+        mt.TAG_POLICY: str(plain["policy"].get("name", "")),
+    }
+    if in_sweep:
+        tags[mt.TAG_SWEEP_ID] = sweep_id
+    run_id = tracker.start_job_run(exp_id, run_name(plain), tags, parent_run_id=parent if in_sweep else None)
+    with tempfile.TemporaryDirectory(prefix="route-bench-run-") as tmp:
+        art = Path(tmp) / "artifacts"
+        art.mkdir()
+        try:
+            tracker.log_params(run_id, mt.flatten_params(plain))
+            (art / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(plain)), encoding="utf-8")
+            table = load_table(plain)
+            task = make_task(plain, table)
+            factory = policy_factory(plain["policy"])
+            out = compute_job(plain, task, factory, art / "frozen")
+            metrics = {**table_facts(task, table), **out.metrics()}
+            triples = [(k, v, 0) for k, v in metrics.items()]
+            if out.budget is not None:
+                triples += frontier_series(out.budget.frontiers, task.metric)
+            run_tags = {"route_bench.table_key": table.key}
+            if table.info.get("dataset_fingerprint"):
+                run_tags["route_bench.dataset_fingerprint"] = str(table.info["dataset_fingerprint"])
+            if out.threshold is not None:
+                digests = out.threshold.frozen.get("sha256", {})
+                run_tags.update({f"route_bench.frozen_sha256.{k}": v for k, v in digests.items()})
+                if tracking.get("log_decisions", True):
+                    out.threshold.decisions.to_parquet(art / "decisions.parquet", index=False)
+            if out.budget is not None:
+                out.budget.frontiers.to_parquet(art / "frontiers.parquet", index=False)
+                if tracking.get("log_plots", True):
+                    frontier_png(out.budget.frontiers, art / "frontier.png", task.metric, plain)
+            if out.gain is not None and tracking.get("log_decisions", True):
+                for name, frame in out.gain.tables.items():
+                    frame.to_parquet(art / f"gain_{name}.parquet", index=False)
+            summary = out.summary()
+            (art / "summary.txt").write_text(summary + "\n", encoding="utf-8")
+            tracker.log_metrics(run_id, triples)
+            tracker.set_tags(run_id, run_tags)
+            tracker.log_artifacts(run_id, art)
+            tracker.end_run(run_id, "FINISHED")  # last: a half-logged run is never FINISHED
+        except Exception as exc:
+            error = "".join(traceback.format_exception(exc))
+            tracker.fail_run(run_id, error, artifact_dir=Path(tmp))
+            print(f"[route-bench] FAILED {run_name(plain)} (run {run_id}): {type(exc).__name__}: {exc}")
+            if not in_sweep:
+                raise
+            return {"status": "FAILED", "run_id": run_id, "metrics": {}, "error": str(exc)}
+    print(f"[route-bench] {run_name(plain)} -> run {run_id}\n{summary}")
+    return {"status": "FINISHED", "run_id": run_id, "metrics": metrics}
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> dict:
+    """Hydra entry point (``python -m harness [overrides]``, ``-m`` for sweeps)."""
+    return run_job(cfg)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

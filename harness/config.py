@@ -1,0 +1,146 @@
+"""Structured config schema of the Hydra app, registered in Hydra's ConfigStore.
+
+Why: a typo in a key (``cost.cc=1``) or a wrong type (``cost.c=abc``) must fail at composition
+time, before any table is built or any run is logged, with a message naming the key. Hydra
+checks overrides against these dataclasses. The groups owned by other modules (``dataset``,
+``arms``, ``reranker``, ``policy``) are free-form dicts here: their own code validates them.
+
+The top-level schema is stored as ``route_bench_schema`` and is the first entry of the defaults
+list of ``conf/config.yaml``; since it types ``cost``, ``budget``, ``protocol`` and ``tracking``
+as dataclasses, every YAML file of those groups (and every override) is checked against them.
+Value checks a type cannot express (a budget outside (0, 1), an unknown protocol name) are done
+by ``validate`` before any work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+PROTOCOL_NAMES = ("threshold", "budget", "gain")
+
+
+@dataclass
+class ProtocolConfig:
+    """Which protocols a job runs (SPEC sections 5-7) and their options.
+
+    ``run`` lists protocol names in order; the group files ``threshold``, ``budget``, ``gain``
+    and ``all`` only set it. ``n_boot`` may be lowered for tests; the SPEC asks for >= 1000.
+    """
+
+    name: str = "all"
+    run: List[str] = field(default_factory=lambda: list(PROTOCOL_NAMES))
+    dev_frac: float = 0.8
+    n_folds: int = 5
+    n_boot: int = 1000
+    gain_threshold: float = 0.0
+
+
+@dataclass
+class CostConfig:
+    """``c``: cost per extra-arm call in utility units (SPEC section 5, default 0.02)."""
+
+    name: str = "default"
+    c: float = 0.02
+
+
+@dataclass
+class BudgetConfig:
+    """Budget grid and calibration options of protocol B (SPEC section 6)."""
+
+    name: str = "default"
+    grid: List[float] = field(default_factory=lambda: [0.10, 0.25, 0.50, 0.75, 0.90])
+    dkw_delta: float = 0.05
+    tol: float = 0.02
+    n_splits: int = 5
+
+
+@dataclass
+class TrackingConfig:
+    """Where and how runs are logged.
+
+    ``uri``: explicit tracking URI; null means $MLFLOW_TRACKING_URI if set, else a SQLite store
+    ``<store_dir>/mlflow.db`` with artifacts in ``<store_dir>/artifacts``, relative to the
+    directory the command was launched from.
+    """
+
+    name: str = "local"
+    uri: Optional[str] = None
+    store_dir: str = "mlruns"
+    experiment: Optional[str] = None  # override of "<dataset>/<base>-vs-<extra>"
+    skip_finished: bool = True  # sweeps skip jobs whose config hash already FINISHED
+    log_plots: bool = True
+    log_decisions: bool = True
+    retries: int = 5  # attempts for a store call that hits "database is locked"
+
+
+@dataclass
+class RootConfig:
+    """The whole job config. ``seed`` seeds splits, folds, bootstrap and random policies."""
+
+    dataset: Dict[str, Any] = field(default_factory=dict)
+    arms: Dict[str, Any] = field(default_factory=dict)
+    reranker: Dict[str, Any] = field(default_factory=dict)
+    policy: Dict[str, Any] = field(default_factory=dict)
+    protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
+    cost: CostConfig = field(default_factory=CostConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    experiment: Dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+
+
+def register_configs() -> None:
+    """Register the schemas (idempotent: ConfigStore overwrites same-named entries)."""
+    cs = ConfigStore.instance()
+    ConfigStore.instance().store(name="route_bench_schema", node=RootConfig)
+
+
+def validate(cfg: Any) -> None:
+    """Range and name checks of the harness-owned groups; raises ConfigError naming the key."""
+    from harness.errors import ConfigError
+
+    run = list(cfg.protocol.run)
+    for i, name in enumerate(run):
+        if name not in PROTOCOL_NAMES:
+            raise ConfigError(f"protocol.run[{i}]", f"unknown protocol {name!r}; choose from {PROTOCOL_NAMES}")
+    if not run:
+        raise ConfigError("protocol.run", "is empty; name at least one protocol")
+    if not 0.0 < cfg.protocol.dev_frac < 1.0:
+        raise ConfigError("protocol.dev_frac", f"must be in (0, 1), got {cfg.protocol.dev_frac}")
+    if cfg.protocol.n_folds < 2:
+        raise ConfigError("protocol.n_folds", f"must be >= 2, got {cfg.protocol.n_folds}")
+    if cfg.protocol.n_boot < 1:
+        raise ConfigError("protocol.n_boot", f"must be >= 1, got {cfg.protocol.n_boot}")
+    if cfg.cost.c < 0:
+        raise ConfigError("cost.c", f"must be >= 0, got {cfg.cost.c}")
+    for i, rho in enumerate(cfg.budget.grid):
+        if not 0.0 < rho < 1.0:
+            raise ConfigError(f"budget.grid[{i}]", f"budget must be in (0, 1), got {rho}")
+    if not 0.0 < cfg.budget.dkw_delta < 1.0:
+        raise ConfigError("budget.dkw_delta", f"must be in (0, 1), got {cfg.budget.dkw_delta}")
+    if cfg.budget.n_splits < 1:
+        raise ConfigError("budget.n_splits", f"must be >= 1, got {cfg.budget.n_splits}")
+    for key in ("name",):
+        if key not in cfg.dataset:
+            raise ConfigError(f"dataset.{key}", "missing (each dataset config names itself)")
+    if "name" not in cfg.policy:
+        raise ConfigError("policy.name", "missing (each policy config names itself)")
+
+
+register_configs()
+
+__all__ = [
+    "PROTOCOL_NAMES",
+    "ProtocolConfig",
+    "CostConfig",
+    "BudgetConfig",
+    "TrackingConfig",
+    "RootConfig",
+    "register_configs",
+    "validate",
+    "MISSING",
+]

@@ -1,0 +1,155 @@
+"""Hydra callback that turns a multirun into one tracked sweep.
+
+Why a callback: work that every job would repeat (building the outcome table, creating the
+MLflow experiment and the sweep's parent run) is done ONCE, in the launching process, before any
+job starts; parallel joblib workers then only read the cached Parquet and add child runs to an
+existing experiment (no schema creation races on the SQLite store).
+
+The callback hands three values to the jobs by appending ``hydra.job.env_set.<VAR>=...`` to the
+sweep's Hydra overrides (both the basic and the joblib launcher compose each job from them):
+the sweep id, the parent run id and the table-handle file (see ``harness.app``).
+
+Sweep id: the first 12 hex digits of the digest of (the command line's task overrides, the
+sweeper's params, the resolved base config without ``hydra``). The same sweep command gives the
+same id, hence the same parent run, and jobs whose config hash already FINISHED are skipped.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+
+from harness.io import digest_of
+
+# Columns of the comparison table printed at the end of a sweep: (header, metric name in MLflow).
+COMPARISON_COLUMNS = (
+    ("heldout hit@10", "heldout/hit_at_10"),
+    ("utility", "heldout/utility"),
+    ("extra share", "heldout/extra_share"),
+    ("dU vs base", "heldout/diff_vs_base/utility"),
+    ("CI low", "heldout/diff_vs_base/utility/ci_low"),
+    ("CI high", "heldout/diff_vs_base/utility/ci_high"),
+    ("exact AUC", "frontier/exact_auc"),
+    ("deploy@0.25 usage", "budget/0.25/deployable/realized_usage"),
+)
+
+
+def sweep_id_of(config: DictConfig) -> str:
+    """Deterministic id of a sweep (see module docstring)."""
+    task_overrides = list(OmegaConf.to_container(config.hydra.overrides.task, resolve=False))
+    params_node = OmegaConf.select(config, "hydra.sweeper.params")
+    params = OmegaConf.to_container(params_node, resolve=False) if params_node is not None else {}
+    from harness.app import to_plain
+
+    base = to_plain(config)
+    return digest_of({"task_overrides": task_overrides, "sweeper_params": params, "base": base})[:12]
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def comparison_frame(runs: list) -> Any:
+    """One row per child run: policy, cost, status and the headline metrics."""
+    import pandas as pd
+
+    rows = []
+    for r in runs:
+        row = {
+            "policy": r.data.tags.get("route_bench.policy", ""),
+            "cost": r.data.params.get("cost.c", ""),
+            "seed": r.data.params.get("seed", ""),
+            "status": r.info.status,
+        }
+        for header, name in COMPARISON_COLUMNS:
+            row[header] = r.data.metrics.get(name)
+        row["run"] = r.info.run_id[:8]
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    if len(frame):
+        frame["_c"] = pd.to_numeric(frame["cost"], errors="coerce")
+        frame = frame.sort_values(["policy", "_c", "seed"], kind="stable").drop(columns="_c").reset_index(drop=True)
+    return frame
+
+
+class SweepTrackingCallback(Callback):
+    """Builds the table, opens the parent run, and closes it with a comparison table."""
+
+    def __init__(self) -> None:
+        self.tracker = None
+        self.experiment_id: str | None = None
+        self.parent_run_id: str | None = None
+        self.sweep_id: str | None = None
+        self.uri: str | None = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Hydra turns a callback's exception into a warning and would launch the jobs anyway:
+        a failure here (bad config, unbuildable table, unreachable store) exits instead."""
+        try:
+            self._start(config)
+        except Exception as exc:
+            print(f"[route-bench] sweep not started: {type(exc).__name__}: {exc}", file=sys.stderr)
+            raise SystemExit(1) from exc
+
+    def _start(self, config: DictConfig) -> None:
+        from harness import app
+        from harness.config import validate
+        from harness.tracking import mlflow_tracker as mt
+
+        validate(config)  # before any work
+        plain = app.to_plain(config)
+        table = app.build_table(plain)
+        handle_file = app.write_table_handle(plain, table)
+        self.sweep_id = sweep_id_of(config)
+        self.uri = mt.resolve_tracking_uri(plain["tracking"], app.launch_dir())
+        self.tracker = mt.Tracker(self.uri, retries=int(plain["tracking"].get("retries", 5)))
+        self.experiment_id = self.tracker.ensure_experiment(mt.experiment_name(plain), mt.artifact_location(self.uri))
+        params = {
+            "sweep.task_overrides": mt._short(list(config.hydra.overrides.task)),
+            "sweep.params": mt._short([f"{k}={v}" for k, v in (OmegaConf.select(config, "hydra.sweeper.params") or {}).items()]),
+        }
+        self.parent_run_id = self.tracker.start_sweep_run(self.experiment_id, self.sweep_id, params)
+        env = {app.ENV_SWEEP_ID: self.sweep_id, app.ENV_PARENT_RUN_ID: self.parent_run_id}
+        if handle_file is not None:
+            env[app.ENV_TABLE_HANDLE] = str(handle_file)
+        with read_write(config.hydra.overrides), open_dict(config.hydra.overrides):
+            extra = [f"++hydra.job.env_set.{k}={_quote(v)}" for k, v in env.items()]
+            config.hydra.overrides.hydra = list(config.hydra.overrides.hydra) + extra
+        print(f"[route-bench] sweep {self.sweep_id}: parent run {self.parent_run_id} in {self.uri}")
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if self.tracker is None:
+            return
+        import pandas as pd
+
+        runs = self.tracker.child_runs(self.experiment_id, self.parent_run_id)
+        frame = comparison_frame(runs)
+        failed = int((frame["status"] == "FAILED").sum()) if len(frame) else 0
+        unfinished = int((~frame["status"].isin(["FINISHED", "FAILED"])).sum()) if len(frame) else 0
+        with pd.option_context("display.width", 200, "display.max_columns", 50, "display.float_format", "{:.4f}".format):
+            text = frame.to_string(index=False) if len(frame) else "(no job runs)"
+        status = "FAILED" if failed or unfinished else "FINISHED"
+        try:
+            import tempfile
+            from pathlib import Path
+
+            with tempfile.TemporaryDirectory() as tmp:
+                frame.to_csv(Path(tmp) / "comparison.csv", index=False)
+                (Path(tmp) / "comparison.txt").write_text(text + "\n", encoding="utf-8")
+                self.tracker.log_artifacts(self.parent_run_id, tmp)
+        finally:
+            self.tracker.end_run(self.parent_run_id, status)
+        print(f"\n[route-bench] sweep {self.sweep_id}: {len(frame)} jobs, {failed} failed -> parent run {status}")
+        print(text)
+        if self.uri and self.uri.startswith("sqlite:///"):
+            print(f"\nOpen the results:  mlflow ui --backend-store-uri {self.uri}")
+        else:
+            print(f"\nResults are in the tracking server {self.uri}")
+        sys.stdout.flush()
+        if failed:
+            # an exception would only become a warning (Hydra callbacks): exit non-zero instead
+            print(f"[route-bench] sweep {self.sweep_id}: {failed} job(s) FAILED (error.txt in their runs)", file=sys.stderr)
+            raise SystemExit(1)

@@ -1,0 +1,88 @@
+"""The config tree composes, and bad keys/types/values fail before any work, naming the key."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+
+from harness import app
+from harness.config import validate
+from harness.errors import ConfigError
+
+
+def _compose(*overrides: str, return_hydra: bool = False):
+    with initialize_config_dir(config_dir=str(app.CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides), return_hydra_config=return_hydra)
+
+
+def test_defaults_compose_to_the_documented_tree():
+    cfg = _compose(return_hydra=True)
+    assert cfg.dataset.name == "qasper_yesno"
+    assert (cfg.arms.base, cfg.arms.extra, cfg.arms.metric) == ("keep", "hybrid", "hit@10")
+    assert cfg.reranker.name == "maxsim"
+    assert cfg.policy.name == "ridge"
+    assert list(cfg.protocol.run) == ["threshold", "budget", "gain"]
+    assert cfg.cost.c == 0.02
+    assert list(cfg.budget.grid) == [0.10, 0.25, 0.50, 0.75, 0.90]
+    assert cfg.tracking.uri is None and cfg.seed == 0
+    params = cfg.hydra.sweeper.params  # the default sweep (experiment/default.yaml)
+    policies = params.policy.split(",")
+    for name in ("always_keep", "always_extra", "random", "oracle", "ridge", "logistic", "gbm", "qpp_ridge"):
+        assert name in policies
+    assert [float(c) for c in params["cost.c"].split(",")] == [0.0, 0.01, 0.02, 0.05]
+    assert params.protocol == "threshold_budget"
+    assert "route_bench" in cfg.hydra.callbacks
+    for name in policies:  # every swept policy has a config file
+        assert (app.CONF_DIR / "policy" / f"{name}.yaml").is_file(), name
+
+
+def test_tracking_server_choice():
+    assert _compose("tracking=server").tracking.uri == "http://127.0.0.1:5000"
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [("cost.cc=1", "cost.cc"), ("cost.c=abc", "cost.c"), ("budget.n_splits=two", "budget.n_splits"),
+     ("tracking.urri=x", "tracking.urri"), ("protocol.n_boots=5", "protocol.n_boots"), ("seed=x", "seed")],
+)
+def test_typo_or_wrong_type_fails_at_composition_naming_the_key(override, key):
+    with pytest.raises(ConfigCompositionException) as err:
+        _compose(override)
+    text = str(err.value) + str(err.value.__cause__)
+    assert key.split(".")[-1] in text and f"full_key: {key}" in text
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [("protocol.run=[threshold,budgte]", "protocol.run[1]"), ("budget.grid=[0.1,1.5]", "budget.grid[1]"),
+     ("cost.c=-0.1", "cost.c"), ("protocol.dev_frac=1.0", "protocol.dev_frac")],
+)
+def test_value_checks_name_the_key(override, key):
+    cfg = _compose(override)
+    with pytest.raises(ConfigError) as err:
+        validate(cfg)
+    assert err.value.key == key
+
+
+def test_cli_typo_exits_nonzero_before_any_work(tmp_path):
+    env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "-m", "dataset=synthetic", "cost.cc=1"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode != 0
+    assert "cost.cc" in proc.stderr + proc.stdout
+    assert not (tmp_path / "mlruns").exists()  # nothing was tracked
+
+
+def test_plain_config_excludes_hydra_and_resolves():
+    cfg = _compose("dataset=synthetic", return_hydra=True)
+    plain = app.to_plain(cfg)
+    assert "hydra" not in plain and plain["dataset"]["loader"] == "synthetic"
+    assert OmegaConf.create(plain).cost.c == 0.02

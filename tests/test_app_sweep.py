@@ -1,0 +1,176 @@
+"""End-to-end sweeps through the real CLI (``python -m harness -m``) on a small synthetic table,
+checked through ``MlflowClient``: the tracking layout, frontier series, artifacts, rerun skip,
+joblib == basic, and a failing job. Also single runs in-process (env URI, FAILED on error)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from mlflow.tracking import MlflowClient
+
+from harness import app
+from harness.errors import FeatureError
+from harness.tracking import mlflow_tracker as mt
+
+SMALL = ["dataset=synthetic", "dataset.n_docs=30", "dataset.questions_per_doc=4", "experiment=none"]
+SWEEP = ["-m", *SMALL, "policy=always_keep,ridge", "cost.c=0.0,0.02", "protocol=threshold_budget"]
+EXPERIMENT = "synthetic/keep-vs-hybrid"
+
+pytestmark = pytest.mark.slow
+
+
+def run_cli(args, cwd: Path, cache: Path, env_extra=None):
+    env = {**os.environ, "HARNESS_CACHE_DIR": str(cache), **(env_extra or {})}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    proc = subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=540)
+    return proc
+
+
+def store_uri(directory: Path) -> str:
+    return f"sqlite:///{directory / 'mlruns' / 'mlflow.db'}"
+
+
+def runs_by_role(uri: str):
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(EXPERIMENT)
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    parents = [r for r in runs if r.data.tags.get(mt.TAG_ROLE) == "sweep"]
+    jobs = [r for r in runs if r.data.tags.get(mt.TAG_ROLE) == "job"]
+    return client, parents, jobs
+
+
+@pytest.fixture(scope="module")
+def basic_sweep(tmp_path_factory):
+    """The 2 policies x 2 costs sweep with the basic launcher, run twice (second = rerun)."""
+    root = tmp_path_factory.mktemp("basic")
+    cache = root / "cache"
+    first = run_cli(SWEEP, root, cache)
+    uri = store_uri(root)
+    after_first = runs_by_role(uri)
+    second = run_cli(SWEEP, root, cache)
+    return {"root": root, "uri": uri, "first": first, "second": second, "after_first": after_first}
+
+
+def test_sweep_creates_parent_and_children_with_layout(basic_sweep):
+    first = basic_sweep["first"]
+    assert first.returncode == 0, first.stderr[-3000:]
+    client, parents, jobs = basic_sweep["after_first"]
+    assert len(parents) == 1 and len(jobs) == 4
+    parent = parents[0]
+    sweep_id = parent.data.tags[mt.TAG_SWEEP_ID]
+    assert parent.info.run_name == f"sweep {sweep_id}" and parent.info.status == "FINISHED"
+    assert {j.info.run_name for j in jobs} == {f"{p} c={c} seed=0" for p in ("always_keep", "ridge") for c in ("0", "0.02")}
+    for job in jobs:
+        tags, params, metrics = job.data.tags, job.data.params, job.data.metrics
+        assert job.info.status == "FINISHED"
+        assert tags[mt.TAG_PARENT] == parent.info.run_id
+        assert tags[mt.TAG_SWEEP_ID] == sweep_id
+        assert tags[mt.TAG_POLICY] in ("always_keep", "ridge")
+        assert len(tags[mt.TAG_CONFIG_HASH]) == 16
+        assert params["policy.name"] == tags[mt.TAG_POLICY]
+        assert params["dataset.name"] == "synthetic" and params["seed"] == "0"
+        assert float(params["cost.c"]) in (0.0, 0.02)
+        assert params["budget.grid"] == "[0.1,0.25,0.5,0.75,0.9]"
+        for name in ("heldout/hit_at_10", "heldout/utility", "heldout/diff_vs_base/utility/ci_low",
+                     "budget/0.25/deployable/realized_usage", "budget/0.25/exact/hit_at_10",
+                     "frontier/exact_auc", "table/n_questions", "table/rescues"):
+            assert name in metrics, name
+        assert metrics["table/n_questions"] == 120.0
+        assert not any(k.startswith("gain/") for k in metrics)  # protocol=threshold_budget
+        hist = client.get_metric_history(job.info.run_id, "frontier/deployable/realized_usage")
+        assert sorted(m.step for m in hist) == [10, 25, 50, 75, 90]
+        exact = {m.step: m.value for m in client.get_metric_history(job.info.run_id, "frontier/exact/hit_at_10")}
+        assert exact[25] == pytest.approx(metrics["budget/0.25/exact/hit_at_10"])
+        arts = {a.path for a in client.list_artifacts(job.info.run_id)}
+        assert {"decisions.parquet", "frontier.png", "frozen", "config.yaml", "summary.txt"} <= arts
+        frozen = {Path(a.path).name for a in client.list_artifacts(job.info.run_id, "frozen")}
+        assert "manifest.json" in frozen
+    hashes = {j.data.tags[mt.TAG_CONFIG_HASH] for j in jobs}
+    assert len(hashes) == 4
+    # the comparison table lists every job and points at the store
+    assert "mlflow ui --backend-store-uri " + basic_sweep["uri"] in first.stdout
+    assert first.stdout.count(" FINISHED ") >= 4
+
+
+def test_decisions_artifact_matches_logged_metric(basic_sweep):
+    import pandas as pd
+
+    client, _, jobs = basic_sweep["after_first"]
+    job = next(j for j in jobs if j.data.tags[mt.TAG_POLICY] == "ridge")
+    local = client.download_artifacts(job.info.run_id, "decisions.parquet", str(basic_sweep["root"] / "dl"))
+    dec = pd.read_parquet(local)
+    assert dec["chosen"].mean() == pytest.approx(job.data.metrics["heldout/hit_at_10"])
+    assert dec["ran_extra"].mean() == pytest.approx(job.data.metrics["heldout/extra_share"])
+
+
+def test_rerun_of_same_sweep_skips_finished_jobs(basic_sweep):
+    second = basic_sweep["second"]
+    assert second.returncode == 0, second.stderr[-3000:]
+    _, parents, jobs = runs_by_role(basic_sweep["uri"])
+    _, parents_before, jobs_before = basic_sweep["after_first"]
+    assert len(parents) == 1 and parents[0].info.run_id == parents_before[0].info.run_id
+    assert {j.info.run_id for j in jobs} == {j.info.run_id for j in jobs_before}  # no new child runs
+    assert second.stdout.count("[route-bench] skip ") == 4
+
+
+def test_joblib_gives_identical_metrics(basic_sweep, tmp_path):
+    proc = run_cli(SWEEP + ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"], tmp_path, basic_sweep["root"] / "cache")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _, parents, jobs = runs_by_role(store_uri(tmp_path))
+    _, _, basic_jobs = basic_sweep["after_first"]
+    assert len(parents) == 1 and len(jobs) == 4
+    assert all(j.info.status == "FINISHED" for j in jobs)
+    by_hash = {j.data.tags[mt.TAG_CONFIG_HASH]: j.data.metrics for j in basic_jobs}
+    for job in jobs:
+        assert job.data.metrics == by_hash[job.data.tags[mt.TAG_CONFIG_HASH]]
+
+
+def test_failing_job_is_failed_and_sweep_continues(tmp_path):
+    args = SMALL + ["policy=ridge", "policy.features=baseline,[no_such_feature]", "protocol=threshold"]
+    proc = run_cli(["-m", *args], tmp_path, tmp_path / "cache")
+    assert proc.returncode == 1
+    client, parents, jobs = runs_by_role(store_uri(tmp_path))
+    assert [p.info.status for p in parents] == ["FAILED"]
+    status = {j.data.params["policy.features"]: j for j in jobs}
+    assert status["baseline"].info.status == "FINISHED"
+    bad = status["[no_such_feature]"]
+    assert bad.info.status == "FAILED"
+    assert "no_such_feature" in bad.data.tags[mt.TAG_ERROR]
+    assert "error.txt" in {a.path for a in client.list_artifacts(bad.info.run_id)}
+    assert "1 failed" in proc.stdout and "FAILED" in proc.stdout
+
+
+def _job_cfg(*overrides):
+    with initialize_config_dir(config_dir=str(app.CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=[*SMALL, "protocol=threshold", *overrides])
+
+
+def test_single_run_respects_env_uri_and_is_parentless(tmp_path, monkeypatch, isolated_cache):
+    uri = f"sqlite:///{tmp_path / 'env.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    for var in (app.ENV_SWEEP_ID, app.ENV_PARENT_RUN_ID, app.ENV_TABLE_HANDLE):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+    out = app.run_job(_job_cfg("policy=always_extra"))
+    assert out["status"] == "FINISHED"
+    client = MlflowClient(tracking_uri=uri)
+    run = client.get_run(out["run_id"])
+    assert run.data.tags[mt.TAG_ROLE] == "single" and mt.TAG_PARENT not in run.data.tags
+    assert run.data.metrics["heldout/extra_share"] == 1.0
+    assert not (tmp_path / "mlruns" / "mlflow.db").exists()  # the env URI won over the default
+    # an explicit tracking.uri wins over the env var
+    other = f"sqlite:///{tmp_path / 'explicit.db'}"
+    out2 = app.run_job(_job_cfg("policy=always_keep", f"tracking.uri={other}"))
+    assert MlflowClient(tracking_uri=other).get_run(out2["run_id"]).info.status == "FINISHED"
+    # a single run that fails re-raises and leaves a FAILED run with the error
+    with pytest.raises(FeatureError):
+        app.run_job(_job_cfg("policy=ridge", "policy.features=[no_such_feature]"))
+    exp = client.get_experiment_by_name(EXPERIMENT)
+    failed = client.search_runs([exp.experiment_id], "attributes.status = 'FAILED'")
+    assert len(failed) == 1 and "no_such_feature" in failed[0].data.tags[mt.TAG_ERROR]
