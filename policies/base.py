@@ -38,6 +38,10 @@ class Policy(abc.ABC):
     trainable: ClassVar[bool] = False
     #: True only for the oracle: the harness then passes the true delta in ScoreContext
     oracle: ClassVar[bool] = False
+    #: "base" or "extra" for reference policies that ARE a fixed decision (always-keep,
+    #: always-extra), not a ranking: the threshold protocol then never tunes tau for them
+    #: (tau = +inf or -inf), so always-keep cannot turn into always-extra under a low cost.
+    fixed_route: ClassVar[str | None] = None
 
     name: str = "policy"
 

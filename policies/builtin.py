@@ -47,6 +47,7 @@ class AlwaysBase(_Constant):
 
     name = "always_keep"
     value = -1.0
+    fixed_route = "base"
 
 
 class AlwaysExtra(_Constant):
@@ -54,6 +55,7 @@ class AlwaysExtra(_Constant):
 
     name = "always_extra"
     value = 1.0
+    fixed_route = "extra"
 
 
 def uniform_from_seed(seed: int, qids) -> np.ndarray:

@@ -153,3 +153,18 @@ def test_deterministic(tmp_path):
     b = run_threshold_protocol(task, LstsqPolicy, freeze_dir=tmp_path / "b", seed=5)
     assert a.metrics == b.metrics
     pd.testing.assert_frame_equal(a.decisions, b.decisions)
+
+
+def test_fixed_route_policies_are_not_tuned(planted_table, tmp_path):
+    """always-keep must stay never-extra even when the extra arm is better and free (cost 0);
+    always-extra must stay always-extra even when it is expensive."""
+    from policies.builtin import AlwaysBase, AlwaysExtra
+
+    task = RoutingTask.from_table(planted_table)
+    assert task.extra.mean() > task.base.mean()  # free extra arm would win a tuned threshold
+    keep = run_threshold_protocol(task, AlwaysBase, cost=0.0, seed=0, freeze_dir=tmp_path / "k")
+    assert keep.metrics["heldout/extra_calls"] == 0
+    assert keep.metrics["dev/tau"] == float("inf")
+    extra = run_threshold_protocol(task, AlwaysExtra, cost=0.5, seed=0, freeze_dir=tmp_path / "e")
+    assert extra.metrics["heldout/extra_share"] == 1.0
+    assert extra.metrics["dev/tau"] == float("-inf")

@@ -92,11 +92,31 @@ def split_dev_heldout(task: RoutingTask, dev_frac: float = 0.8, seed: int = 0) -
 
 
 def _tau_to_json(tau: float) -> float | str:
-    return "+inf" if math.isinf(tau) else float(tau)
+    if math.isinf(tau):
+        return "+inf" if tau > 0 else "-inf"
+    return float(tau)
 
 
 def _tau_from_json(value: float | str) -> float:
-    return math.inf if value == "+inf" else float(value)
+    if value in ("+inf", "-inf"):
+        return math.inf if value == "+inf" else -math.inf
+    return float(value)
+
+
+def fixed_tau(policy_factory: PolicyFactory, dev_task: RoutingTask, cost: float) -> tuple[float, float, int] | None:
+    """(tau, utility, extra calls) for a fixed-decision policy (``fixed_route``), else None.
+
+    always-keep is tau = +inf (never extra), always-extra tau = -inf (always): reference
+    policies are decisions, not rankings, so their threshold is not tuned.
+    """
+    route = getattr(policy_factory(), "fixed_route", None)
+    if route is None:
+        return None
+    if route not in ("base", "extra"):
+        raise ConfigError("policy", f"fixed_route must be 'base' or 'extra', got {route!r}")
+    if route == "base":
+        return math.inf, float(np.mean(dev_task.base)), 0
+    return -math.inf, float(np.mean(dev_task.extra) - cost), dev_task.n
 
 
 @dataclass(frozen=True)
@@ -131,8 +151,12 @@ def develop(
     """
     if not (cost >= 0 and math.isfinite(cost)):
         raise ConfigError("cost", f"must be a finite number >= 0, got {cost}")
-    scores = oof_scores(dev_task, policy_factory, n_folds=n_folds, seed=seed)
-    tau, oof_u, oof_k = select_tau(scores, dev_task.base, dev_task.delta, cost)
+    fixed = fixed_tau(policy_factory, dev_task, cost)
+    if fixed is not None:
+        tau, oof_u, oof_k = fixed
+    else:
+        scores = oof_scores(dev_task, policy_factory, n_folds=n_folds, seed=seed)
+        tau, oof_u, oof_k = select_tau(scores, dev_task.base, dev_task.delta, cost)
     policy = fit_policy(policy_factory(), dev_task, seed)
     state = policy.get_state()
     config = {
