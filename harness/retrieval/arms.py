@@ -1,0 +1,330 @@
+"""The four retrieval arms behind one interface, computed for a shard of pools at once.
+
+Arms (SPEC section 2): ``keep`` (dense top-``candidates`` -> rerank -> top k), ``hybrid`` (BM25
+and dense rankings over the whole pool fused by RRF -> top-``candidates`` fused -> rerank -> top
+k; a NEW top k that can lose a keep hit), ``bm25`` (BM25 top k, no rerank) and ``dense`` (dense
+top k, no rerank). ``keep`` is the base arm for marginal costs.
+
+Efficiency: each unit of a shard is encoded once (one batched, length-sorted encoder call), all
+questions of the shard in one call; reranker scores are cached per (question, unit) so hybrid
+only scores the pairs keep did not, and all pairs of one arm are scored in one reranker call.
+
+Cost accounting (milliseconds per question; measured wall time, so it varies between builds;
+the cached table freezes one measurement):
+- ``encode_ms``: this question's share of encoding: the shard's unit-encoding time is split over
+  units by token count, a unit's share over the pools that contain it, a pool's share evenly
+  over its questions; plus the question's token share of the question-encoding call; plus its
+  dense similarity search (dot products and sort).
+- ``bm25_ms``: the pool's BM25 index build split evenly over its questions, plus scoring.
+- ``fusion_ms``: RRF and its sort. ``rerank_ms``: per pair, a reranker call's time divided by its
+  pairs; an arm's stand-alone rerank cost is the sum over all its candidate pairs (including
+  pairs whose score it reused). ``rerank_pairs``: candidate pairs the arm needs stand-alone.
+- ``marginal``: the work an arm adds once keep has run: stages keep does not run (BM25, fusion)
+  plus pairs outside keep's candidates. keep's marginal is 0 by definition.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from harness.data.schema import Dataset, Question
+from harness.retrieval.bm25 import BM25Params, BM25Pool
+from harness.retrieval.features import QPP_TOP_K, all_features
+from harness.retrieval.feature_names import FEATURE_SETS, column
+from harness.retrieval.fusion import RRF_K, order_by_score, rank_order, rrf_scores
+from harness.retrieval.rerankers import RerankInputs
+
+ARMS = ("keep", "hybrid", "bm25", "dense")
+BASE_ARM = "keep"
+COST_FIELDS = ("encode_ms", "bm25_ms", "fusion_ms", "rerank_ms", "total_ms", "rerank_pairs")
+
+
+@dataclass(frozen=True)
+class ArmParams:
+    k: int = 10
+    candidates: int = 30
+    rrf_k: int = RRF_K
+    bm25: BM25Params = BM25Params()
+    qpp_k: int = QPP_TOP_K
+
+
+@dataclass
+class QuestionState:
+    """Everything the arms share for one question (indices are positions in its pool)."""
+
+    qi: int  # index into the shard's questions
+    question: Question
+    pool_units: np.ndarray  # shard unit index of each pool position
+    dense: np.ndarray
+    dense_order: np.ndarray
+    bm25: np.ndarray
+    bm25_order: np.ndarray
+    encode_ms: float
+    bm25_ms: float
+    fusion_ms: float = 0.0
+    fused_order: np.ndarray | None = None
+
+
+@dataclass
+class ArmResult:
+    arm: str
+    ranked: list[str]  # unit ids, best first, at most k
+    scores: list[float]  # the arm's final scores (rerank score, BM25 score or cosine)
+    outcome: dict[str, float]
+    cost: dict[str, float]
+    marginal: dict[str, float]
+    candidates: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))  # pool positions
+
+
+def outcome(ranked: Sequence[str], gold: set[str], k: int) -> dict[str, float]:
+    """hit@1..k, recall@k, mrr@k, first gold rank (NaN when none in top k). Without gold: hits 0,
+    the rest NaN (such questions are excluded from hit metrics, SPEC section 1)."""
+    top = list(ranked)[:k]
+    first = next((r for r, u in enumerate(top, start=1) if u in gold), None)
+    out: dict[str, float] = {f"hit@{j}": int(first is not None and first <= j) for j in range(1, k + 1)}
+    if not gold:
+        out.update({f"recall@{k}": float("nan"), f"mrr@{k}": float("nan"), "first_gold_rank": float("nan")})
+        return out
+    out[f"recall@{k}"] = len(gold & set(top)) / len(gold)
+    out[f"mrr@{k}"] = 1.0 / first if first else 0.0
+    out["first_gold_rank"] = float(first) if first else float("nan")
+    return out
+
+
+class PairScores:
+    """Reranker scores and per-pair cost, cached per (question, unit) for one shard."""
+
+    def __init__(self, reranker, inputs: RerankInputs):
+        self.reranker = reranker
+        self.inputs = inputs
+        self.score: dict[tuple[int, int], float] = {}
+        self.ms: dict[tuple[int, int], float] = {}
+        self.calls = 0
+
+    def ensure(self, pairs: Sequence[tuple[int, int]]) -> int:
+        """Score the pairs not yet cached in ONE reranker call; returns how many were new."""
+        new = list(dict.fromkeys(p for p in pairs if p not in self.score))
+        if not new:
+            return 0
+        t0 = time.perf_counter()
+        s = self.reranker.score(self.inputs, new)
+        per_pair = (time.perf_counter() - t0) * 1000.0 / len(new)
+        self.calls += 1
+        for p, v in zip(new, s):
+            self.score[p] = float(v)
+            self.ms[p] = per_pair
+        return len(new)
+
+
+class Arm:
+    """An arm: which shared stages it uses, and how it ranks the pool for one question."""
+
+    name = ""
+    stages: tuple[str, ...] = ()
+    reranks = False
+
+    def candidates(self, q: QuestionState, params: ArmParams) -> np.ndarray:
+        raise NotImplementedError
+
+    def base_scores(self, q: QuestionState) -> np.ndarray:
+        raise NotImplementedError
+
+
+class KeepArm(Arm):
+    name, stages, reranks = "keep", ("encode", "rerank"), True
+
+    def candidates(self, q, params):
+        return q.dense_order[: params.candidates]
+
+
+class HybridArm(Arm):
+    name, stages, reranks = "hybrid", ("encode", "bm25", "fusion", "rerank"), True
+
+    def candidates(self, q, params):
+        if q.fused_order is None:
+            t0 = time.perf_counter()
+            fused = rrf_scores([q.dense_order, q.bm25_order], len(q.dense), params.rrf_k)
+            q.fused_order = rank_order(fused)
+            q.fusion_ms = (time.perf_counter() - t0) * 1000.0
+        return q.fused_order[: params.candidates]
+
+
+class BM25Arm(Arm):
+    name, stages = "bm25", ("bm25",)
+
+    def candidates(self, q, params):
+        return q.bm25_order[: params.k]
+
+    def base_scores(self, q):
+        return q.bm25
+
+
+class DenseArm(Arm):
+    name, stages = "dense", ("encode",)
+
+    def candidates(self, q, params):
+        return q.dense_order[: params.k]
+
+    def base_scores(self, q):
+        return q.dense
+
+
+ARM_CLASSES: dict[str, type[Arm]] = {"keep": KeepArm, "hybrid": HybridArm, "bm25": BM25Arm, "dense": DenseArm}
+
+
+def run_arm(arm: Arm, q: QuestionState, pairs: PairScores, params: ArmParams, unit_ids: Sequence[str],
+            keep_candidates: np.ndarray | None) -> ArmResult:
+    """Rank, score and cost one arm on one question (rerank pairs must already be ensured)."""
+    cands = arm.candidates(q, params)
+    rerank_ms, n_pairs, marginal_pairs, marginal_rerank_ms = 0.0, 0, 0, 0.0
+    if arm.reranks:
+        keys = [(q.qi, int(q.pool_units[c])) for c in cands]
+        s = np.array([pairs.score[k] for k in keys], dtype=np.float64)
+        ranked_pos = order_by_score(cands, s)[: params.k]
+        by_pos = dict(zip((int(c) for c in cands), s))
+        final_scores = [by_pos[int(c)] for c in ranked_pos]
+        rerank_ms = sum(pairs.ms[k] for k in keys)
+        n_pairs = len(keys)
+        keep_set = set() if keep_candidates is None else {int(c) for c in keep_candidates}
+        new_keys = [k for c, k in zip(cands, keys) if int(c) not in keep_set]
+        marginal_pairs = len(new_keys)
+        marginal_rerank_ms = sum(pairs.ms[k] for k in new_keys)
+    else:
+        ranked_pos = cands[: params.k]
+        base = arm.base_scores(q)
+        final_scores = [float(base[c]) for c in ranked_pos]
+    cost = {
+        "encode_ms": q.encode_ms if "encode" in arm.stages else 0.0,
+        "bm25_ms": q.bm25_ms if "bm25" in arm.stages else 0.0,
+        "fusion_ms": q.fusion_ms if "fusion" in arm.stages else 0.0,
+        "rerank_ms": rerank_ms,
+        "rerank_pairs": n_pairs,
+    }
+    cost["total_ms"] = cost["encode_ms"] + cost["bm25_ms"] + cost["fusion_ms"] + cost["rerank_ms"]
+    if arm.name == BASE_ARM:
+        marginal = {"total_ms": 0.0, "rerank_pairs": 0}
+    else:
+        extra_stages = set(arm.stages) - set(KeepArm.stages)
+        marginal = {
+            "total_ms": sum(cost[f"{s}_ms"] for s in extra_stages if s != "rerank") + marginal_rerank_ms,
+            "rerank_pairs": marginal_pairs,
+        }
+    ranked_ids = [unit_ids[int(q.pool_units[c])] for c in ranked_pos]
+    gold = set(q.question.gold_unit_ids)
+    return ArmResult(arm.name, ranked_ids, [float(x) for x in final_scores], outcome(ranked_ids, gold, params.k),
+                     cost, marginal, np.asarray(cands))
+
+
+@dataclass
+class ShardStats:
+    units: int = 0
+    questions: int = 0
+    encoder_calls: int = 0
+    reranker_calls: int = 0
+    rerank_pairs_scored: int = 0
+
+
+def compute_shard(
+    dataset: Dataset,
+    pool_ids: Sequence[str],
+    encoder,
+    reranker,
+    params: ArmParams,
+    on_pools_encoded: Callable[[int], None] | None = None,
+) -> tuple[list[dict], ShardStats]:
+    """Rows of the outcome table for every question whose pool is in ``pool_ids``."""
+    pool_set = set(pool_ids)
+    questions = [q for q in dataset.questions if q.pool_id in pool_set]
+    unit_ids: list[str] = list(dict.fromkeys(u for p in pool_ids for u in dataset.pools[p]))
+    uidx = {u: i for i, u in enumerate(unit_ids)}
+    units = [dataset.unit(u) for u in unit_ids]
+    stats = ShardStats(units=len(units), questions=len(questions))
+
+    # 1. encode units once, questions once; apportion encode time (see module docstring)
+    enc_u = encoder.encode([u.text for u in units])
+    tok_u = np.maximum(np.asarray(enc_u.n_tokens, dtype=np.float64), 1.0)
+    unit_ms = enc_u.seconds * 1000.0 * tok_u / tok_u.sum() if len(units) else tok_u
+    if on_pools_encoded:
+        on_pools_encoded(len(pool_ids))
+    n_pools_of_unit = np.zeros(len(units))
+    for p in pool_ids:
+        for u in dataset.pools[p]:
+            n_pools_of_unit[uidx[u]] += 1
+    q_per_pool: dict[str, int] = {}
+    for q in questions:
+        q_per_pool[q.pool_id] = q_per_pool.get(q.pool_id, 0) + 1
+    enc_q = encoder.encode([q.text for q in questions])
+    tok_q = np.maximum(np.asarray(enc_q.n_tokens, dtype=np.float64), 1.0)
+    q_ms = enc_q.seconds * 1000.0 * tok_q / tok_q.sum() if len(questions) else tok_q
+    stats.encoder_calls = 2
+
+    # 2. BM25 index per pool (build time shared by the pool's questions)
+    pool_pos: dict[str, np.ndarray] = {}
+    pool_bm25: dict[str, BM25Pool] = {}
+    pool_encode_ms: dict[str, float] = {}
+    pool_bm25_ms: dict[str, float] = {}
+    for p in pool_ids:
+        if p not in q_per_pool:
+            continue
+        pos = np.array([uidx[u] for u in dataset.pools[p]], dtype=np.int64)
+        pool_pos[p] = pos
+        pool_encode_ms[p] = float((unit_ms[pos] / n_pools_of_unit[pos]).sum()) / q_per_pool[p] if len(pos) else 0.0
+        t0 = time.perf_counter()
+        pool_bm25[p] = BM25Pool([units[i].text for i in pos], params.bm25)
+        pool_bm25_ms[p] = (time.perf_counter() - t0) * 1000.0 / q_per_pool[p]
+
+    # 3. per question: dense search and BM25 scoring
+    states: list[QuestionState] = []
+    for qi, q in enumerate(questions):
+        pos = pool_pos[q.pool_id]
+        t0 = time.perf_counter()
+        dense = (enc_u.vectors[pos] @ enc_q.vectors[qi]).astype(np.float64) if len(pos) else np.zeros(0)
+        dense_order = rank_order(dense)
+        dense_ms = (time.perf_counter() - t0) * 1000.0
+        t0 = time.perf_counter()
+        bm = pool_bm25[q.pool_id].scores(q.text)
+        bm_order = rank_order(bm)
+        bm_ms = (time.perf_counter() - t0) * 1000.0
+        states.append(QuestionState(qi, q, pos, dense, dense_order, bm, bm_order,
+                                    encode_ms=pool_encode_ms[q.pool_id] + float(q_ms[qi]) + dense_ms,
+                                    bm25_ms=pool_bm25_ms[q.pool_id] + bm_ms))
+
+    # 4. rerank: keep's pairs in one call, then hybrid's new pairs in one call
+    inputs = RerankInputs([q.text for q in questions], enc_q.tokens, [u.text for u in units], enc_u.tokens)
+    pairs = PairScores(reranker, inputs)
+    arm_objs = {name: cls() for name, cls in ARM_CLASSES.items()}
+    for name in ("keep", "hybrid"):
+        arm = arm_objs[name]
+        pairs.ensure([(s.qi, int(s.pool_units[c])) for s in states for c in arm.candidates(s, params)])
+    stats.reranker_calls = pairs.calls
+    stats.rerank_pairs_scored = len(pairs.score)
+
+    # 5. rows
+    rows: list[dict] = []
+    for s in states:
+        q = s.question
+        row: dict = {"qid": q.qid, "doc_id": q.doc_id, "pool_id": q.pool_id,
+                     "has_evidence": bool(q.has_evidence), "n_gold": len(q.gold_unit_ids)}
+        keep_cands = arm_objs["keep"].candidates(s, params)
+        results = {name: run_arm(arm, s, pairs, params, unit_ids, keep_cands) for name, arm in arm_objs.items()}
+        for name in ARMS:
+            r = results[name]
+            for key, v in r.outcome.items():
+                row[f"{name}.{key}"] = v
+            row[f"{name}.top{params.k}"] = r.ranked
+            row[f"{name}.scores{params.k}"] = r.scores
+            for key in COST_FIELDS:
+                row[f"{name}.cost.{key}"] = r.cost[key]
+            row[f"{name}.marginal.total_ms"] = r.marginal["total_ms"]
+            row[f"{name}.marginal.rerank_pairs"] = r.marginal["rerank_pairs"]
+        keep_top_pos = [int(np.where(s.pool_units == uidx[u])[0][0]) for u in results["keep"].ranked]
+        kinds = [units[i].kind for i in s.pool_units]
+        feats = all_features(q.text, s.dense, s.dense_order, s.bm25, keep_top_pos, kinds, params.qpp_k)
+        for name in FEATURE_SETS["all"]:
+            row[column(name)] = float(feats[name])
+        rows.append(row)
+    return rows, stats

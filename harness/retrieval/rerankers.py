@@ -1,0 +1,120 @@
+"""Rerankers: MaxSim late interaction (default) and a sentence-transformers CrossEncoder.
+
+Both score (question, unit) pairs given by index into a shard's questions and units; the arm
+layer caches scores per pair so the extra arm only pays for pairs the base arm did not score.
+
+MaxSim (SPEC section 2): score = sum over question tokens of the max cosine to the unit's
+tokens, over the encoder's L2-normalised token embeddings with [CLS]/[SEP]/padding dropped.
+Choice where the SPEC is silent: a unit (or question) with no tokens scores 0.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from harness.errors import ConfigError
+from harness.retrieval.encoder import model_identity, resolve_model_path
+from harness.retrieval.precision import autocast, resolve_precision
+
+CROSS_ENCODER_DEFAULT = "cross-encoder/ms-marco-MiniLM-L6-v2"
+
+
+@dataclass
+class RerankInputs:
+    """What a reranker may read for one shard: texts and token embeddings, by index."""
+
+    question_texts: Sequence[str]
+    question_tokens: Sequence[np.ndarray]
+    unit_texts: Sequence[str]
+    unit_tokens: Sequence[np.ndarray]
+
+
+def maxsim(q_tokens: np.ndarray, u_tokens: np.ndarray) -> float:
+    """Sum over question tokens of the max dot product with the unit's tokens (0 if either empty)."""
+    if len(q_tokens) == 0 or len(u_tokens) == 0:
+        return 0.0
+    return float((q_tokens @ u_tokens.T).max(axis=1).sum())
+
+
+@dataclass
+class MaxSimReranker:
+    """Late interaction over the dense encoder's token embeddings: no extra model."""
+
+    encoder_identity: dict = field(default_factory=dict)
+    forward_seconds: float = field(default=0.0, init=False)
+
+    def identity(self) -> dict:
+        return {"name": "maxsim", "token_embeddings_of": self.encoder_identity}
+
+    def score(self, inputs: RerankInputs, pairs: Sequence[tuple[int, int]]) -> np.ndarray:
+        out = np.zeros(len(pairs), dtype=np.float64)
+        by_question: dict[int, list[int]] = {}
+        for p, (qi, _) in enumerate(pairs):
+            by_question.setdefault(qi, []).append(p)
+        for qi, ps in by_question.items():
+            q = inputs.question_tokens[qi]
+            units = [inputs.unit_tokens[pairs[p][1]] for p in ps]
+            lens = np.array([len(u) for u in units])
+            if len(q) == 0 or lens.sum() == 0:
+                continue
+            sims = q @ np.concatenate([u for u in units if len(u)], axis=0).T  # (m, total)
+            starts = np.concatenate([[0], np.cumsum(lens[lens > 0])[:-1]])
+            per_unit = np.maximum.reduceat(sims, starts, axis=1).sum(axis=0)
+            out[np.asarray(ps)[lens > 0]] = per_unit
+        return out
+
+
+@dataclass
+class CrossEncoderReranker:
+    """sentence-transformers CrossEncoder by local path or hub name (loaded lazily)."""
+
+    model: str = CROSS_ENCODER_DEFAULT
+    batch_size: int = 32
+    max_length: int = 512
+    precision: str = "auto"
+    forward_seconds: float = field(default=0.0, init=False)
+
+    def __post_init__(self) -> None:
+        self.precision = resolve_precision(self.precision, "reranker.precision")
+        self._ce = None
+
+    def identity(self) -> dict:
+        return {"name": "cross_encoder", **model_identity(self.model), "max_length": int(self.max_length)}
+
+    def _loaded(self):
+        if self._ce is None:
+            from sentence_transformers import CrossEncoder
+
+            path = resolve_model_path(self.model)
+            self._ce = CrossEncoder(str(path) if path else self.model, device="cpu", max_length=int(self.max_length))
+        return self._ce
+
+    def score(self, inputs: RerankInputs, pairs: Sequence[tuple[int, int]]) -> np.ndarray:
+        if not pairs:
+            return np.zeros(0, dtype=np.float64)
+        ce = self._loaded()
+        texts = [(inputs.question_texts[q], inputs.unit_texts[u]) for q, u in pairs]
+        t0 = time.perf_counter()
+        with autocast(self.precision):
+            s = ce.predict(texts, batch_size=int(self.batch_size), show_progress_bar=False, convert_to_numpy=True)
+        self.forward_seconds += time.perf_counter() - t0
+        return np.asarray(s, dtype=np.float64).reshape(len(pairs))
+
+
+def make_reranker(cfg: Mapping, encoder_identity: dict, precision: str):
+    """Reranker from ``conf/reranker/*.yaml``: ``name: maxsim`` or ``name: cross_encoder``."""
+    name = str(cfg.get("name", "maxsim"))
+    if name == "maxsim":
+        return MaxSimReranker(encoder_identity=encoder_identity)
+    if name == "cross_encoder":
+        return CrossEncoderReranker(
+            model=str(cfg.get("model", CROSS_ENCODER_DEFAULT)),
+            batch_size=int(cfg.get("batch_size", 32)),
+            max_length=int(cfg.get("max_length", 512)),
+            precision=str(cfg.get("precision", precision)),
+        )
+    raise ConfigError("reranker.name", f"must be 'maxsim' or 'cross_encoder', got {name!r}")
