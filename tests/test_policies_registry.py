@@ -105,7 +105,7 @@ def installed_plugin(tmp_path_factory):
     subprocess.run(pip + ["install", "--no-deps", "--no-build-isolation", "--no-index", str(src)], check=True, timeout=300)
     importlib.invalidate_caches()
     try:
-        yield "short_question"
+        yield "long_question"
     finally:
         subprocess.run(pip + ["uninstall", "-y", "route-bench-example-plugin"], check=True, timeout=120)
         sys.modules.pop("route_bench_example_plugin", None)
@@ -117,7 +117,7 @@ def test_installed_plugin_is_listed_built_and_scores(installed_plugin, planted_t
     assert installed_plugin in eps and eps[installed_plugin].group == ENTRY_POINT_GROUP
     row = next(r for r in list_policies() if r["name"] == installed_plugin)
     assert row["source"] == "entry-point" and row["features"] == "q_len_words"
-    assert row["target"] == "route_bench_example_plugin:ShortQuestionPolicy"
+    assert row["target"] == "route_bench_example_plugin:LongQuestionPolicy"
 
     pol = make_policy({"_target_": "policies.registry.load_entry_point", "plugin": installed_plugin, "min_words": 3})
     assert pol.name == installed_plugin and pol.min_words == 3
@@ -158,3 +158,28 @@ def test_writing_a_policy_doc_example_runs(planted_table):
     np.testing.assert_array_equal(rebuilt.score(X, ScoreContext(qids=test.qids)), s)
     # and it routes: rescues score higher than harms on average
     assert s[test.delta == 1].mean() > s[test.delta == -1].mean()
+
+
+def test_installed_plugin_runs_in_a_sweep_job(installed_plugin, tmp_path):
+    """The third-party policy runs through the real CLI sweep, no harness file touched."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    cmd = [
+        sys.executable, "-m", "harness", "-m", "dataset=synthetic", "experiment=none",
+        "protocol=threshold", "policy=plugin", f"policy.plugin={installed_plugin}",
+        "+policy.min_words=2", f"tracking.uri={uri}",
+    ]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    client = MlflowClient(tracking_uri=uri)
+    runs = [
+        r
+        for e in client.search_experiments()
+        for r in client.search_runs([e.experiment_id], filter_string="tags.`route_bench.role` = 'job'")
+    ]
+    assert len(runs) == 1
+    run = runs[0]
+    assert run.info.status == "FINISHED"
+    assert run.data.params["policy.plugin"] == installed_plugin
+    assert 0.0 <= run.data.metrics["heldout/extra_share"] <= 1.0

@@ -1,7 +1,6 @@
-"""The Ray launcher (optional extra ``ray``) gives the same numbers as the basic launcher.
+"""The Ray launcher gives the same numbers as the basic launcher (local Ray, 2 CPUs).
 
-Skipped when hydra-ray-launcher is not installed (``pip install -e .[ray]``); everything else
-about launchers is documented in docs/launchers.md.
+`make setup` installs it; skipped only outside CI when it is missing. See docs/launchers.md.
 """
 
 from __future__ import annotations
@@ -12,7 +11,12 @@ import sys
 
 import pytest
 
-pytest.importorskip("hydra_plugins.hydra_ray_launcher.ray_launcher", reason="extra 'ray' not installed")
+try:
+    import hydra_plugins.hydra_ray_launcher.ray_launcher  # noqa: F401
+except ImportError as exc:  # `make setup` installs it; on CI a missing launcher is a failure
+    if os.environ.get("CI"):
+        raise RuntimeError("Ray launcher plugin missing on CI: run `make setup`") from exc
+    pytest.skip("Ray launcher not installed (make setup installs it)", allow_module_level=True)
 
 
 def _sweep(tmp_path, name: str, launcher: str | None) -> dict[str, dict[str, float]]:

@@ -5,10 +5,10 @@ import numpy as np
 from policies.base import Policy
 
 
-class ShortQuestionPolicy(Policy):
+class LongQuestionPolicy(Policy):
     """score = question length in words minus ``min_words``; larger = more worth the extra arm."""
 
-    name = "short_question"
+    name = "long_question"
 
     def __init__(self, min_words: int = 0):
         self.min_words = int(min_words)
