@@ -32,7 +32,7 @@ data: setup
 
 bench: setup
 	$(PY) benchmarks/bench_outcome_table.py
-	$(PY) benchmarks/bench_sweep.py
+	$(PY) benchmarks/bench_sweep.py --dataset qasper_yesno
 
 clean:
 	rm -rf mlruns multirun outputs .pytest_cache
