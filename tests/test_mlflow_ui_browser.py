@@ -15,13 +15,13 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import urllib.parse
 from pathlib import Path
 
 import pytest
 
 from harness.tracking.server import start_server
-from tests._mlflow_layout import JOBS, SWEEP_ID, populate_sweep
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
@@ -67,15 +67,34 @@ def _render(chromium: str, url: str, user_data: Path, screenshot: Path | None = 
     return proc.stdout
 
 
+def _run_app_sweep(url: str, cwd: Path) -> dict:
+    """A real two-job sweep by the app against the server; its experiment, parent and children."""
+    from mlflow.tracking import MlflowClient
+
+    cmd = [
+        sys.executable, "-m", "harness", "-m", "dataset=synthetic", "experiment=none",
+        "protocol=threshold_budget", "policy=ridge,random", "tracking=server", f"tracking.uri={url}",
+    ]
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    client = MlflowClient(tracking_uri=url)
+    (exp,) = [e for e in client.search_experiments() if e.name != "Default"]
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if r.data.tags.get("route_bench.role") == "sweep"]
+    children = {r.info.run_name: r.info.run_id for r in runs if r.data.tags.get("route_bench.role") == "job"}
+    assert len(parents) == 1 and len(children) == 2
+    return {"experiment_id": exp.experiment_id, "parent": parents[0].info.run_name, "jobs": children}
+
+
 @pytest.mark.slow
 def test_mlflow_ui_shows_sweep(chromium, tmp_path):
     with start_server(tmp_path / "server") as srv:
-        ids = populate_sweep(srv.url, tmp_dir=tmp_path)
+        ids = _run_app_sweep(srv.url, tmp_path)
         exp = ids["experiment_id"]
 
         runs_page = _render(chromium, f"{srv.url}/#/experiments/{exp}/runs", tmp_path / "ud1")
         assert "Runs - Experiment" in runs_page, runs_page[-2000:]
-        assert f"sweep {SWEEP_ID}" in runs_page  # the parent run (children are nested under it)
+        assert ids["parent"] in runs_page  # the parent run (children are nested under it)
 
         child_ids = list(ids["jobs"].values())
         query = urllib.parse.urlencode(
@@ -86,7 +105,7 @@ def test_mlflow_ui_shows_sweep(chromium, tmp_path):
         shot.unlink(missing_ok=True)
         compare = _render(chromium, f"{srv.url}/#/compare-runs?{query}", tmp_path / "ud2", shot)
 
-    for name in JOBS:
+    for name in ids["jobs"]:
         assert name in compare, f"run name {name!r} not on the compare-runs page"
     for metric in ("heldout/utility", "heldout/hit_at_10", "frontier/exact_auc"):
         assert metric in compare, f"metric {metric!r} not on the compare-runs page"
