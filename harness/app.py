@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import harness.config  # noqa: F401 - registers the structured config schema
 from harness.config import validate
-from harness.io import atomic_write_text, cache_root, digest_of
+from harness.io import atomic_write_text, cache_root, digest_of, sha256_file
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
@@ -90,7 +90,8 @@ def build_table(cfg: Mapping, progress: Any = None) -> TableHandle:
             signal=float(ds.get("signal", 2.0)),
             arms=(str(arms.get("base", "keep")), str(arms.get("extra", "hybrid"))),
         )
-        return TableHandle(frame, key="synthetic-" + digest_of(ds)[:16], info={"source": "synthetic"})
+        info = {"source": "synthetic", "table_sha256": digest_of(frame.to_dict("list"))}
+        return TableHandle(frame, key="synthetic-" + digest_of(ds)[:16], info=info)
     from harness.data import load_dataset
     from harness.retrieval.table import build_outcome_table
 
@@ -99,6 +100,9 @@ def build_table(cfg: Mapping, progress: Any = None) -> TableHandle:
     table = build_outcome_table(dataset, dict(cfg.get("arms") or {}), dict(cfg.get("reranker") or {}), **kwargs)
     info = dict(getattr(table, "info", {}) or {})
     info.setdefault("dataset_fingerprint", dataset.fingerprint())
+    # the outcome-table fingerprint (SPEC 8): the Parquet's bytes, so two builds that measured
+    # different costs are told apart even though they share the key of what produced them
+    info["table_sha256"] = sha256_file(table.path)
     return TableHandle(table.frame, key=str(table.key), info=info, path=str(table.path))
 
 
@@ -151,7 +155,23 @@ def table_facts(task, table: TableHandle) -> dict[str, float]:
         f"table/extra/{m}": float(task.extra.mean()) if task.n else float("nan"),
         "table/rescues": float((delta > 0).sum()),
         "table/harms": float((delta < 0).sum()),
+        **cost_facts(table.frame, (task.base_arm, task.extra_arm)),
     }
+
+
+COST_COLUMNS = ("cost.total_ms", "cost.rerank_pairs", "marginal.total_ms", "marginal.rerank_pairs")
+
+
+def cost_facts(frame, arms) -> dict[str, float]:
+    """Mean measured cost per question of each arm, stand-alone and marginal over the base arm
+    (SPEC 2), as ``table/<arm>/<cost column>``; columns the table lacks (synthetic) are skipped."""
+    out = {}
+    for arm in arms:
+        for col in COST_COLUMNS:
+            name = f"{arm}.{col}"
+            if name in frame.columns:
+                out[f"table/{arm}/{col.replace('.', '_')}_mean"] = float(frame[name].astype(float).mean())
+    return out
 
 
 # ---- compute -------------------------------------------------------------------------------------
@@ -296,8 +316,9 @@ def run_job(cfg: DictConfig | Mapping, *, in_sweep: bool | None = None) -> dict:
             if out.budget is not None:
                 triples += frontier_series(out.budget.frontiers, task.metric)
             run_tags = {"route_bench.table_key": table.key}
-            if table.info.get("dataset_fingerprint"):
-                run_tags["route_bench.dataset_fingerprint"] = str(table.info["dataset_fingerprint"])
+            for fact in ("dataset_fingerprint", "table_sha256"):
+                if table.info.get(fact):
+                    run_tags[f"route_bench.{fact}"] = str(table.info[fact])
             if out.threshold is not None:
                 digests = out.threshold.frozen.get("sha256", {})
                 run_tags.update({f"route_bench.frozen_sha256.{k}": v for k, v in digests.items()})

@@ -344,36 +344,54 @@ def frontier_points(row: JobRow, frontier: str, outcome: str) -> list[tuple[floa
     return sorted(pts)
 
 
+def frontier_lines(rep: SweepReport, frontier: str) -> list[tuple[str, list[tuple[float, float]]]]:
+    """(label, points) per distinct curve. Frontiers do not depend on the cost, so the jobs of one
+    policy at several costs usually draw the same curve: it is drawn once, labelled by the policy
+    (by the run name when one policy has several different curves, e.g. several seeds)."""
+    curves: dict[str, list[tuple[str, list[tuple[float, float]]]]] = {}
+    for row in rep.rows:
+        pts = frontier_points(row, frontier, rep.outcome_metric)
+        if pts and all(pts != seen for _, seen in curves.get(row.policy, [])):
+            curves.setdefault(row.policy, []).append((row.run_name, pts))
+    lines = []
+    for policy, items in curves.items():
+        lines += [(policy if len(items) == 1 else name, pts) for name, pts in items]
+    return lines
+
+
 def plot_frontiers(rep: SweepReport, path: Path) -> bool:
-    """Write the frontier PNG (one panel per frontier, one line per job); False if no data."""
+    """Write the frontier PNG (one panel per frontier, one line per distinct curve, the legend
+    beside the panels); False if no data."""
     if rep.outcome_metric is None:
         return False
-    data = {
-        fr: [(r, frontier_points(r, fr, rep.outcome_metric)) for r in rep.rows]
-        for fr in FRONTIERS_PLOTTED
-    }
-    if not any(pts for fr in data.values() for _, pts in fr):
+    data = {fr: frontier_lines(rep, fr) for fr in FRONTIERS_PLOTTED}
+    if not any(data.values()):
         return False
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(FRONTIERS_PLOTTED), figsize=(11, 4.2), sharey=True)
+    labels = list(dict.fromkeys(label for lines in data.values() for label, _ in lines))
+    cmap = plt.get_cmap("tab20")
+    style = {lab: (cmap(i % 20), ("-", "--", ":")[(i // 20) % 3]) for i, lab in enumerate(labels)}
+    fig, axes = plt.subplots(1, len(FRONTIERS_PLOTTED), figsize=(12, 4.6), sharey=True)
     for ax, fr in zip(axes, FRONTIERS_PLOTTED):
-        for row, pts in data[fr]:
-            if pts:
-                xs, ys = zip(*pts)
-                ax.plot(xs, ys, marker="o", label=row.run_name)
+        for label, pts in data[fr]:
+            xs, ys = zip(*pts)
+            color, ls = style[label]
+            ax.plot(xs, ys, marker="o", ms=3.5, color=color, linestyle=ls, label=label)
         ax.set_title(f"{fr} frontier")
         ax.set_xlabel("realized usage of the extra arm")
         ax.set_xlim(0, 1)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(display_name(rep.outcome_metric))
-    axes[-1].legend(fontsize=7, loc="lower right")
+    handles = {h.get_label(): h for ax in axes for h in ax.get_lines()}
+    fig.legend([handles[lab] for lab in labels], labels, loc="center left", bbox_to_anchor=(1.0, 0.5),
+               fontsize=8, frameon=False)
     fig.suptitle(f"sweep {rep.sweep_id} ({rep.experiment})")
     fig.tight_layout()
-    atomic_write(path, lambda p: fig.savefig(p, format="png", dpi=110))
+    atomic_write(path, lambda p: fig.savefig(p, format="png", dpi=110, bbox_inches="tight"))
     plt.close(fig)
     return True
 

@@ -58,6 +58,11 @@ def basic_sweep(tmp_path_factory):
 
 
 def test_sweep_creates_parent_and_children_with_layout(basic_sweep):
+    from harness.io import digest_of
+    from harness.synthetic import synthetic_outcome_table
+
+    # the outcome-table fingerprint, computed independently of the app
+    expected_table_sha = digest_of(synthetic_outcome_table(n_docs=30, questions_per_doc=4).to_dict("list"))
     first = basic_sweep["first"]
     assert first.returncode == 0, first.stderr[-3000:]
     client, parents, jobs = basic_sweep["after_first"]
@@ -74,6 +79,7 @@ def test_sweep_creates_parent_and_children_with_layout(basic_sweep):
         assert tags[mt.TAG_POLICY] in ("always_keep", "ridge")
         assert len(tags[mt.TAG_CONFIG_HASH]) == 16
         assert params["policy.name"] == tags[mt.TAG_POLICY]
+        assert tags["route_bench.table_sha256"] == expected_table_sha
         assert params["dataset.name"] == "synthetic" and params["seed"] == "0"
         assert float(params["cost.c"]) in (0.0, 0.02)
         assert params["budget.grid"] == "[0.1,0.25,0.5,0.75,0.9]"

@@ -162,3 +162,21 @@ def test_unknown_experiment_names_the_key(store, tmp_path, capsys):
     assert rc == 2
     err = capsys.readouterr().err
     assert "--experiment" in err and "nope/x-vs-y" in err
+
+
+def test_frontier_lines_draw_each_distinct_curve_once():
+    from harness.report import JobRow, SweepReport, frontier_lines
+
+    def row(name, policy, auc_shift):
+        series = {
+            "frontier/exact/hit_at_10": [(10, 0.5 + auc_shift), (50, 0.6)],
+            "frontier/exact/realized_usage": [(10, 0.1), (50, 0.5)],
+        }
+        return JobRow(run_id=name, run_name=name, status="FINISHED", policy=policy, cost="0", metrics={}, series=series)
+
+    rows = [row("ridge c=0", "ridge", 0.0), row("ridge c=0.02", "ridge", 0.0),  # same curve: once
+            row("gbm seed=0", "gbm", 0.0), row("gbm seed=1", "gbm", 0.01)]  # two curves: by run name
+    rep = SweepReport("s", "uri", "exp", None, rows, [], "hit_at_10")
+    lines = frontier_lines(rep, "exact")
+    assert [label for label, _ in lines] == ["ridge", "gbm seed=0", "gbm seed=1"]
+    assert lines[0][1] == [(0.1, 0.5), (0.5, 0.6)]

@@ -1,0 +1,36 @@
+"""Cost facts logged per job: mean stand-alone and marginal cost of the two arms (SPEC 2)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from harness.app import cost_facts
+
+
+def test_cost_facts_hand_computed():
+    frame = pd.DataFrame(
+        {
+            "keep.cost.total_ms": [10.0, 30.0],
+            "keep.cost.rerank_pairs": [30, 30],
+            "hybrid.cost.total_ms": [12.0, 34.0],
+            "hybrid.cost.rerank_pairs": [30, 30],
+            "hybrid.marginal.total_ms": [2.0, 4.0],
+            "hybrid.marginal.rerank_pairs": [5, 8],
+        }
+    )
+    facts = cost_facts(frame, ("keep", "hybrid"))
+    assert facts == pytest.approx(
+        {
+            "table/keep/cost_total_ms_mean": 20.0,
+            "table/keep/cost_rerank_pairs_mean": 30.0,
+            "table/hybrid/cost_total_ms_mean": 23.0,
+            "table/hybrid/cost_rerank_pairs_mean": 30.0,
+            "table/hybrid/marginal_total_ms_mean": 3.0,
+            "table/hybrid/marginal_rerank_pairs_mean": 6.5,
+        }
+    )
+
+
+def test_cost_facts_skip_missing_columns(planted_table):
+    assert cost_facts(planted_table, ("keep", "hybrid")) == {}
