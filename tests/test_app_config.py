@@ -86,3 +86,12 @@ def test_plain_config_excludes_hydra_and_resolves():
     plain = app.to_plain(cfg)
     assert "hydra" not in plain and plain["dataset"]["loader"] == "synthetic"
     assert OmegaConf.create(plain).cost.c == 0.02
+
+
+@pytest.mark.parametrize("choice", ["default", "fine", "strict"])
+def test_every_budget_choice_composes_and_validates(choice):
+    cfg = _compose(f"budget={choice}")
+    validate(cfg)
+    grid = list(cfg.budget.grid)
+    assert cfg.budget.name == choice and grid == sorted(grid) and all(0 < b < 1 for b in grid)
+    assert 0 < cfg.budget.dkw_delta < 1 and cfg.budget.tol >= 0
