@@ -58,17 +58,19 @@ class AlwaysExtra(_Constant):
     fixed_route = "extra"
 
 
-def uniform_from_seed(seed: int, qids) -> np.ndarray:
-    """i.i.d. uniform [0, 1) values, one per question id, derived from (seed, qid) alone.
+def uniform_from_seed(seed: int, qids, stream: int = 0) -> np.ndarray:
+    """i.i.d. uniform [0, 1) values, one per question id, derived from (seed, stream, qid) alone.
 
     Choice (the SPEC only says "i.i.d. uniform from the run's seed"): each value is the first 53
-    bits of BLAKE2b-64 of ``"<seed>\\x00<qid>"``. A question therefore gets the same score
-    whichever subset, fold or order it is scored in, and on every platform and numpy version;
-    a different seed gives an independent draw.
+    bits of BLAKE2b-64 of ``"<seed>\\x00<stream>\\x00<qid>"``. A question therefore gets the
+    same score whichever subset, fold or order it is scored in, and on every platform and numpy
+    version; a different seed or stream gives an independent draw (seed 1 stream 1 is not
+    seed 2 stream 0).
     """
     out = np.empty(len(qids), dtype=float)
     for i, qid in enumerate(qids):
-        digest = hashlib.blake2b(f"{int(seed)}\x00{qid}".encode("utf-8"), digest_size=8).digest()
+        key = f"{int(seed)}\x00{int(stream)}\x00{qid}"
+        digest = hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
         out[i] = (int.from_bytes(digest, "big") >> 11) * 2.0**-53
     return out
 
@@ -76,7 +78,8 @@ def uniform_from_seed(seed: int, qids) -> np.ndarray:
 class RandomPolicy(Policy):
     """random: uniform scores from the run's seed (``ctx.seed``), reproducible per question.
 
-    ``seed_offset`` lets a sweep draw several random baselines under one run seed (default 0).
+    ``seed_offset`` lets a sweep draw several independent random baselines under one run seed
+    (default 0): it selects a separate stream of the hash, and is part of the frozen state.
     """
 
     name = "random"
@@ -89,7 +92,17 @@ class RandomPolicy(Policy):
     def score(self, X: pd.DataFrame, ctx: ScoreContext) -> np.ndarray:
         if len(ctx.qids) != len(X):
             raise HarnessError(f"random policy: {len(X)} rows but {len(ctx.qids)} question ids")
-        return uniform_from_seed(int(ctx.seed) + self.seed_offset, [str(q) for q in ctx.qids])
+        return uniform_from_seed(int(ctx.seed), [str(q) for q in ctx.qids], stream=self.seed_offset)
+
+    def get_state(self) -> dict:
+        return {"seed_offset": self.seed_offset}
+
+    def set_state(self, state: dict) -> None:
+        if int(state.get("seed_offset", 0)) != self.seed_offset:
+            raise HarnessError(
+                f"random policy: frozen seed_offset {state.get('seed_offset')} differs from the "
+                f"configured {self.seed_offset}"
+            )
 
 
 class OraclePolicy(Policy):

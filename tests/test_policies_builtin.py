@@ -35,7 +35,7 @@ def test_random_matches_independent_hash_and_is_uniform(task):
     s = RandomPolicy().score(X, _ctx(task, seed=7))
     # independent recomputation of the documented rule for the first three questions
     for i in range(3):
-        h = hashlib.blake2b(f"7\x00{task.qids[i]}".encode(), digest_size=8).digest()
+        h = hashlib.blake2b(f"7\x000\x00{task.qids[i]}".encode(), digest_size=8).digest()  # seed 7, stream 0
         assert s[i] == (int.from_bytes(h, "big") >> 11) / 2**53
     assert np.all((s >= 0) & (s < 1))
     # 300 draws: mean of U(0,1) within 4 standard errors of 0.5
@@ -53,8 +53,11 @@ def test_random_reproducible_differs_across_seeds_and_subset_independent(task):
     sub = np.arange(task.n)[::-3]  # a subset, in another order
     part = task.take(sub)
     np.testing.assert_array_equal(pol.score(part.feature_matrix(()), _ctx(part, seed=1)), a[sub])
-    # seed_offset shifts the seed
-    np.testing.assert_array_equal(RandomPolicy(seed_offset=1).score(X, _ctx(task, seed=1)), c)
+    # seed_offset selects an independent stream: not a shifted seed (seed 1 + offset 1 != seed 2)
+    off = RandomPolicy(seed_offset=1).score(X, _ctx(task, seed=1))
+    assert not np.array_equal(off, c) and not np.array_equal(off, b)
+    np.testing.assert_array_equal(off, RandomPolicy(seed_offset=1).score(X, _ctx(task, seed=1)))
+    assert RandomPolicy(seed_offset=1).get_state() == {"seed_offset": 1}
 
 
 def test_random_rejects_bad_offset():

@@ -71,12 +71,49 @@ def test_exact_frontier_auc_vs_brute_force():
 
 def test_calibrated_threshold_never_overspends_in_sample():
     rng = np.random.default_rng(0)
-    cal = np.round(rng.random(101), 2)
+    cal = np.round(rng.random(101), 2)  # ties
     for rho in (0.0, 0.1, 0.25, 0.5, 0.9, 1.0):
         thr = calibrated_threshold(cal, rho)
         assert np.mean(cal > thr) <= rho + 1e-12
-        assert thr in cal  # method 'higher' returns an observed score
+        assert thr in cal or (rho == 1.0 and thr == -np.inf)
     assert np.mean(cal > calibrated_threshold(cal, 0.5)) >= 0.45
+
+
+@pytest.mark.parametrize("n", [10, 20, 101, 150])
+def test_calibrated_threshold_spends_floor_rho_n_on_distinct_scores(n):
+    """Brute force: with distinct scores the deployable rule runs exactly floor(rho * n) calls
+    on calibration, the same count as the exact frontier."""
+    scores = np.random.default_rng(n).permutation(n).astype(float)
+    for rho in (0.0, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0):
+        k = int(np.sum(scores > calibrated_threshold(scores, rho)))
+        assert k == int(np.floor(rho * n + 1e-9)), (n, rho, k)
+
+
+def test_deployable_and_conservative_selections_replayed_independently():
+    """Recompute split 0's deployable and conservative calls from scratch (same split seed,
+    same fit, a brute-force threshold) and compare with the protocol's table."""
+    from harness.protocols.common import fit_policy, score_task
+    from harness.stats import stratified_grouped_halves
+
+    task = _task()
+    budgets = (0.1, 0.25, 0.5)
+    res = run_budget_protocol(task, LstsqPolicy, budgets=budgets, n_splits=2, seed=3, dkw_delta=0.05)
+    split_seed = int(np.random.default_rng(3).integers(0, 2**31 - 1, size=2)[0])
+    cal_idx, test_idx = stratified_grouped_halves(task.groups, task.delta_class, split_seed)
+    cal, test = task.take(cal_idx), task.take(test_idx)
+    policy = fit_policy(LstsqPolicy(), cal, 3)
+    cal_s, test_s = score_task(policy, cal, 3), score_task(policy, test, 3)
+    eps = np.sqrt(np.log(2 / 0.05) / (2 * cal.n))
+
+    def brute_threshold(rho):  # smallest calibration score with empirical CDF >= 1 - rho
+        return min(s for s in cal_s if np.mean(cal_s <= s) >= 1 - rho - 1e-12)
+
+    f = res.frontiers[res.frontiers.split == 0]
+    for rho in budgets:
+        for frontier, r in (("deployable", rho), ("conservative", max(0.0, rho - eps))):
+            expected = int(np.sum(test_s > brute_threshold(r)))
+            row = f[(f.budget == rho) & (f.frontier == frontier)].iloc[0]
+            assert row.extra_calls == expected, (rho, frontier)
 
 
 def test_metrics_aggregate_the_frontier_table():

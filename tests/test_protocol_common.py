@@ -19,6 +19,15 @@ class _NaNPolicy(Policy):
         return np.full(len(ctx.qids), np.nan)
 
 
+class _InfPolicy(Policy):
+    name = "inf"
+
+    def score(self, X, ctx):
+        out = np.zeros(len(ctx.qids))
+        out[0] = np.inf  # would collide with the "never run" threshold tau = +inf
+        return out
+
+
 class _ShortPolicy(Policy):
     name = "short"
 
@@ -64,6 +73,8 @@ def test_bad_policies_and_configs_raise_clear_errors(planted_table, tmp_path):
     task = RoutingTask.from_table(planted_table)
     with pytest.raises(HarnessError, match="NaN"):
         score_task(_NaNPolicy(), task, 0)
+    with pytest.raises(HarnessError, match=r"policy inf .*non-finite.* for 1 questions"):
+        score_task(_InfPolicy(), task, 0)
     with pytest.raises(HarnessError, match="1 scores for 300"):
         score_task(_ShortPolicy(), task, 0)
     with pytest.raises(FeatureError, match="no_such_feature"):

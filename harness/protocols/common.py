@@ -35,17 +35,19 @@ def score_task(policy: Policy, task: RoutingTask, seed: int) -> np.ndarray:
     """One float score per question of ``task``.
 
     The oracle (``policy.oracle``) is handed the true delta (SPEC 4: an upper bound, never
-    deployable); every other policy sees only its features. A wrong length or a NaN score is a
-    HarnessError naming the policy, since a NaN would silently never (or always) trigger.
+    deployable); every other policy sees only its features. A wrong length or a non-finite score
+    (NaN, +-inf) is a HarnessError naming the policy: a NaN would silently never trigger, and an
+    infinite score would collide with the "never run" threshold tau = +inf.
     """
     X = task.feature_matrix(policy.features)
     ctx = ScoreContext(qids=task.qids, seed=seed, true_delta=task.delta if policy.oracle else None)
     scores = np.asarray(policy.score(X, ctx), dtype=float).reshape(-1)
     if len(scores) != task.n:
         raise HarnessError(f"policy {policy_label(policy)} returned {len(scores)} scores for {task.n} questions")
-    if np.isnan(scores).any():
+    bad = ~np.isfinite(scores)
+    if bad.any():
         raise HarnessError(
-            f"policy {policy_label(policy)} returned NaN scores for {int(np.isnan(scores).sum())} questions"
+            f"policy {policy_label(policy)} returned non-finite (NaN or inf) scores for {int(bad.sum())} questions"
         )
     return scores
 
