@@ -278,11 +278,13 @@ def run_job(cfg: DictConfig | Mapping, *, in_sweep: bool | None = None) -> dict:
     from harness.tracking import mlflow_tracker as mt
 
     plain = to_plain(cfg)
-    validate(cfg if isinstance(cfg, DictConfig) else OmegaConf.create(plain))
     sweep_id = os.environ.get(ENV_SWEEP_ID)
     parent = os.environ.get(ENV_PARENT_RUN_ID)
     if in_sweep is None:
         in_sweep = bool(sweep_id and parent)
+    checked = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(plain)
+    if not in_sweep:
+        validate(checked)  # a single run fails before anything is tracked
     tracking = plain["tracking"]
     uri = mt.resolve_tracking_uri(tracking, launch_dir())
     tracker = mt.Tracker(uri, retries=int(tracking.get("retries", 5)))
@@ -306,6 +308,8 @@ def run_job(cfg: DictConfig | Mapping, *, in_sweep: bool | None = None) -> dict:
         art.mkdir()
         try:
             tracker.log_params(run_id, mt.flatten_params(plain))
+            if in_sweep:
+                validate(checked)  # one bad sweep value fails its own run; the sweep goes on
             (art / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(plain)), encoding="utf-8")
             table = load_table(plain)
             task = make_task(plain, table)

@@ -20,6 +20,8 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from harness.protocols.threshold import MIN_BOOTSTRAP
+
 PROTOCOL_NAMES = ("threshold", "budget", "gain")
 
 
@@ -28,7 +30,7 @@ class ProtocolConfig:
     """Which protocols a job runs (SPEC sections 5-7) and their options.
 
     ``run`` lists protocol names in order; the group files ``threshold``, ``budget``, ``gain``
-    and ``all`` only set it. ``n_boot`` may be lowered for tests; the SPEC asks for >= 1000.
+    and ``all`` only set it. ``n_boot`` must be >= 1000 (SPEC 5).
     """
 
     name: str = "all"
@@ -95,7 +97,6 @@ class RootConfig:
 
 def register_configs() -> None:
     """Register the schemas (idempotent: ConfigStore overwrites same-named entries)."""
-    cs = ConfigStore.instance()
     ConfigStore.instance().store(name="route_bench_schema", node=RootConfig)
 
 
@@ -113,8 +114,8 @@ def validate(cfg: Any) -> None:
         raise ConfigError("protocol.dev_frac", f"must be in (0, 1), got {cfg.protocol.dev_frac}")
     if cfg.protocol.n_folds < 2:
         raise ConfigError("protocol.n_folds", f"must be >= 2, got {cfg.protocol.n_folds}")
-    if cfg.protocol.n_boot < 1:
-        raise ConfigError("protocol.n_boot", f"must be >= 1, got {cfg.protocol.n_boot}")
+    if cfg.protocol.n_boot < MIN_BOOTSTRAP:
+        raise ConfigError("protocol.n_boot", f"SPEC 5 asks for at least {MIN_BOOTSTRAP} bootstrap resamples, got {cfg.protocol.n_boot}")
     if cfg.cost.c < 0:
         raise ConfigError("cost.c", f"must be >= 0, got {cfg.cost.c}")
     for i, rho in enumerate(cfg.budget.grid):
@@ -122,11 +123,12 @@ def validate(cfg: Any) -> None:
             raise ConfigError(f"budget.grid[{i}]", f"budget must be in (0, 1), got {rho}")
     if not 0.0 < cfg.budget.dkw_delta < 1.0:
         raise ConfigError("budget.dkw_delta", f"must be in (0, 1), got {cfg.budget.dkw_delta}")
+    if cfg.budget.tol < 0:
+        raise ConfigError("budget.tol", f"must be >= 0, got {cfg.budget.tol}")
     if cfg.budget.n_splits < 1:
         raise ConfigError("budget.n_splits", f"must be >= 1, got {cfg.budget.n_splits}")
-    for key in ("name",):
-        if key not in cfg.dataset:
-            raise ConfigError(f"dataset.{key}", "missing (each dataset config names itself)")
+    if "name" not in cfg.dataset:
+        raise ConfigError("dataset.name", "missing (each dataset config names itself)")
     if "name" not in cfg.policy:
         raise ConfigError("policy.name", "missing (each policy config names itself)")
 

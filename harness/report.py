@@ -147,7 +147,7 @@ def find_latest_sweep_id(client, exp_ids: list[str], uri: str) -> str:
     return runs[0].data.tags[SWEEP_TAG]
 
 
-def _pick_runs(children: list) -> list:
+def pick_runs(children: list) -> list:
     """One run per config hash: latest FINISHED, else latest of any status (see module doc)."""
     groups: dict[str, list] = {}
     for r in children:
@@ -255,7 +255,7 @@ def load_sweep(
             f"(tag {ROLE_TAG}=job)"
         )
     exp_names = {e.experiment_id: e.name for e in exps}
-    picked = _pick_runs(children)
+    picked = pick_runs(children)
     all_keys: set[str] = set()
     for r in picked:
         all_keys |= set(r.data.metrics)

@@ -180,3 +180,34 @@ def test_single_run_respects_env_uri_and_is_parentless(tmp_path, monkeypatch, is
     exp = client.get_experiment_by_name(EXPERIMENT)
     failed = client.search_runs([exp.experiment_id], "attributes.status = 'FAILED'")
     assert len(failed) == 1 and "no_such_feature" in failed[0].data.tags[mt.TAG_ERROR]
+
+
+def test_bad_value_in_one_sweep_job_fails_that_run_only(tmp_path):
+    args = SMALL + ["policy=ridge", "cost.c=-0.1,0.02", "protocol=threshold"]
+    proc = run_cli(["-m", *args], tmp_path, tmp_path / "cache")
+    assert proc.returncode == 1
+    _, parents, jobs = runs_by_role(store_uri(tmp_path))
+    assert [p.info.status for p in parents] == ["FAILED"]  # closed, not left RUNNING
+    by_cost = {float(j.data.params["cost.c"]): j for j in jobs}
+    assert by_cost[0.02].info.status == "FINISHED"
+    assert by_cost[-0.1].info.status == "FAILED"
+    assert "cost.c" in by_cost[-0.1].data.tags[mt.TAG_ERROR]
+
+
+def test_rerun_after_a_fixed_failure_finishes_the_sweep(tmp_path):
+    """A job that failed for an outside reason (its plot cache is blocked) and then succeeds on
+    the rerun: the sweep ends FINISHED, exit 0, and lists the job once."""
+    cache = tmp_path / "cache"
+    blocker = cache / "app" / "plots"
+    blocker.parent.mkdir(parents=True)
+    blocker.write_text("not a folder")
+    args = ["-m", *SMALL, "policy=ridge", "protocol=threshold_budget"]
+    first = run_cli(args, tmp_path, cache)
+    assert first.returncode == 1
+    blocker.unlink()
+    second = run_cli(args, tmp_path, cache)
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
+    _, parents, jobs = runs_by_role(store_uri(tmp_path))
+    assert [p.info.status for p in parents] == ["FINISHED"]
+    assert sorted(j.info.status for j in jobs) == ["FAILED", "FINISHED"]
+    assert "1 jobs, 0 failed -> parent run FINISHED" in second.stdout

@@ -37,6 +37,7 @@ STATE_FILE = "policy_state.json"
 ROUTER_FILE = "router.json"
 MANIFEST_FILE = "manifest.json"
 UTILITY_TIE_TOL = 1e-12
+MIN_BOOTSTRAP = 1000  # SPEC 5: at least 1,000 document-level resamples
 
 
 # --------------------------------------------------------------------------------------------
@@ -221,8 +222,8 @@ def evaluate_heldout(
     Returns (metrics, per-question decisions). Bootstrap intervals resample documents
     (``n_boot`` >= 1000 per SPEC 5) with the frozen config's seed.
     """
-    if n_boot < 1000:
-        raise ConfigError("n_boot", f"SPEC 5 asks for at least 1000 bootstrap resamples, got {n_boot}")
+    if n_boot < MIN_BOOTSTRAP:
+        raise ConfigError("protocol.n_boot", f"SPEC 5 asks for at least {MIN_BOOTSTRAP} bootstrap resamples, got {n_boot}")
     policy, tau, config = load_frozen(frozen_dir, policy_factory)
     seed, cost = int(config["seed"]), float(config["cost"])
     t = heldout_task
@@ -331,8 +332,8 @@ def run_threshold_protocol(
     freeze_dir: Path,
 ) -> ThresholdResult:
     """Protocol A end to end: split by document, develop + freeze, then evaluate held-out."""
-    if n_boot < 1000:  # checked before anything is frozen
-        raise ConfigError("n_boot", f"SPEC 5 asks for at least 1000 bootstrap resamples, got {n_boot}")
+    if n_boot < MIN_BOOTSTRAP:  # checked before anything is frozen
+        raise ConfigError("protocol.n_boot", f"SPEC 5 asks for at least {MIN_BOOTSTRAP} bootstrap resamples, got {n_boot}")
     dev_task, held_task = split_dev_heldout(task, dev_frac, seed)
     frozen = develop(
         dev_task,

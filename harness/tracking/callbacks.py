@@ -125,7 +125,10 @@ class SweepTrackingCallback(Callback):
             return
         import pandas as pd
 
-        runs = self.tracker.child_runs(self.experiment_id, self.parent_run_id)
+        from harness.report import pick_runs
+
+        # one run per job config: a rerun's FINISHED run replaces the FAILED attempt it retried
+        runs = pick_runs(self.tracker.child_runs(self.experiment_id, self.parent_run_id))
         frame = comparison_frame(runs)
         failed = int((frame["status"] == "FAILED").sum()) if len(frame) else 0
         unfinished = int((~frame["status"].isin(["FINISHED", "FAILED"])).sum()) if len(frame) else 0
