@@ -139,11 +139,14 @@ def _search(client, exp_ids: list[str], filter_string: str, order_by=None) -> li
 
 
 def find_latest_sweep_id(client, exp_ids: list[str], uri: str) -> str:
-    runs = _search(
-        client, exp_ids, f"tags.`{ROLE_TAG}` = 'sweep'", order_by=["attributes.start_time DESC"]
+    """The sweep whose newest job run started last (a rerun reuses its sweep's parent run, so
+    the parent's own start time would point at the sweep first launched, not the last one run)."""
+    runs = client.search_runs(
+        exp_ids, filter_string=f"tags.`{ROLE_TAG}` = 'job'", max_results=1,
+        order_by=["attributes.start_time DESC"],
     )
-    if not runs:
-        raise SweepNotFound(f"no sweep (run tagged {ROLE_TAG}=sweep) in tracking store {uri}")
+    if not runs or not runs[0].data.tags.get(SWEEP_TAG):
+        raise SweepNotFound(f"no sweep (job run tagged {SWEEP_TAG}) in tracking store {uri}")
     return runs[0].data.tags[SWEEP_TAG]
 
 
@@ -258,14 +261,14 @@ def load_sweep(
     picked = pick_runs(children)
     all_keys: set[str] = set()
     for r in picked:
-        all_keys |= set(r.data.metrics)
+        all_keys |= set(r.data.metrics) if r.info.status == "FINISHED" else set()
     outcome = outcome_metric_of(all_keys)
     rows = []
     for r in picked:
-        keys = [
-            k for k in r.data.metrics
-            if re.fullmatch(r"frontier/(exact|deployable|conservative)/[^/]+", k)
-        ]
+        # a run that did not finish shows its status with blank metrics: what it logged before
+        # failing is not a result (and must not win a "best" mark)
+        metrics = dict(r.data.metrics) if r.info.status == "FINISHED" else {}
+        keys = [k for k in metrics if re.fullmatch(r"frontier/(exact|deployable|conservative)/[^/]+", k)]
         rows.append(
             JobRow(
                 run_id=r.info.run_id,
@@ -273,7 +276,7 @@ def load_sweep(
                 status=r.info.status,
                 policy=r.data.tags.get(POLICY_TAG) or r.data.params.get("policy.name", "?"),
                 cost=r.data.params.get("cost.c", ""),
-                metrics=dict(r.data.metrics),
+                metrics=metrics,
                 series=_series(client, r.info.run_id, sorted(keys)),
             )
         )
@@ -510,7 +513,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--sweep", help="sweep id (tag route_bench.sweep_id)")
-    which.add_argument("--latest", action="store_true", help="the most recently started sweep")
+    which.add_argument("--latest", action="store_true", help="the sweep with the most recently started job run")
     p.add_argument("--experiment", help="restrict to this MLflow experiment name")
     p.add_argument(
         "--tracking-uri",

@@ -180,3 +180,27 @@ def test_frontier_lines_draw_each_distinct_curve_once():
     lines = frontier_lines(rep, "exact")
     assert [label for label, _ in lines] == ["ridge", "gbm seed=0", "gbm seed=1"]
     assert lines[0][1] == [(0.1, 0.5), (0.5, 0.6)]
+
+
+def test_unfinished_job_shows_status_with_blank_metrics(tmp_path):
+    """A config whose only run FAILED after logging a (great) metric: listed, blank, never best."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    ids = populate_sweep(uri, artifact_location=(tmp_path / "artifacts").as_uri(), tmp_dir=tmp_path)
+    client = MlflowClient(tracking_uri=uri)
+    run = client.create_run(
+        ids["experiment_id"], run_name="gbm c=0.02 seed=0",
+        tags={"route_bench.sweep_id": SWEEP_ID, "route_bench.role": "job",
+              "mlflow.parentRunId": ids["parent"], "route_bench.config_hash": "only-failed",
+              "route_bench.policy": "gbm"},
+    )
+    client.log_metric(run.info.run_id, "heldout/hit_at_10", 0.999)
+    client.set_terminated(run.info.run_id, status="FAILED")
+
+    rep = report.load_sweep(uri, SWEEP_ID)
+    row = next(r for r in rep.rows if r.run_name == "gbm c=0.02 seed=0")
+    assert row.status == "FAILED" and row.metrics == {}
+    assert report.best_values(rep)["heldout/hit_at_10"] < 0.999
+    # --latest follows the newest job run, not the parent's start time
+    assert report.find_latest_sweep_id(client, [ids["experiment_id"]], uri) == SWEEP_ID
