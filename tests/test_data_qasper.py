@@ -177,3 +177,35 @@ def test_bad_encoding_and_bad_json(tmp_path):
     p.write_text("[1, 2]")
     with pytest.raises(DataError, match=r"qasper-dev.json, field '<top level>': expected an object, got list"):
         load_qasper_files([p])
+
+
+def test_evidence_without_word_tokens_is_never_fuzzy_matched():
+    """Punctuation-only evidence must not become gold on a punctuation-only unit (F1 of two
+    empty token lists is no match)."""
+    from harness.data.evidence import EvidenceMatcher
+    from harness.data.schema import Unit
+
+    units = [Unit("d#0", "d", 0, "paragraph", "A real paragraph about BERT."),
+             Unit("d#1", "d", 1, "paragraph", "\\\\"),
+             Unit("d#2", "d", 2, "caption", "Table 1: x")]
+    gold, counts = EvidenceMatcher(units).match(["---"])
+    assert gold == () and counts == {"exact": 0, "fuzzy": 0, "unmatched": 1}
+    # an exact (normalised) match of the same text still counts
+    gold, counts = EvidenceMatcher(units).match(["\\\\"])
+    assert gold == ("d#1",) and counts["exact"] == 1
+
+
+def test_answer_precedence_follows_the_official_evaluator():
+    """unanswerable > extractive spans > free form > yes/no (qasper_evaluator.py's order)."""
+    from harness.data.qasper import _answer_texts
+
+    def ans(**kw):
+        base = {"unanswerable": False, "extractive_spans": [], "yes_no": None, "free_form_answer": ""}
+        return _answer_texts({**base, **kw}, "f.json", "p.qas[0].answers[0].answer")
+
+    assert ans(unanswerable=True, extractive_spans=["x"]) == ("unanswerable", ["Unanswerable"])
+    assert ans(extractive_spans=["BERT"], yes_no=True, free_form_answer="y") == ("extractive", ["BERT"])
+    assert ans(extractive_spans=["a", "b"]) == ("extractive", ["a, b", "a", "b"])
+    assert ans(free_form_answer=" about 3% ", yes_no=False) == ("abstractive", ["about 3%"])
+    assert ans(yes_no=False) == ("yes_no", ["No"])
+    assert ans() == ("abstractive", [])

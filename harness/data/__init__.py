@@ -10,6 +10,8 @@ missing.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from typing import Any, Callable, Mapping
 
 from harness.data.schema import Dataset, Question, Unit, subset
@@ -53,7 +55,9 @@ def _load_qasper(opts: dict, name: str) -> Dataset:
     if not isinstance(path, (str, list)):
         raise ConfigError("dataset.path", f"expected a path or a list of paths, got {type(path).__name__}")
     paths = resolve_paths(path, split)
-    return load_qasper_files(paths, name=name, meta={"split": split})
+    # ``split`` selects files only inside a folder; for explicit files it would be a false label
+    meta = {"split": split} if isinstance(path, str) and Path(path).is_dir() else {}
+    return load_qasper_files(paths, name=name, meta=meta)
 
 
 def _load_qasper_yesno(opts: dict, name: str) -> Dataset:

@@ -37,6 +37,11 @@ def dataset_config(name: str, overrides: list[str] = ()) -> dict:
     """The dataset config ``name`` (repo yaml, else built-in) with ``key=value`` overrides."""
     from omegaconf import OmegaConf
 
+    if name == "synthetic":
+        raise ConfigError(
+            "dataset", "'synthetic' is an outcome table for tests and demos, not a dataset of "
+            "documents; use it with the app (python -m harness dataset=synthetic ...)"
+        )
     yaml_path = conf_dir() / "dataset" / f"{name}.yaml"
     if yaml_path.is_file():
         base = OmegaConf.load(yaml_path)

@@ -24,8 +24,10 @@ FUZZY_MIN_F1 = 0.8
 
 
 def _f1_counts(a: Counter, a_len: int, b: Counter, b_len: int) -> float:
+    """Token F1 for fuzzy evidence matching. A side with no word tokens (e.g. "---") scores 0:
+    unlike answer scoring, two empty texts are no evidence that they are the same passage."""
     if a_len == 0 or b_len == 0:
-        return float(a_len == b_len)
+        return 0.0
     overlap = sum((a & b).values())
     if overlap == 0:
         return 0.0

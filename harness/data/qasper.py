@@ -12,11 +12,11 @@ Choices where the SPEC is silent:
   evidence and would only add ties).
 * A nested section name ``"Method ::: Encoder"`` gives the heading text of its last non-empty
   part (``"Encoder"``); the full name is kept in ``Unit.section`` of every unit of the section.
-* Reference answers of every annotator, in order, by the precedence of the QASPER baseline
-  code: unanswerable -> "Unanswerable"; yes_no -> "Yes"/"No"; extractive spans -> the spans
-  joined with ", " and, when there are several, each span; else the free-form answer. Duplicates
-  are dropped. ``answer_type`` is the first annotator's (an annotator with nothing filled in
-  counts as "abstractive", as the baseline code would read its empty free-form answer).
+* Reference answers of every annotator, in order, by the precedence of the official QASPER
+  evaluator: unanswerable -> "Unanswerable"; extractive spans -> the spans joined with ", "
+  and, when there are several, each span; free-form answer; yes_no -> "Yes"/"No". Duplicates
+  are dropped. ``answer_type`` is the first annotator's. An annotator with nothing filled in
+  (the evaluator raises on it) counts as "abstractive" with no reference string.
 * Gold units: the ``evidence`` strings (not ``highlighted_evidence``) of all annotators, matched
   by :mod:`harness.data.evidence`.
 * ``pool_id = doc_id = paper_id``: arms search only the question's own paper.
@@ -95,12 +95,14 @@ def _answer_texts(ans: dict, source: str, where: str) -> tuple[str, list[str]]:
     free = require(ans, "free_form_answer", str, source, f"{where}.free_form_answer")
     if unanswerable:
         return "unanswerable", ["Unanswerable"]
-    if yes_no is not None:
-        return "yes_no", ["Yes" if yes_no else "No"]
     spans = [s.strip() for s in spans if s.strip()]
     if spans:
         return "extractive", [", ".join(spans)] + (spans if len(spans) > 1 else [])
-    return "abstractive", [free.strip()] if free.strip() else []
+    if free.strip():
+        return "abstractive", [free.strip()]
+    if yes_no is not None:
+        return "yes_no", ["Yes" if yes_no else "No"]
+    return "abstractive", []
 
 
 def paper_questions(
