@@ -61,6 +61,8 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path
     try:
         write(tmp_path)
         os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
+        with open(tmp_path, "rb") as f:  # on disk before the rename: no empty file after a crash
+            os.fsync(f.fileno())
         os.replace(tmp_path, path)
     except BaseException:
         tmp_path.unlink(missing_ok=True)

@@ -7,6 +7,8 @@ set by name (``baseline``, ``bm25``, ``qpp``, ``query``, ``all``) or list names 
 from __future__ import annotations
 
 FEATURE_PREFIX = "feat."
+# The "10" in the baseline names is the arm's k (``arms.k``, 10 by default, as in SPEC 3): with
+# another k, overlap and caption share are computed over the top k.
 
 BASELINE = (
     "dense_top1",  # top-1 dense cosine
