@@ -3,7 +3,8 @@
 Why: protocols, policies and the tracker are tested on a table where the right answer is known
 (a latent "difficulty" drives both the features and the chance that the extra arm rescues a
 question), so "oracle > trained router > random" is a checkable fact, and tests run in
-milliseconds without models. It has exactly the columns a real outcome table has.
+milliseconds without models. It has the columns protocols and policies read (ids, hit@10,
+recall@10, mrr@10 of the two arms, every feature); it has no rankings and no cost columns.
 """
 
 from __future__ import annotations
