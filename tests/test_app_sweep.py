@@ -211,3 +211,20 @@ def test_rerun_after_a_fixed_failure_finishes_the_sweep(tmp_path):
     assert [p.info.status for p in parents] == ["FINISHED"]
     assert sorted(j.info.status for j in jobs) == ["FAILED", "FINISHED"]
     assert "1 jobs, 0 failed -> parent run FINISHED" in second.stdout
+
+
+def test_report_and_comparison_of_an_app_sweep_equal_the_logged_metrics(basic_sweep, tmp_path):
+    from harness import report
+
+    _, parents, jobs = runs_by_role(basic_sweep["uri"])
+    rep = report.load_sweep(basic_sweep["uri"], parents[0].data.tags[mt.TAG_SWEEP_ID])
+    assert len(rep.rows) == len({j.data.tags[mt.TAG_CONFIG_HASH] for j in jobs}) == 4
+    by_id = {j.info.run_id: j.data.metrics for j in jobs}
+    for row in rep.rows:
+        for key in ("heldout/hit_at_10", "heldout/utility", "frontier/exact_auc"):
+            assert row.metrics[key] == by_id[row.run_id][key]
+    paths = report.write_report(rep, tmp_path / "rep")
+    assert paths["html"].stat().st_size > 0 and paths["plot"].stat().st_size > 0
+    # the table the sweep printed names the outcome metric and one row per job
+    out = basic_sweep["first"].stdout
+    assert "heldout hit@10" in out and out.count(" FINISHED ") >= 4

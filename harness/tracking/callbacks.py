@@ -24,9 +24,10 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from harness.io import digest_of
 
-# Columns of the comparison table printed at the end of a sweep: (header, metric name in MLflow).
+# Columns of the comparison table printed at the end of a sweep: (header, metric name in MLflow);
+# "{metric}" is the sweep's outcome metric (``arms.metric``), e.g. hit@10 -> hit_at_10.
 COMPARISON_COLUMNS = (
-    ("heldout hit@10", "heldout/hit_at_10"),
+    ("heldout {metric}", "heldout/{mlflow_metric}"),
     ("utility", "heldout/utility"),
     ("extra share", "heldout/extra_share"),
     ("dU vs base", "heldout/diff_vs_base/utility"),
@@ -52,9 +53,13 @@ def _quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def comparison_frame(runs: list) -> Any:
+def comparison_frame(runs: list, metric: str = "hit@10") -> Any:
     """One row per child run: policy, cost, status and the headline metrics."""
     import pandas as pd
+
+    from harness.tracking.mlflow_tracker import mlflow_name
+
+    names = {"metric": metric, "mlflow_metric": mlflow_name(metric)}
 
     rows = []
     for r in runs:
@@ -65,7 +70,7 @@ def comparison_frame(runs: list) -> Any:
             "status": r.info.status,
         }
         for header, name in COMPARISON_COLUMNS:
-            row[header] = r.data.metrics.get(name)
+            row[header.format(**names)] = r.data.metrics.get(name.format(**names))
         row["run"] = r.info.run_id[:8]
         rows.append(row)
     frame = pd.DataFrame(rows)
@@ -129,7 +134,8 @@ class SweepTrackingCallback(Callback):
 
         # one run per job config: a rerun's FINISHED run replaces the FAILED attempt it retried
         runs = pick_runs(self.tracker.child_runs(self.experiment_id, self.parent_run_id))
-        frame = comparison_frame(runs)
+        metric = str(OmegaConf.select(config, "arms.metric", default="hit@10"))
+        frame = comparison_frame(runs, metric)
         failed = int((frame["status"] == "FAILED").sum()) if len(frame) else 0
         unfinished = int((~frame["status"].isin(["FINISHED", "FAILED"])).sum()) if len(frame) else 0
         with pd.option_context("display.width", 200, "display.max_columns", 50, "display.float_format", "{:.4f}".format):
