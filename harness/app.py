@@ -100,6 +100,7 @@ def build_table(cfg: Mapping, progress: Any = None) -> TableHandle:
     table = build_outcome_table(dataset, dict(cfg.get("arms") or {}), dict(cfg.get("reranker") or {}), **kwargs)
     info = dict(getattr(table, "info", {}) or {})
     info.setdefault("dataset_fingerprint", dataset.fingerprint())
+    info["dataset_stats"] = dataset.stats()
     # the outcome-table fingerprint (SPEC 8): the Parquet's bytes, so two builds that measured
     # different costs are told apart even though they share the key of what produced them
     info["table_sha256"] = sha256_file(table.path)
@@ -156,7 +157,19 @@ def table_facts(task, table: TableHandle) -> dict[str, float]:
         "table/rescues": float((delta > 0).sum()),
         "table/harms": float((delta < 0).sum()),
         **cost_facts(table.frame, (task.base_arm, task.extra_arm)),
+        **dataset_facts(table.info.get("dataset_stats") or {}),
     }
+
+
+def dataset_facts(stats: Mapping) -> dict[str, float]:
+    """``dataset/...`` metrics from ``Dataset.stats()``: size and how evidence was matched
+    (SPEC 1 asks to report exact / fuzzy / unmatched); empty for the synthetic table."""
+    if not stats:
+        return {}
+    out = {f"dataset/{k}": float(stats[k]) for k in ("documents", "questions", "questions_with_evidence", "units")}
+    out.update({f"dataset/units_{k}": float(v) for k, v in stats.get("units_by_kind", {}).items()})
+    out.update({f"dataset/evidence_{k}": float(v) for k, v in stats.get("evidence_strings", {}).items()})
+    return out
 
 
 COST_COLUMNS = ("cost.total_ms", "cost.rerank_pairs", "marginal.total_ms", "marginal.rerank_pairs")

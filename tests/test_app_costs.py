@@ -34,3 +34,22 @@ def test_cost_facts_hand_computed():
 
 def test_cost_facts_skip_missing_columns(planted_table):
     assert cost_facts(planted_table, ("keep", "hybrid")) == {}
+
+
+def test_dataset_facts_from_stats():
+    from harness.app import dataset_facts
+    from harness.data.qasper import load_qasper_files
+    from pathlib import Path
+
+    fixture = Path(__file__).parent / "fixtures" / "data" / "qasper-fixture-v0.3.json"
+    ds = load_qasper_files([fixture])
+    stats = ds.stats()
+    facts = dataset_facts(stats)
+    # independent count straight from the dataset object
+    assert facts["dataset/documents"] == len(ds.documents)
+    assert facts["dataset/questions"] == len(ds.questions)
+    assert facts["dataset/units"] == sum(len(u) for u in ds.documents.values())
+    assert facts["dataset/units_caption"] == sum(u.kind == "caption" for us in ds.documents.values() for u in us)
+    for kind in ("exact", "fuzzy", "unmatched"):
+        assert facts[f"dataset/evidence_{kind}"] == sum(q.evidence_match.get(kind, 0) for q in ds.questions)
+    assert dataset_facts({}) == {}
