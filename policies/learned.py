@@ -199,13 +199,13 @@ class LogisticPolicy(_ClassScorer):
     def fit(self, X, delta, groups=None, seed: int = 0) -> "LogisticPolicy":
         from sklearn.impute import SimpleImputer
         from sklearn.linear_model import LogisticRegression
-        from sklearn.pipeline import Pipeline
         from sklearn.preprocessing import StandardScaler
 
         arr, d = self._prepare_fit(X, delta)
         y = self._class_labels(d)
         imputer = SimpleImputer(strategy="median", keep_empty_features=True).fit(arr)
-        scaler = StandardScaler().fit(imputer.transform(arr))
+        scaler = StandardScaler()
+        z = scaler.fit_transform(imputer.transform(arr))  # fitted once, also for the classifier
         self.medians_ = np.asarray(imputer.statistics_, dtype=float)
         self.mean_ = np.asarray(scaler.mean_, dtype=float)
         self.scale_ = np.asarray(scaler.scale_, dtype=float)
@@ -213,14 +213,7 @@ class LogisticPolicy(_ClassScorer):
             self.coef_ = np.zeros((0, arr.shape[1]))
             self.intercept_ = np.zeros(0)
         else:
-            pipe = Pipeline(
-                [
-                    ("impute", imputer),
-                    ("scale", scaler),
-                    ("logistic", LogisticRegression(C=self.C, max_iter=self.max_iter)),
-                ]
-            ).fit(arr, y)
-            model = pipe["logistic"]
+            model = LogisticRegression(C=self.C, max_iter=self.max_iter).fit(z, y)
             if list(model.classes_) != list(self.classes_):  # pragma: no cover - sklearn contract
                 raise HarnessError(f"logistic policy: unexpected classes {model.classes_}")
             self.coef_ = np.asarray(model.coef_, dtype=float)

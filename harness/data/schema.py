@@ -7,7 +7,7 @@ of units its arms search, and at its gold units. Splits are always grouped by ``
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping
 
 from harness.io import digest_of
 
@@ -128,6 +128,3 @@ def subset(ds: Dataset, qids: Iterable[str]) -> Dataset:
         meta=dict(ds.meta),
     )
 
-
-def sequence_digest(items: Sequence[str]) -> str:
-    return digest_of(list(items))

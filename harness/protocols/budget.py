@@ -82,10 +82,15 @@ def exact_frontier_curve(scores, qids, base, delta) -> tuple[np.ndarray, np.ndar
     return np.arange(n + 1) / n, base.mean() + gains / n
 
 
+def oracle_curve(base, delta) -> np.ndarray:
+    """Best mean outcome reachable with k extra calls, for k = 0..n (largest deltas first)."""
+    d = np.sort(np.asarray(delta, dtype=float))[::-1]
+    return float(np.mean(base)) + np.r_[0.0, np.cumsum(d)] / len(d)
+
+
 def oracle_matched(base, delta, k: int) -> float:
     """Best mean outcome reachable with k extra calls."""
-    d = np.sort(np.asarray(delta, dtype=float))[::-1]
-    return float(np.mean(base) + d[:k].sum() / len(d))
+    return float(oracle_curve(base, delta)[k])
 
 
 def random_matched(base, delta, k: int) -> float:
@@ -171,12 +176,11 @@ def run_budget_protocol(
         n = test.n
         eps = dkw_epsilon(cal.n, dkw_delta)
         usage, curve = exact_frontier_curve(test_scores, test.qids, test.base, test.delta)
-        oracle_curve = test.base.mean() + np.r_[0.0, np.cumsum(np.sort(test.delta)[::-1])] / n
         auc_rows.append(
             {
                 "split": s,
                 "exact_auc": _trapezoid(usage, curve),
-                "oracle_auc": _trapezoid(usage, oracle_curve),
+                "oracle_auc": _trapezoid(usage, oracle_curve(test.base, test.delta)),
                 "random_auc": float((test.base.mean() + test.extra.mean()) / 2),
             }
         )
