@@ -224,15 +224,22 @@ def compute_job(cfg: Mapping, task, factory: Callable[[], Any], freeze_dir: Path
         out.threshold = protocols.run_threshold_protocol(
             task, factory, cost=cost, seed=seed, dev_frac=float(p["dev_frac"]),
             n_folds=int(p["n_folds"]), n_boot=int(p["n_boot"]), freeze_dir=Path(freeze_dir),
+            repeats=int(p["repeats"]), nested_folds=int(p["nested_folds"]),
+            alpha=float(p["alpha"]), power=float(p["power"]),
         )
     if "budget" in p["run"]:
         b = cfg["budget"]
         out.budget = protocols.run_budget_protocol(
             task, factory, budgets=tuple(float(x) for x in b["grid"]), n_splits=int(b["n_splits"]),
             seed=seed, cost=cost, dkw_delta=float(b["dkw_delta"]), tol=float(b["tol"]),
+            calibration=str(b["calibration"]), cal_folds=int(b["cal_folds"]),
         )
     if "gain" in p["run"]:
-        out.gain = protocols.run_gain_protocol(task, factory, seed=seed, threshold=float(p["gain_threshold"]))
+        threshold = p.get("gain_threshold")
+        out.gain = protocols.run_gain_protocol(
+            task, factory, seed=seed, threshold=None if threshold is None else float(threshold),
+            n_folds=int(p["n_folds"]), n_boot=int(p["n_boot"]), min_discordant=int(p["min_discordant"]),
+        )
     return out
 
 

@@ -14,6 +14,7 @@ by ``validate`` before any work.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -23,6 +24,7 @@ from omegaconf import MISSING
 from harness.protocols.threshold import MIN_BOOTSTRAP
 
 PROTOCOL_NAMES = ("threshold", "budget", "gain")
+CALIBRATIONS = ("oof", "in_sample")
 
 
 @dataclass
@@ -38,7 +40,19 @@ class ProtocolConfig:
     dev_frac: float = 0.8
     n_folds: int = 5
     n_boot: int = 1000
-    gain_threshold: float = 0.0
+    # protocol A over R document-level dev/held-out splits (1 = one split, seeded by ``seed``)
+    repeats: int = 1
+    # nested development estimate: outer grouped folds around the tau search (0 = off)
+    nested_folds: int = 5
+    # protocol C's selective-use threshold: null = chosen per policy (0 for policies whose score
+    # estimates the gain, else the cost-0 protocol-A tau on the fit half); a number forces it
+    gain_threshold: Optional[float] = None
+    # a ratio (gap closed, later PGR) whose denominator rests on fewer discordant questions than
+    # this is reported as undefined, with the reason
+    min_discordant: int = 10
+    # power statements: significance level and power of the minimum detectable difference
+    alpha: float = 0.05
+    power: float = 0.8
 
 
 @dataclass
@@ -58,6 +72,11 @@ class BudgetConfig:
     dkw_delta: float = 0.05
     tol: float = 0.02
     n_splits: int = 5
+    # where the deployable / conservative thresholds come from: "oof" = document-grouped
+    # cross-fitted scores on the calibration half (default), "in_sample" = the policy fitted on
+    # the whole calibration half scores that same half
+    calibration: str = "oof"
+    cal_folds: int = 5
 
 
 @dataclass
@@ -116,15 +135,31 @@ def validate(cfg: Any) -> None:
         raise ConfigError("protocol.n_folds", f"must be >= 2, got {cfg.protocol.n_folds}")
     if cfg.protocol.n_boot < MIN_BOOTSTRAP:
         raise ConfigError("protocol.n_boot", f"SPEC 5 asks for at least {MIN_BOOTSTRAP} bootstrap resamples, got {cfg.protocol.n_boot}")
-    if cfg.cost.c < 0:
-        raise ConfigError("cost.c", f"must be >= 0, got {cfg.cost.c}")
+    if cfg.protocol.repeats < 1:
+        raise ConfigError("protocol.repeats", f"must be >= 1, got {cfg.protocol.repeats}")
+    if cfg.protocol.nested_folds != 0 and cfg.protocol.nested_folds < 2:
+        raise ConfigError("protocol.nested_folds", f"must be 0 (off) or >= 2, got {cfg.protocol.nested_folds}")
+    if cfg.protocol.gain_threshold is not None and not math.isfinite(cfg.protocol.gain_threshold):
+        raise ConfigError("protocol.gain_threshold", f"must be a finite number or null, got {cfg.protocol.gain_threshold}")
+    if cfg.protocol.min_discordant < 1:
+        raise ConfigError("protocol.min_discordant", f"must be >= 1, got {cfg.protocol.min_discordant}")
+    for key in ("alpha", "power"):
+        value = getattr(cfg.protocol, key)
+        if not 0.0 < value < 1.0:  # NaN fails too
+            raise ConfigError(f"protocol.{key}", f"must be in (0, 1), got {value}")
+    if not (cfg.cost.c >= 0 and math.isfinite(cfg.cost.c)):
+        raise ConfigError("cost.c", f"must be a finite number >= 0, got {cfg.cost.c}")
+    if cfg.budget.calibration not in CALIBRATIONS:
+        raise ConfigError("budget.calibration", f"unknown {cfg.budget.calibration!r}; choose from {CALIBRATIONS}")
+    if cfg.budget.cal_folds < 2:
+        raise ConfigError("budget.cal_folds", f"must be >= 2, got {cfg.budget.cal_folds}")
     for i, rho in enumerate(cfg.budget.grid):
-        if not 0.0 < rho < 1.0:
+        if not 0.0 < rho < 1.0:  # NaN fails too
             raise ConfigError(f"budget.grid[{i}]", f"budget must be in (0, 1), got {rho}")
     if not 0.0 < cfg.budget.dkw_delta < 1.0:
         raise ConfigError("budget.dkw_delta", f"must be in (0, 1), got {cfg.budget.dkw_delta}")
-    if cfg.budget.tol < 0:
-        raise ConfigError("budget.tol", f"must be >= 0, got {cfg.budget.tol}")
+    if not (cfg.budget.tol >= 0 and math.isfinite(cfg.budget.tol)):
+        raise ConfigError("budget.tol", f"must be a finite number >= 0, got {cfg.budget.tol}")
     if cfg.budget.n_splits < 1:
         raise ConfigError("budget.n_splits", f"must be >= 1, got {cfg.budget.n_splits}")
     if "name" not in cfg.dataset:

@@ -41,6 +41,32 @@ def bootstrap_draws(n_docs: int, n_boot: int, seed: int) -> np.ndarray:
     return rng.integers(0, n_docs, size=(n_boot, n_docs))
 
 
+def _bootstrap_means(values: np.ndarray, doc_of: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """Mean of each resample without a loop: mean_b = sum_d C[b,d] S[d] / sum_d C[b,d] N[d],
+    C the (n_boot x n_docs) count matrix, S and N the per-document sums and counts."""
+    n_boot, n_docs = draws.shape
+    sums = np.bincount(doc_of, weights=values, minlength=n_docs)
+    counts = np.bincount(doc_of, minlength=n_docs).astype(float)
+    offsets = (np.arange(n_boot) * n_docs)[:, None]
+    count_matrix = np.bincount((draws + offsets).ravel(), minlength=n_boot * n_docs)
+    count_matrix = count_matrix.reshape(n_boot, n_docs).astype(float)
+    return (count_matrix @ sums) / (count_matrix @ counts)
+
+
+def doc_bootstrap_means(values_by_question, groups, n_boot: int = 1000, seed: int = 0) -> np.ndarray:
+    """The ``n_boot`` document-resampled means behind ``doc_bootstrap_ci`` (same draws, same
+    seed), for p-values (``bootstrap_p_value``) and for comparing several statistics on the
+    same resamples."""
+    values = np.asarray(values_by_question, dtype=float)
+    groups = np.asarray(groups)
+    if values.ndim != 1 or len(values) != len(groups) or len(values) == 0:
+        raise HarnessError(f"doc_bootstrap_means: values ({values.shape}) and groups ({groups.shape}) must align and be non-empty")
+    if n_boot < 1:
+        raise ConfigError("n_boot", f"must be >= 1, got {n_boot}")
+    docs, doc_of = _doc_index(groups)
+    return _bootstrap_means(values, doc_of, bootstrap_draws(len(docs), n_boot, seed))
+
+
 def doc_bootstrap_ci(
     values_by_question,
     groups,
@@ -73,13 +99,7 @@ def doc_bootstrap_ci(
     draws = bootstrap_draws(n_docs, n_boot, seed)
     if statistic == "mean":
         point = float(values.mean())
-        sums = np.bincount(doc_of, weights=values, minlength=n_docs)
-        counts = np.bincount(doc_of, minlength=n_docs).astype(float)
-        # count matrix: how often each document was drawn in each resample
-        offsets = (np.arange(n_boot) * n_docs)[:, None]
-        count_matrix = np.bincount((draws + offsets).ravel(), minlength=n_boot * n_docs)
-        count_matrix = count_matrix.reshape(n_boot, n_docs).astype(float)
-        boot = (count_matrix @ sums) / (count_matrix @ counts)
+        boot = _bootstrap_means(values, doc_of, draws)
     elif callable(statistic):
         point = float(statistic(values))
         members = [np.flatnonzero(doc_of == d) for d in range(n_docs)]
@@ -99,13 +119,23 @@ def doc_bootstrap_ci(
 
 
 def dkw_epsilon(n: int, delta: float = 0.05) -> float:
-    """DKW slack sqrt(ln(2/delta) / (2n)) (SPEC 6): the conservative frontier calibrates to
-    max(0, rho - eps)."""
+    """One-sided DKW slack sqrt(ln(1/delta) / (2n)) (SPEC 6; Massart's constant).
+
+    P(sup_s (F_n(s) - F(s)) > eps) <= exp(-2 n eps^2) = delta: with probability >= 1 - delta
+    the true share of questions scoring above a calibrated threshold exceeds the calibration
+    share by at most eps, so calibrating to max(0, rho - eps) keeps usage <= rho. Only the
+    upper side matters (overspending), hence ln(1/delta), not the two-sided ln(2/delta).
+
+    The bound assumes the n calibration scores are i.i.d. and exchangeable with test scores.
+    Questions of one document are correlated and the halves are split by document, so the
+    effective sample size lies between the number of documents and n: the slack computed from
+    n questions is a lower bound on the honest slack when documents hold several questions.
+    """
     if n < 1:
         raise ConfigError("n_cal", f"DKW slack needs at least one calibration question, got {n}")
     if not 0 < delta < 1:
         raise ConfigError("dkw_delta", f"must be in (0, 1), got {delta}")
-    return math.sqrt(math.log(2.0 / delta) / (2.0 * n))
+    return math.sqrt(math.log(1.0 / delta) / (2.0 * n))
 
 
 def mcnemar_exact(a_hits, b_hits) -> tuple[int, int, float]:
@@ -129,6 +159,74 @@ def mcnemar_exact(a_hits, b_hits) -> tuple[int, int, float]:
         return b, c, 1.0
     p = min(1.0, 2.0 * float(sps.binom.cdf(min(b, c), n, 0.5)))
     return b, c, p
+
+
+# --------------------------------------------------------------------------------------------
+# Power: what a comparison can resolve
+# --------------------------------------------------------------------------------------------
+
+
+def min_mcnemar_p(n_discordant: int) -> float:
+    """The smallest two-sided exact McNemar p-value reachable with ``n_discordant`` discordant
+    pairs: all of them on one side, p = min(1, 2 * 0.5**n). With 4 pairs it is 0.125, so no
+    outcome of such a comparison is significant at 0.05."""
+    n = int(n_discordant)
+    if n < 0:
+        raise HarnessError(f"min_mcnemar_p: negative number of discordant pairs {n}")
+    return min(1.0, 2.0 * 0.5**n)
+
+
+def min_detectable_difference(diffs, groups, alpha: float = 0.05, power: float = 0.8) -> float:
+    """Minimum detectable mean difference (two-sided level ``alpha``, given ``power``) of paired
+    per-question differences ``diffs``, from their observed spread, grouped by document.
+
+    MDD = (z_{1 - alpha/2} + z_{power}) * SE0, SE0 = sqrt(sum_d (sum_{i in d} diff_i)^2) / n:
+    the standard error of the mean difference under "no difference" (mean zero), with the
+    questions of one document summed first (cluster-robust), as the document bootstrap treats
+    them. For hits without a cost and one question per document, sum diff_i^2 = the number of
+    discordant pairs b + c, so MDD = 2.80 * sqrt(b + c) / n, the normal approximation of
+    McNemar's power. No discordant pair gives 0: nothing varies, so nothing can be measured
+    (the caller reports that as "no discordant pairs", not as perfect resolution).
+    """
+    d = np.asarray(diffs, dtype=float)
+    g = np.asarray(groups)
+    if d.ndim != 1 or len(d) != len(g):
+        raise HarnessError(f"min_detectable_difference: diffs ({d.shape}) and groups ({g.shape}) must align")
+    if len(d) == 0:
+        raise HarnessError("min_detectable_difference: no questions")
+    if not (0 < alpha < 1 and 0 < power < 1):
+        raise ConfigError("alpha/power", f"must be in (0, 1), got alpha={alpha}, power={power}")
+    _, doc_of = _doc_index(g)
+    per_doc = np.bincount(doc_of, weights=d)
+    se0 = math.sqrt(float(np.sum(per_doc**2))) / len(d)
+    return float((sps.norm.ppf(1 - alpha / 2) + sps.norm.ppf(power)) * se0)
+
+
+def holm_adjust(pvalues) -> np.ndarray:
+    """Holm's step-down adjusted p-values (family-wise error), in the input order; NaN stays
+    NaN and is not counted in the family. Equals statsmodels' ``multipletests(method="holm")``.
+    """
+    p = np.asarray(pvalues, dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(~np.isnan(p))
+    m = len(ok)
+    if m == 0:
+        return out
+    order = ok[np.argsort(p[ok], kind="stable")]
+    adj = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    out[order] = adj
+    return out
+
+
+def bootstrap_p_value(boot_values, null: float = 0.0) -> float:
+    """Two-sided percentile-bootstrap p-value of H0: statistic = ``null``:
+    min(1, 2 * min(share of resamples <= null, share >= null)). It is < alpha exactly when the
+    (1 - alpha) percentile interval excludes ``null`` (up to the interpolation of the interval's
+    ends)."""
+    b = np.asarray(boot_values, dtype=float)
+    if len(b) == 0:
+        raise HarnessError("bootstrap_p_value: no resamples")
+    return float(min(1.0, 2.0 * min(np.mean(b <= null), np.mean(b >= null))))
 
 
 # --------------------------------------------------------------------------------------------

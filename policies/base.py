@@ -42,6 +42,11 @@ class Policy(abc.ABC):
     #: always-extra), not a ranking: the threshold protocol then never tunes tau for them
     #: (tau = +inf or -inf), so always-keep cannot turn into always-extra under a low cost.
     fixed_route: ClassVar[str | None] = None
+    #: True when the score is an estimate of the gain itself (expected delta, on the gain's
+    #: scale), so that "score > 0" means "the extra arm is expected to help"; protocol C then
+    #: uses threshold 0. Rankings on other scales (random, single signals) get a threshold
+    #: chosen on development data instead.
+    estimates_gain: ClassVar[bool] = False
 
     name: str = "policy"
 

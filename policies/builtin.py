@@ -114,6 +114,7 @@ class OraclePolicy(Policy):
 
     name = "oracle"
     oracle = True
+    estimates_gain = True  # the true delta
 
     def score(self, X: pd.DataFrame, ctx: ScoreContext) -> np.ndarray:
         if ctx.true_delta is None:

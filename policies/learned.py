@@ -97,6 +97,7 @@ class RidgePolicy(_Learned):
     """
 
     name = "ridge"
+    estimates_gain = True  # predicted delta
     kind = "ridge"
 
     def __init__(self, features="baseline", alpha: float = 20.0):
@@ -161,12 +162,15 @@ class QPPRouter(RidgePolicy):
 
 
 class _ClassScorer(_Learned):
-    """Score = P(delta class +1) - P(delta class -1) (seed 003's BUR score).
+    """Score = P(delta class +1) - P(delta class -1) (seed 003's BUR score), which is the
+    expected delta under the predicted class probabilities (``estimates_gain``).
 
     A class absent from the development data has probability 0. With a single class c in the
     development data no model is fitted and every question scores c (which is P(+1) - P(-1)
     for a model that is certain of c).
     """
+
+    estimates_gain = True
 
     def _class_labels(self, delta) -> np.ndarray:
         y = delta_classes(delta)

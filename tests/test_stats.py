@@ -88,10 +88,80 @@ def test_doc_bootstrap_bad_input():
 
 
 def test_dkw_epsilon_by_hand():
-    assert stats.dkw_epsilon(100, 0.05) == pytest.approx(math.sqrt(math.log(40) / 200))
-    assert stats.dkw_epsilon(150) == pytest.approx(0.110889, abs=1e-6)  # ln(40)=3.688879; /300 = 0.0122963; sqrt
+    # one-sided: sqrt(ln(1/delta) / (2n))
+    assert stats.dkw_epsilon(100, 0.05) == pytest.approx(math.sqrt(math.log(20) / 200))
+    assert stats.dkw_epsilon(150) == pytest.approx(0.0999288, abs=1e-6)  # ln(20)=2.995732; /300 = 0.0099858; sqrt
     with pytest.raises(ConfigError):
         stats.dkw_epsilon(0)
+
+
+def test_dkw_one_sided_bound_holds_by_simulation():
+    """The one-sided slack keeps P(F_n - F > eps) <= delta for uniform scores (Massart)."""
+    rng = np.random.default_rng(0)
+    n, delta, reps = 50, 0.1, 4000
+    eps = stats.dkw_epsilon(n, delta)
+    u = np.sort(rng.random((reps, n)), axis=1)
+    # sup_s (F_n(s) - s) is attained just at the order statistics: i/n - u_(i)
+    sup = np.max(np.arange(1, n + 1) / n - u, axis=1)
+    assert np.mean(sup > eps) <= delta
+
+
+def test_min_mcnemar_p_is_the_all_on_one_side_p():
+    for n in range(0, 12):
+        # all n discordant pairs on one side: scipy's exact binomial test
+        expected = 1.0 if n == 0 else sps.binomtest(n, n, 0.5).pvalue
+        assert stats.min_mcnemar_p(n) == pytest.approx(expected)
+        if n:
+            assert stats.mcnemar_exact([1] * n, [0] * n)[2] == pytest.approx(stats.min_mcnemar_p(n))
+    assert stats.min_mcnemar_p(4) == 0.125  # the issue's held-out set: 4 rescues + 1 harm -> 5 -> 0.0625
+
+
+def test_min_detectable_difference_closed_form_and_clusters():
+    z = sps.norm.ppf(0.975) + sps.norm.ppf(0.8)
+    # one question per document, hits: 3 + 2 discordant pairs among 50 questions
+    diffs = np.array([1] * 3 + [-1] * 2 + [0] * 45, dtype=float)
+    groups = np.arange(50).astype(str)
+    assert stats.min_detectable_difference(diffs, groups) == pytest.approx(z * math.sqrt(5) / 50)
+    # two discordant questions in one document count as one cluster sum: (1 + 1)^2 = 4, not 2
+    g2 = groups.copy()
+    g2[1] = g2[0]
+    se0 = math.sqrt(4 + 1 + 1 + 1) / 50
+    assert stats.min_detectable_difference(diffs, g2) == pytest.approx(z * se0)
+    # brute force: the z-test of the mean at MDD has power 0.8 (normal approximation)
+    mdd = stats.min_detectable_difference(diffs, groups, alpha=0.05, power=0.8)
+    se = math.sqrt(5) / 50
+    achieved = sps.norm.sf(sps.norm.ppf(0.975) - mdd / se) + sps.norm.cdf(-sps.norm.ppf(0.975) - mdd / se)
+    assert achieved == pytest.approx(0.8, abs=1e-3)
+    assert stats.min_detectable_difference(np.zeros(5), list("abcde")) == 0.0
+
+
+def test_holm_adjust_by_brute_force():
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        m = int(rng.integers(1, 8))
+        p = rng.random(m) ** 2
+        got = stats.holm_adjust(p)
+        # textbook definition: adj_(i) = max_{j <= i} min(1, (m - j + 1) p_(j)) in sorted order
+        order = np.argsort(p, kind="stable")
+        expected = np.empty(m)
+        running = 0.0
+        for rank, idx in enumerate(order):
+            running = max(running, min(1.0, (m - rank) * p[idx]))
+            expected[idx] = running
+        np.testing.assert_allclose(got, expected)
+    out = stats.holm_adjust([0.01, np.nan, 0.04])
+    assert np.isnan(out[1]) and out[0] == pytest.approx(0.02) and out[2] == pytest.approx(0.04)
+
+
+def test_bootstrap_p_value_agrees_with_the_interval():
+    values, groups = _grouped_values(seed=5)
+    for shift in (0.0, 0.3, 1.0):
+        v = values + shift
+        boot = stats.doc_bootstrap_means(v, groups, n_boot=2000, seed=1)
+        _, lo, hi = stats.doc_bootstrap_ci(v, groups, n_boot=2000, seed=1)
+        assert np.isclose(np.percentile(boot, 2.5), lo) and np.isclose(np.percentile(boot, 97.5), hi)
+        p = stats.bootstrap_p_value(boot)
+        assert (p < 0.05) == (lo > 0 or hi < 0)
 
 
 @pytest.mark.parametrize("seed", range(6))
