@@ -233,12 +233,14 @@ def compute_job(cfg: Mapping, task, factory: Callable[[], Any], freeze_dir: Path
             task, factory, budgets=tuple(float(x) for x in b["grid"]), n_splits=int(b["n_splits"]),
             seed=seed, cost=cost, dkw_delta=float(b["dkw_delta"]), tol=float(b["tol"]),
             calibration=str(b["calibration"]), cal_folds=int(b["cal_folds"]),
+            min_discordant=int(p["min_discordant"]),
         )
     if "gain" in p["run"]:
         threshold = p.get("gain_threshold")
         out.gain = protocols.run_gain_protocol(
             task, factory, seed=seed, threshold=None if threshold is None else float(threshold),
             n_folds=int(p["n_folds"]), n_boot=int(p["n_boot"]), min_discordant=int(p["min_discordant"]),
+            alpha=float(p["alpha"]), power=float(p["power"]),
         )
     return out
 
@@ -256,9 +258,18 @@ FRONTIER_COLUMNS = {
 
 
 def frontier_series(frontiers, metric: str) -> list[tuple[str, float, int]]:
-    """``frontier/<frontier>/<column>`` per budget (mean over splits), step = budget in percent."""
+    """``frontier/<frontier>/<column>`` per budget (mean over splits), step = budget in percent.
+
+    A fixed decision's rows (``fixed``: always-keep / always-extra, no budget) are not a
+    frontier and log no series; their point is in the scalar metrics ``budget/fixed/...``.
+    """
+    if "fixed" in frontiers.columns:
+        frontiers = frontiers[~frontiers["fixed"].astype(bool)]
     cols = [c for c in FRONTIER_COLUMNS if c in frontiers.columns]
-    means = frontiers.groupby(["frontier", "budget"], sort=True)[cols].mean(numeric_only=False)
+    if frontiers.empty or not cols:
+        return []
+    frontiers = frontiers.assign(**{c: frontiers[c].astype(float) for c in cols})
+    means = frontiers.groupby(["frontier", "budget"], sort=True)[cols].mean()
     series = []
     for (frontier, budget), row in means.iterrows():
         step = int(round(float(budget) * 100))
@@ -272,13 +283,18 @@ def frontier_png(frontiers, target: Path, metric: str, cfg: Mapping) -> Path:
 
     Why: drawing costs more than the rest of the logging, and the plot (outcome vs usage) does
     not depend on the cost, so the jobs of one policy at several costs draw the same picture.
+    The key also names the drawing's version (``plot_style``, bumped when ``harness.plots``
+    draws differently, e.g. a fixed decision as one point), so a changed style never reuses an
+    old picture.
     """
     import shutil
 
     from harness.plots import frontier_points, plot_frontiers
 
+    plot_style = 2
     title = f"{cfg['policy'].get('name', 'policy')} seed={cfg['seed']}"
-    key = digest_of({"points": frontier_points(frontiers).to_dict("list"), "metric": metric, "title": title})
+    points = frontier_points(frontiers).to_dict("list")
+    key = digest_of({"points": points, "metric": metric, "title": title, "style": plot_style})
     cached = cache_root() / "app" / "plots" / f"{key[:24]}.png"
     if not cached.is_file():
         from harness.io import atomic_write

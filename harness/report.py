@@ -10,7 +10,10 @@ Choices (the SPEC is silent on reporting):
   finished rerun), the latest FINISHED run wins; if none finished, the latest run is shown with
   its status and blank metrics.
 - "Best" per column: highest for hit/utility/diff/AUC columns, lowest for violation rates;
-  cost and extra share are descriptive and never marked. Ties are all marked.
+  cost and extra share are descriptive and never marked. A value shared by several jobs marks
+  none of them (a tie decides no ranking). A mark is a position, not a verdict: the section
+  "Policy vs policy" (``harness.tracking.comparisons``) says which differences the held-out
+  questions can resolve.
 - Metric names are read as the tracker logs them (``harness.tracking.mlflow_tracker.mlflow_name``:
   ``@`` -> ``_at_``, so ``heldout/hit@10`` is ``heldout/hit_at_10``) and shown with ``@``.
 - Frontier plots use the logged series ``frontier/<frontier>/<metric>`` (step = budget in %)
@@ -84,6 +87,8 @@ class SweepReport:
     rows: list[JobRow]
     columns: list[Column]
     outcome_metric: str | None
+    comparisons: list = field(default_factory=list)  # harness.tracking.comparisons.CellComparison
+    alpha: float = 0.05
 
 
 # ---------------------------------------------------------------- tracking store access
@@ -221,7 +226,12 @@ def build_columns(metric_keys: set[str], outcome: str | None) -> list[Column]:
             "utility diff vs extra [95% CI]", "heldout/diff_vs_extra/utility", "high",
             ci=("heldout/diff_vs_extra/utility/ci_low", "heldout/diff_vs_extra/utility/ci_high"),
         ),
+        Column("MDD vs base", "heldout/diff_vs_base/utility/mdd", None),
         Column("exact-frontier AUC", "frontier/exact_auc", "high"),
+        Column("APGR (exact)", "routing/exact/apgr", "high"),
+        Column("APGR (deployable)", "routing/deployable/apgr", "high"),
+        Column("CPT(50%) (deployable)", "routing/deployable/cpt50", "low"),
+        Column("AIQ (exact)", "routing/exact/aiq", "high"),
     ]
     for b in _budgets(metric_keys):
         cols.append(
@@ -280,7 +290,14 @@ def load_sweep(
                 series=_series(client, r.info.run_id, sorted(keys)),
             )
         )
+    from harness.tracking.comparisons import sweep_comparisons
+
+    first = picked[0].data.params
+    alpha = float(first.get("protocol.alpha", 0.05))
+    comparisons = sweep_comparisons(client, picked, n_boot=int(first.get("protocol.n_boot", 1000)), alpha=alpha)
     return SweepReport(
+        comparisons=comparisons,
+        alpha=alpha,
         sweep_id=sweep_id,
         tracking_uri=tracking_uri,
         experiment=exp_names.get(picked[0].info.experiment_id, "?"),
@@ -295,7 +312,9 @@ def load_sweep(
 
 
 def best_values(rep: SweepReport) -> dict[str, float]:
-    """Per marked column, the best value over jobs (ties share the mark)."""
+    """Per marked column, the best value over jobs, only where ONE job holds it: a value shared
+    by several jobs (two constant policies, tied routers) marks nobody, since a tie decides no
+    ranking. Whether a marked difference is real is what the policy-vs-policy section says."""
     best = {}
     for c in rep.columns:
         if c.better is None:
@@ -305,13 +324,19 @@ def best_values(rep: SweepReport) -> dict[str, float]:
             if c.key in r.metrics and not math.isnan(r.metrics[c.key])
         ]
         if vals:
-            best[c.key] = max(vals) if c.better == "high" else min(vals)
+            top = max(vals) if c.better == "high" else min(vals)
+            if sum(v == top for v in vals) == 1:
+                best[c.key] = top
     return best
 
 
 def _fmt(v: float) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
+    """A logged NaN is a number the run declared undefined (e.g. APGR on too few discordant
+    questions): shown as "undefined", while a metric the run did not log stays blank."""
+    if v is None:
         return ""
+    if isinstance(v, float) and math.isnan(v):
+        return "undefined"
     return f"{v:.4f}"
 
 
@@ -417,7 +442,8 @@ def render_markdown(rep: SweepReport, plot_name: str | None) -> str:
         f"- parent run: `{rep.parent_run_id or '(none)'}`",
         f"- jobs: {len(rep.rows)}",
         "",
-        "Best value per column in **bold** (highest, or lowest for violation rates).",
+        "Best value per column in **bold** (highest, or lowest for violation rates) when one job holds it; "
+        "see \"Policy vs policy\" for which differences are real.",
         "",
         "| " + " | ".join(_md_escape(h) for h in head) + " |",
         "|" + "---|" * len(head),
@@ -431,6 +457,10 @@ def render_markdown(rep: SweepReport, plot_name: str | None) -> str:
             cells.append(t)
         lines.append("| " + " | ".join(_md_escape(x) for x in cells) + " |")
     lines.append("")
+    if rep.comparisons:
+        lines += ["## Policy vs policy", ""]
+        for c in rep.comparisons:
+            lines += ["```", c.text(rep.alpha), "```", ""]
     if plot_name:
         lines += ["## Frontiers", "", f"![frontiers]({plot_name})", ""]
     else:
@@ -459,7 +489,8 @@ def render_html(rep: SweepReport, plot_bytes: bytes | None) -> str:
         f"<li>parent run: <code>{e(rep.parent_run_id or '(none)')}</code></li>",
         f"<li>jobs: {len(rep.rows)}</li>",
         "</ul>",
-        "<p>Best value per column marked (highest, or lowest for violation rates).</p>",
+        "<p>Best value per column marked (highest, or lowest for violation rates) when one job holds it; "
+        "see Policy vs policy for which differences are real.</p>",
         '<table id="comparison">',
         "<thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr></thead>",
         "<tbody>",
@@ -472,6 +503,9 @@ def render_html(rep: SweepReport, plot_bytes: bytes | None) -> str:
             cells.append(f'<td data-key="{e(c.key)}"{cls}>{e(cell_text(r, c))}</td>')
         out.append("<tr>" + "".join(cells) + "</tr>")
     out += ["</tbody>", "</table>"]
+    if rep.comparisons:
+        out.append("<h2>Policy vs policy</h2>")
+        out += [f'<pre class="comparison">{e(c.text(rep.alpha))}</pre>' for c in rep.comparisons]
     if plot_bytes:
         b64 = base64.b64encode(plot_bytes).decode("ascii")
         out += [

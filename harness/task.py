@@ -32,6 +32,11 @@ class RoutingTask:
     metric: str = "hit@10"
     continuous: bool = False  # True for answer quality: gain is a log ratio (SPEC 7)
     source: str = "outcome table"  # named in error messages
+    # measured cost per question (``cost_unit``, e.g. reranker pairs): what the base arm costs,
+    # and what running the extra arm adds on a question; None when the table has no cost columns
+    base_cost: np.ndarray | None = None
+    extra_cost: np.ndarray | None = None
+    cost_unit: str = ""
 
     def __post_init__(self) -> None:
         n = len(self.qids)
@@ -40,6 +45,10 @@ class RoutingTask:
                 raise ValueError(f"RoutingTask.{name} has {len(getattr(self, name))} rows, expected {n}")
         if len(self.features) != n:
             raise ValueError(f"RoutingTask.features has {len(self.features)} rows, expected {n}")
+        for name in ("base_cost", "extra_cost"):
+            value = getattr(self, name)
+            if value is not None and len(value) != n:
+                raise ValueError(f"RoutingTask.{name} has {len(value)} rows, expected {n}")
 
     @property
     def n(self) -> int:
@@ -75,6 +84,9 @@ class RoutingTask:
             metric=self.metric,
             continuous=self.continuous,
             source=self.source,
+            base_cost=None if self.base_cost is None else self.base_cost[idx],
+            extra_cost=None if self.extra_cost is None else self.extra_cost[idx],
+            cost_unit=self.cost_unit,
         )
 
     def feature_matrix(self, names: tuple[str, ...] | list[str]) -> pd.DataFrame:
@@ -96,9 +108,19 @@ class RoutingTask:
         metric: str = "hit@10",
         source: str = "outcome table",
         continuous: bool | None = None,
+        cost_column: str | None = "rerank_pairs",
+        marginal_base: str = "keep",
     ) -> "RoutingTask":
         """Select base/extra outcome columns ``<arm>.<metric>``; hit metrics keep only questions
-        with evidence (the others stay in the table but cannot score a hit)."""
+        with evidence (the others stay in the table but cannot score a hit).
+
+        Costs (``cost_column``, default reranker pairs: a count, so the same on every machine,
+        where milliseconds are not): the base arm's ``<base>.cost.<col>``, and what the extra
+        arm adds where it runs: its marginal cost ``<extra>.marginal.<col>`` when the base arm
+        is the arm marginal costs are measured against (``marginal_base``, keep), else its
+        stand-alone ``<extra>.cost.<col>`` (an upper bound: work shared with the base arm is
+        counted twice). Tables without these columns (synthetic) leave the costs None.
+        """
         for arm in (base_arm, extra_arm):
             col = f"{arm}.{metric}"
             if col not in table.columns:
@@ -113,6 +135,15 @@ class RoutingTask:
         feats.columns = [c[len(FEATURE_PREFIX):] for c in feats.columns]
         if continuous is None:
             continuous = not metric.startswith("hit@")
+        base_cost = extra_cost = None
+        if cost_column:
+            extra_col = (
+                f"{extra_arm}.marginal.{cost_column}" if base_arm == marginal_base else f"{extra_arm}.cost.{cost_column}"
+            )
+            base_col = f"{base_arm}.cost.{cost_column}"
+            if base_col in rows.columns and extra_col in rows.columns:
+                base_cost = rows[base_col].astype(float).to_numpy()
+                extra_cost = rows[extra_col].astype(float).to_numpy()
         return cls(
             qids=rows["qid"].astype(str).to_numpy(),
             groups=rows["doc_id"].astype(str).to_numpy(),
@@ -124,4 +155,7 @@ class RoutingTask:
             metric=metric,
             continuous=bool(continuous),
             source=source,
+            base_cost=base_cost,
+            extra_cost=extra_cost,
+            cost_unit=str(cost_column) if base_cost is not None else "",
         )

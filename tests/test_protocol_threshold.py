@@ -1,19 +1,33 @@
 """Protocol A: tau selection vs brute force, freeze-before-held-out (leak test), held-out
-metrics recomputed independently, planted signal ordering, determinism."""
+metrics recomputed independently, planted signal ordering, determinism; power statements
+(discordant pairs, reachable McNemar p, MDD) by hand, the nested development estimate against a
+brute-force nested loop, R = 1 against the output recorded before repeats existed, and R = 3
+against three single-split runs."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from harness.errors import HarnessError
+from harness.errors import ConfigError, HarnessError
 from harness.protocols import run_threshold_protocol
-from harness.protocols.threshold import develop, evaluate_heldout, select_tau, split_dev_heldout
-from harness.stats import doc_bootstrap_ci
+from harness.protocols.common import fit_policy, fmt, score_task
+from harness.protocols.threshold import (
+    develop,
+    evaluate_heldout,
+    nested_dev_estimate,
+    oof_scores,
+    repeat_seeds,
+    select_tau,
+    split_dev_heldout,
+)
+from harness.stats import doc_bootstrap_ci, grouped_kfold, min_detectable_difference
 from harness.synthetic import synthetic_outcome_table
 from harness.task import RoutingTask
 from tests.test_protocol_policies import LstsqPolicy, OraclePolicy, RandomPolicy
@@ -136,6 +150,98 @@ def test_heldout_metrics_recomputed_independently(tmp_path):
     assert m["heldout/mcnemar_vs_base/p"] == pytest.approx(expected_p)
     assert m["n/dev"] + m["n/heldout"] == task.n
     assert "tau=" in res.summary() and "policy - base" in res.summary()
+    assert "optimistic: maximum over thresholds" in res.summary()
+
+
+def test_power_metrics_by_hand(tmp_path):
+    """discordant and min_p counted by hand from the decisions; the MDD equals
+    stats.min_detectable_difference on the decisions' utility differences (non-default alpha and
+    power, to see them passed through)."""
+    task = _task()
+    res = run_threshold_protocol(task, LstsqPolicy, freeze_dir=tmp_path, seed=2, cost=0.05, alpha=0.1, power=0.9)
+    d, m = res.decisions, res.metrics
+    chosen = np.where(d["ran_extra"], d["extra"], d["base"])
+    for name, other_hit, other_u in (("base", d["base"], d["base"]), ("extra", d["extra"], d["extra"] - 0.05)):
+        policy_only = sum(1 for a, b in zip(chosen, other_hit) if a == 1 and b == 0)
+        other_only = sum(1 for a, b in zip(chosen, other_hit) if a == 0 and b == 1)
+        assert m[f"heldout/mcnemar_vs_{name}/policy_only"] == policy_only
+        assert m[f"heldout/mcnemar_vs_{name}/other_only"] == other_only
+        assert m[f"heldout/mcnemar_vs_{name}/discordant"] == policy_only + other_only
+        assert m[f"heldout/mcnemar_vs_{name}/min_p"] == pytest.approx(min(1.0, 2 * 0.5 ** (policy_only + other_only)))
+        mdd = min_detectable_difference(d["utility"] - other_u, d["doc_id"], alpha=0.1, power=0.9)
+        assert m[f"heldout/diff_vs_{name}/utility/mdd"] == pytest.approx(mdd, rel=1e-12)
+        assert mdd != pytest.approx(min_detectable_difference(d["utility"] - other_u, d["doc_id"]))  # alpha/power used
+    rescues = int(((d["extra"] == 1) & (d["base"] == 0)).sum())
+    harms = int(((d["extra"] == 0) & (d["base"] == 1)).sum())
+    assert (m["heldout/extra_vs_base/rescues"], m["heldout/extra_vs_base/harms"]) == (rescues, harms)
+    assert m["heldout/extra_vs_base/discordant"] == rescues + harms
+    assert m["heldout/extra_vs_base/min_p"] == pytest.approx(2 * 0.5 ** (rescues + harms))
+    # a policy's hits differ from always-base only where the arms differ
+    assert m["heldout/mcnemar_vs_base/discordant"] <= rescues + harms
+
+
+def _four_rescues_one_harm(task, seed=0):
+    """The review's held-out set: always-extra differs from always-base on 4 rescues and 1 harm."""
+    _, held = split_dev_heldout(task, 0.8, seed)
+    idx = np.flatnonzero(np.isin(task.qids, held.qids))
+    extra = task.extra.copy()
+    extra[idx] = task.base[idx]
+    extra[idx[task.base[idx] == 0][:4]] = 1.0
+    extra[idx[task.base[idx] == 1][:1]] = 0.0
+    return _with_outcomes(task, task.base, extra)
+
+
+def test_summary_says_what_cannot_be_resolved(tmp_path):
+    task = _four_rescues_one_harm(_task(), seed=0)
+    res = run_threshold_protocol(task, LstsqPolicy, freeze_dir=tmp_path, seed=0, cost=0.01)
+    m, text = res.metrics, res.summary()
+    assert (m["heldout/extra_vs_base/rescues"], m["heldout/extra_vs_base/harms"]) == (4, 1)
+    assert m["heldout/extra_vs_base/min_p"] == 0.0625
+    assert "no policy can be shown to differ from always-base on this held-out set at alpha" in text
+    spans = 0
+    for name in ("base", "extra"):
+        lo, hi = m[f"heldout/diff_vs_{name}/utility/ci_low"], m[f"heldout/diff_vs_{name}/utility/ci_high"]
+        mdd = m[f"heldout/diff_vs_{name}/utility/mdd"]
+        n = int(m[f"heldout/mcnemar_vs_{name}/discordant"])
+        if lo <= 0 <= hi and mdd > 0:
+            spans += 1
+            assert (
+                f"policy - {name}: cannot resolve differences below {fmt(mdd)} ({n} discordant questions; "
+                f"the smallest reachable McNemar p is {fmt(min(1.0, 2 * 0.5**n))})"
+            ) in text
+    assert spans >= 1 and "cannot resolve" in text
+
+
+def test_summary_names_the_better_side(tmp_path):
+    from policies.builtin import AlwaysExtra
+
+    task = _task()
+    good = run_threshold_protocol(task, LstsqPolicy, freeze_dir=tmp_path / "g", seed=1)
+    assert good.metrics["heldout/diff_vs_base/utility/ci_low"] > 0
+    assert "policy - base: the policy is better than always-base" in good.summary()
+    assert "no policy can be shown" not in good.summary()
+    costly = run_threshold_protocol(task, AlwaysExtra, freeze_dir=tmp_path / "c", seed=1, cost=0.5)
+    assert costly.metrics["heldout/diff_vs_base/utility/ci_high"] < 0
+    text = costly.summary()
+    assert "policy - base: always-base is better than the policy" in text
+    assert "policy - extra: the same utility as always-extra on every held-out question" in text
+    assert "fixed decision, not tuned" in text
+
+
+def test_continuous_outcomes_have_no_mcnemar(tmp_path):
+    task = _task()
+    rng = np.random.default_rng(0)
+    base = np.round(rng.random(task.n), 1)
+    extra = np.where(rng.random(task.n) < 0.3, base, np.round(rng.random(task.n), 1))
+    t = RoutingTask(task.qids, task.groups, base, extra, task.features, metric="f1", continuous=True)
+    res = run_threshold_protocol(t, LstsqPolicy, freeze_dir=tmp_path, seed=0)
+    d, m = res.decisions, res.metrics
+    for name in ("base", "extra"):
+        assert math.isnan(m[f"heldout/mcnemar_vs_{name}/p"]) and math.isnan(m[f"heldout/mcnemar_vs_{name}/min_p"])
+        assert m[f"heldout/mcnemar_vs_{name}/discordant"] == int((d["chosen"] != d[name]).sum())
+    assert m["heldout/extra_vs_base/discordant"] == int((d["extra"] != d["base"]).sum())
+    assert math.isnan(m["heldout/extra_vs_base/min_p"])
+    assert "continuous outcome, no McNemar test" in res.summary()
 
 
 def test_planted_signal_oracle_beats_trained_beats_random(tmp_path):
@@ -168,3 +274,250 @@ def test_fixed_route_policies_are_not_tuned(planted_table, tmp_path):
     extra = run_threshold_protocol(task, AlwaysExtra, cost=0.5, seed=0, freeze_dir=tmp_path / "e")
     assert extra.metrics["heldout/extra_share"] == 1.0
     assert extra.metrics["dev/tau"] == float("-inf")
+    # the nested estimate of a fixed decision uses its fixed tau: it equals the OOF utility
+    for res, share in ((keep, 0.0), (extra, 1.0)):
+        assert res.metrics["dev/nested_utility"] == res.metrics["dev/oof_utility"]
+        assert res.metrics["dev/nested_extra_share"] == share
+
+
+# --------------------------------------------------------------------------------------------
+# Nested development estimate
+# --------------------------------------------------------------------------------------------
+
+
+def _brute_nested(dev, factory, *, cost, seed, n_folds, nested_folds):
+    """Nested loop written out: outer folds, inner folds, brute-force tau, fit, score, apply."""
+    utilities, ran_all = [], []
+    for outer_train, outer_test in grouped_kfold(dev.groups, nested_folds, seed):
+        tr = dev.take(outer_train)
+        inner_scores = np.empty(tr.n)
+        for inner_train, inner_test in grouped_kfold(tr.groups, n_folds, seed):
+            pol = fit_policy(factory(), tr.take(inner_train), seed)
+            inner_scores[inner_test] = score_task(pol, tr.take(inner_test), seed)
+        tau, _, _ = _brute_tau(inner_scores, tr.base, tr.extra, cost)
+        pol = fit_policy(factory(), tr, seed)
+        te = dev.take(outer_test)
+        for s_i, b, e in zip(score_task(pol, te, seed), te.base, te.extra):
+            ran = s_i >= tau
+            utilities.append((e - cost) if ran else b)
+            ran_all.append(ran)
+    return sum(utilities) / len(utilities), sum(ran_all) / len(ran_all)
+
+
+@pytest.mark.parametrize("factory,seed,cost", [(LstsqPolicy, 3, 0.02), (RandomPolicy, 1, 0.01), (OraclePolicy, 0, 0.05)])
+def test_nested_estimate_matches_brute_force_loop(tmp_path, factory, seed, cost):
+    task = _task()
+    res = run_threshold_protocol(task, factory, freeze_dir=tmp_path, seed=seed, cost=cost, n_folds=3, nested_folds=4)
+    dev, _ = split_dev_heldout(task, 0.8, seed)
+    u, share = _brute_nested(dev, factory, cost=cost, seed=seed, n_folds=3, nested_folds=4)
+    assert res.metrics["dev/nested_utility"] == pytest.approx(u, abs=1e-12)
+    assert res.metrics["dev/nested_extra_share"] == pytest.approx(share, abs=1e-12)
+
+
+def test_nested_is_not_above_the_tuned_oof_for_noise(tmp_path):
+    """random at a small cost: the tuned OOF utility is a maximum over thresholds of noise; the
+    nested estimate removes that optimism."""
+    res = run_threshold_protocol(_task(), RandomPolicy, freeze_dir=tmp_path, seed=4, cost=0.01)
+    assert res.metrics["dev/nested_utility"] < res.metrics["dev/oof_utility"]
+
+
+def test_nested_outer_scores_are_the_oof_scores_when_folds_agree():
+    """Same seed and nested_folds == n_folds: the outer-test scores are the tuned OOF scores, so
+    nested minus OOF utility is only the optimism of choosing tau on them."""
+    dev, _ = split_dev_heldout(_task(), 0.8, seed=2)
+    nested = nested_dev_estimate(dev, LstsqPolicy, cost=0.02, seed=2, n_folds=5, nested_folds=5)
+    np.testing.assert_array_equal(nested.scores, oof_scores(dev, LstsqPolicy, n_folds=5, seed=2))
+    assert len(nested.taus) == 5
+
+
+def test_nested_off_and_bad_settings(tmp_path):
+    task = _task()
+    res = run_threshold_protocol(task, LstsqPolicy, freeze_dir=tmp_path / "off", seed=0, nested_folds=0)
+    assert not any(k.startswith("dev/nested") for k in res.metrics)
+    assert "nested estimate off" in res.summary()
+    for kwargs, key in (
+        ({"nested_folds": 1}, "protocol.nested_folds"),
+        ({"nested_folds": 100}, "protocol.nested_folds"),  # more outer folds than development documents
+        ({"alpha": 1.5}, "protocol.alpha"),
+        ({"power": 0.0}, "protocol.power"),
+        ({"repeats": 0}, "protocol.repeats"),
+    ):
+        folder = tmp_path / key.replace(".", "_")
+        with pytest.raises(ConfigError, match=key):
+            run_threshold_protocol(task, LstsqPolicy, freeze_dir=folder, seed=0, **kwargs)
+        assert not (folder / "manifest.json").exists()  # refused before anything was frozen
+
+
+# --------------------------------------------------------------------------------------------
+# Repeated splits
+# --------------------------------------------------------------------------------------------
+
+# Recorded with the protocol-A code of commit 3ebb103 (before repeats, nested estimate and power
+# metrics existed) on the planted table (_task()), freeze folder = freeze_dir itself. Floats are
+# compared exactly: R = 1 must reproduce them to the last digit. The decisions digest covers
+# qid, doc_id, repr(score), ran_extra, repr(chosen), repr(utility) per row (see _decisions_digest).
+PREVIOUS_OUTPUT = {
+    ("lstsq", 1, 0.02): {
+        "metrics": {
+            "cost": 0.02, "dev/oof_extra_calls": 108, "dev/oof_utility": 0.7701666666666666,
+            "dev/tau": 0.11818155307414781, "heldout/base/hit@10": 0.6, "heldout/base/utility": 0.6,
+            "heldout/diff_vs_base/utility": 0.14133333333333334,
+            "heldout/diff_vs_base/utility/ci_high": 0.22602499999999967,
+            "heldout/diff_vs_base/utility/ci_low": 0.056641666666666673,
+            "heldout/diff_vs_extra/utility": 0.178, "heldout/diff_vs_extra/utility/ci_high": 0.2443416666666667,
+            "heldout/diff_vs_extra/utility/ci_low": 0.11233333333333334, "heldout/extra/hit@10": 0.5833333333333334,
+            "heldout/extra/utility": 0.563333333333333, "heldout/extra_calls": 26,
+            "heldout/extra_share": 0.43333333333333335, "heldout/harms": 3, "heldout/hit@10": 0.75,
+            "heldout/mcnemar_vs_base/other_only": 3, "heldout/mcnemar_vs_base/p": 0.03515625,
+            "heldout/mcnemar_vs_base/policy_only": 12, "heldout/mcnemar_vs_extra/other_only": 1,
+            "heldout/mcnemar_vs_extra/p": 0.00634765625, "heldout/mcnemar_vs_extra/policy_only": 11,
+            "heldout/n_docs": 12, "heldout/oracle_bound/hit@10": 0.8166666666666667, "heldout/rescues": 12,
+            "heldout/utility": 0.7413333333333333, "n/dev": 240, "n/heldout": 60,
+        },
+        "decisions": "2d4b2811778443826374078764ff987057ef54a1a19f19a44ca6fe309627c2ad",
+        "sha256": {
+            "policy_state.json": "5a706995f800e1e5da256c9e56886175c605494bdf97592a7b7a4d8e44e658c8",
+            "router.json": "301781a428c6b934bbb7ad127a5eb1cb1bda698df614a5f499aaf6719fde7c73",
+            "tau": "f039ed11f7e3cf0f3dd17e7f3f046b166027a88dd4694c85484a65666cbea64d",
+            "config": "3678a2cc5ba010891c76b7c1009fe365abd05b1767a7fbef32dc57ced4f81592",
+        },
+    },
+    ("random", 4, 0.01): {
+        "metrics": {
+            "cost": 0.01, "dev/oof_extra_calls": 223, "dev/oof_utility": 0.644875, "dev/tau": 0.09782247996335047,
+            "heldout/base/hit@10": 0.6166666666666667, "heldout/base/utility": 0.6166666666666667,
+            "heldout/diff_vs_base/utility": 0.07450000000000001,
+            "heldout/diff_vs_base/utility/ci_high": 0.25783333333333336,
+            "heldout/diff_vs_base/utility/ci_low": -0.09216666666666667,
+            "heldout/diff_vs_extra/utility": 0.017833333333333333, "heldout/diff_vs_extra/utility/ci_high": 0.0515,
+            "heldout/diff_vs_extra/utility/ci_low": 0.0006666666666666672,
+            "heldout/extra/hit@10": 0.6833333333333333, "heldout/extra/utility": 0.6733333333333336,
+            "heldout/extra_calls": 53, "heldout/extra_share": 0.8833333333333333, "heldout/harms": 10,
+            "heldout/hit@10": 0.7, "heldout/mcnemar_vs_base/other_only": 10,
+            "heldout/mcnemar_vs_base/p": 0.42435622215270996, "heldout/mcnemar_vs_base/policy_only": 15,
+            "heldout/mcnemar_vs_extra/other_only": 0, "heldout/mcnemar_vs_extra/p": 1.0,
+            "heldout/mcnemar_vs_extra/policy_only": 1, "heldout/n_docs": 12,
+            "heldout/oracle_bound/hit@10": 0.8666666666666667, "heldout/rescues": 15,
+            "heldout/utility": 0.6911666666666669, "n/dev": 240, "n/heldout": 60,
+        },
+        "decisions": "3e946eb124d4264ce46ce14fe3409b36925ab052606dc59f5d578cf3fdeaf177",
+        "sha256": {
+            "policy_state.json": "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a",
+            "router.json": "a6457a2a891786961e995476413a9ba37e21779c1d00383f25f6ac3630f079f7",
+            "tau": "99f1fa5d74af0518b08abfa6ab4dd8fd5a1e31b10233528303378f0a6023636c",
+            "config": "fbbf6134005a40aa52735fa696c60de8008ca76f4f17e4d7224bd0c59c8ebab5",
+        },
+    },
+}
+
+
+def _decisions_digest(dec: pd.DataFrame) -> str:
+    lines = [
+        f"{q},{d},{float(s)!r},{int(r)},{float(c)!r},{float(u)!r}"
+        for q, d, s, r, c, u in zip(dec.qid, dec.doc_id, dec.score, dec.ran_extra, dec.chosen, dec.utility)
+    ]
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+@pytest.mark.parametrize("key", list(PREVIOUS_OUTPUT))
+def test_one_repeat_reproduces_the_previous_output_exactly(tmp_path, key):
+    name, seed, cost = key
+    factory = {"lstsq": LstsqPolicy, "random": RandomPolicy}[name]
+    expected = PREVIOUS_OUTPUT[key]
+    res = run_threshold_protocol(_task(), factory, freeze_dir=tmp_path, seed=seed, cost=cost, repeats=1)
+    for metric, value in expected["metrics"].items():
+        assert res.metrics[metric] == value, metric
+        assert isinstance(res.metrics[metric], int) == isinstance(value, int), metric  # counts stay integers
+    assert _decisions_digest(res.decisions) == expected["decisions"]
+    assert list(res.decisions.columns) == ["qid", "doc_id", "score", "ran_extra", "base", "extra", "chosen", "utility", "repeat"]
+    assert (res.decisions["repeat"] == 0).all()
+    assert res.frozen["dir"] == str(tmp_path) and res.frozen["sha256"] == expected["sha256"]
+    assert res.metrics["n/repeats"] == 1 and not any(k.endswith("_std") for k in res.metrics)
+    assert res.extras["repeat_seeds"] == [seed]
+
+
+def test_repeat_seeds_rule():
+    seeds = repeat_seeds(11, 4)
+    assert seeds[0] == 11
+    assert seeds[1:] == [int(np.random.SeedSequence([11, r]).generate_state(1)[0]) % 2**31 for r in (1, 2, 3)]
+    assert len(set(seeds)) == 4 and all(0 <= s < 2**31 for s in seeds)
+    assert repeat_seeds(11, 2) == seeds[:2]  # adding repeats keeps the earlier ones
+    assert repeat_seeds(12, 2)[1] not in seeds  # neighbouring run seeds do not share repeats
+
+
+def test_three_repeats_are_means_over_three_single_split_runs(tmp_path):
+    task, seed, cost, R = _task(), 7, 0.03, 3
+    seeds = [seed] + [int(np.random.SeedSequence([seed, r]).generate_state(1)[0]) % 2**31 for r in (1, 2)]
+    res = run_threshold_protocol(task, LstsqPolicy, freeze_dir=tmp_path / "rep", seed=seed, cost=cost, repeats=R)
+    singles = [
+        run_threshold_protocol(task, LstsqPolicy, freeze_dir=tmp_path / f"single{r}", seed=s, cost=cost)
+        for r, s in enumerate(seeds)
+    ]
+    m = res.metrics
+    assert m["n/repeats"] == R and res.extras["repeat_seeds"] == seeds
+    pooled_suffixes = ("/utility/ci_low", "/utility/ci_high", "/utility/mdd")
+    for key in singles[0].metrics:
+        if key in ("n/repeats", "cost"):
+            continue
+        if key.endswith(pooled_suffixes):
+            assert f"{key}_std" not in m
+            continue
+        if key.startswith("heldout/mcnemar_vs_") and key.endswith("/p"):
+            assert math.isnan(m[key]) and f"{key}_std" not in m
+            continue
+        values = [float(x.metrics[key]) for x in singles]
+        mean = sum(values) / R
+        sd = math.sqrt(sum((v - mean) ** 2 for v in values) / R)  # population sd
+        assert m[key] == pytest.approx(mean, rel=1e-12, abs=1e-12), key
+        assert m[f"{key}_std"] == pytest.approx(sd, rel=1e-9, abs=1e-12), key
+    assert m["heldout/rescues_std"] > 0 or m["heldout/harms_std"] > 0 or m["heldout/extra_calls_std"] > 0
+    # decisions: the three single runs stacked, with their repeat index
+    expected = pd.concat([x.decisions.assign(repeat=r) for r, x in enumerate(singles)], ignore_index=True)
+    pd.testing.assert_frame_equal(res.decisions, expected)
+    # intervals and MDD from the pooled decisions, documents as clusters, bootstrap seed = seed
+    d = expected
+    for name, other in (("base", d["base"]), ("extra", d["extra"] - cost)):
+        _, lo, hi = doc_bootstrap_ci(d["utility"] - other, d["doc_id"], n_boot=1000, seed=seed)
+        assert m[f"heldout/diff_vs_{name}/utility/ci_low"] == pytest.approx(lo, abs=1e-12)
+        assert m[f"heldout/diff_vs_{name}/utility/ci_high"] == pytest.approx(hi, abs=1e-12)
+        mdd = min_detectable_difference(d["utility"] - other, d["doc_id"], alpha=0.05, power=0.8)
+        assert m[f"heldout/diff_vs_{name}/utility/mdd"] == pytest.approx(mdd, rel=1e-12)
+    # one freeze per repeat, in its own folder; repeat 0 is ``frozen``, all are in extras
+    assert res.frozen["dir"] == str(tmp_path / "rep" / "repeat_0")
+    per = res.extras["frozen_per_repeat"]
+    assert per[0] == res.frozen and len(per) == R
+    for r in range(R):
+        folder = tmp_path / "rep" / f"repeat_{r}"
+        assert per[r]["dir"] == str(folder) and (folder / "manifest.json").exists()
+        router = json.loads((folder / "router.json").read_text())
+        assert router["config"]["seed"] == seeds[r] and router["config"]["repeat"] == r
+        # the same fitted router as the single-split run with that seed
+        assert per[r]["sha256"]["policy_state.json"] == singles[r].frozen["sha256"]["policy_state.json"]
+        assert per[r]["sha256"]["tau"] == singles[r].frozen["sha256"]["tau"]
+    text = res.summary()
+    assert "repeats: 3" in text and "mean over repeats" in text and "repeat 0 of 3" in text
+
+
+def test_repeats_freeze_before_their_own_heldout(tmp_path):
+    """Scrambling the held-out outcomes of repeat 1 leaves repeat 1's freeze unchanged."""
+    task, seed = _task(), 3
+    res = run_threshold_protocol(task, LstsqPolicy, freeze_dir=tmp_path / "a", seed=seed, repeats=2)
+    held = np.isin(task.qids, res.decisions.loc[res.decisions["repeat"] == 1, "qid"].to_numpy())
+    rng = np.random.default_rng(1)
+    base, extra = task.base.copy(), task.extra.copy()
+    perm = rng.permutation(np.flatnonzero(held))
+    base[held], extra[held] = task.base[perm], 1 - task.extra[perm]
+    res2 = run_threshold_protocol(_with_outcomes(task, base, extra), LstsqPolicy, freeze_dir=tmp_path / "b", seed=seed, repeats=2)
+    assert res2.extras["frozen_per_repeat"][1]["sha256"] == res.extras["frozen_per_repeat"][1]["sha256"]
+    assert res2.extras["per_repeat"][1]["dev/tau"] == res.extras["per_repeat"][1]["dev/tau"]
+    assert res2.extras["per_repeat"][1]["heldout/utility"] != res.extras["per_repeat"][1]["heldout/utility"]
+
+
+def test_repeats_summary_for_a_blind_heldout(tmp_path):
+    """Every repeat's held-out set too small to resolve anything: the summary says so."""
+    task = _task()
+    extra = task.base.copy()
+    extra[:3] = 1 - extra[:3]  # at most 3 questions differ between the arms anywhere
+    res = run_threshold_protocol(_with_outcomes(task, task.base, extra), LstsqPolicy, freeze_dir=tmp_path, seed=0, repeats=2)
+    assert all(r["heldout/extra_vs_base/min_p"] > 0.05 for r in res.extras["per_repeat"])
+    assert "no policy can be shown to differ from always-base on any of these held-out sets" in res.summary()

@@ -128,3 +128,19 @@ def test_precision_flag():
     assert resolve_precision("auto") in ("bf16", "fp32")
     with pytest.raises(ConfigError, match="precision"):
         resolve_precision("fp16")
+
+
+def test_special_tokens_dropped_by_id_not_position():
+    """[CLS]=101, [SEP]=102, [PAD]=0 (BERT ids): a literal "[SEP]" inside the text (the tokenizer
+    maps it to 102) is dropped too, while a real word at the edges is kept."""
+    from harness.retrieval.encoder import content_token_mask
+
+    ids = np.array([[101, 7592, 102, 2088, 101, 1060, 102],   # "hello [SEP] world [CLS] x"
+                    [101, 5810, 3793, 102, 0, 0, 0]])          # "plain text", padded
+    att = np.array([[1, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0, 0]])
+    got = content_token_mask(ids, att, [100, 102, 0, 101, 103])
+    assert got.tolist() == [[False, True, False, True, False, True, False],
+                            [False, True, True, False, False, False, False]]
+    # a tokenizer without a leading CLS: nothing real is lost at position 0
+    assert content_token_mask(np.array([[5, 6, 2]]), np.ones((1, 3)), [2]).tolist() == [[True, True, False]]
+    assert content_token_mask(np.zeros((0, 4), dtype=np.int64), np.zeros((0, 4)), [0]).shape == (0, 4)

@@ -11,7 +11,7 @@ import pytest
 
 from harness.data.schema import Dataset, Question, Unit
 from harness.retrieval import encoder as encoder_mod
-from harness.retrieval.encoder import DenseEncoder
+from harness.retrieval.encoder import DenseEncoder, markup_token_ids
 from harness.retrieval.rerankers import maxsim
 from harness.retrieval.table import build_outcome_table
 
@@ -35,6 +35,16 @@ def test_real_minilm_encoder_maxsim_and_cached_rebuild(tmp_path, monkeypatch):
     assert [len(t) for t in out.tokens] == [n - 2 for n in n_ids]  # CLS and SEP dropped
     assert all(np.allclose(np.linalg.norm(t, axis=1), 1, atol=1e-5) for t in out.tokens)
     assert out.n_tokens.tolist() == n_ids
+
+    # literal special tokens inside a text are dropped too (by id, not by position)
+    lit = ["[CLS] layers [SEP] of the model [SEP]", "[SEP]"]
+    lit_out = enc.encode(lit)
+    special = set(st.tokenizer.all_special_ids) - {st.tokenizer.unk_token_id}
+    assert special == set(markup_token_ids(st.tokenizer)) and st.tokenizer.cls_token_id in special
+    for text, toks in zip(lit, lit_out.tokens):
+        ids = st.tokenizer(text)["input_ids"]
+        assert len(toks) == sum(i not in special for i in ids)
+    assert [len(t) for t in lit_out.tokens] == [4, 0]  # "layers of the model"; nothing
 
     q = enc.encode(["How many layers does the model use?"])
     scores = [maxsim(q.tokens[0], t) for t in out.tokens]

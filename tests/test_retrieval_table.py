@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -259,6 +260,52 @@ def test_shipped_configs_parse_with_spec_defaults():
         assert c.base == "keep" and c.extra in ("hybrid", "dense", "bm25"), f.name
     assert OmegaConf.load(conf / "reranker" / "maxsim.yaml").name == "maxsim"
     assert OmegaConf.load(conf / "reranker" / "cross_encoder.yaml").model == "cross-encoder/ms-marco-MiniLM-L6-v2"
+
+
+def test_precision_is_fp32_by_default_everywhere(tmp_path):
+    """Reproducible by default: every shipped arms config and every code default is fp32."""
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    from harness.retrieval.encoder import DenseEncoder
+    from harness.retrieval.rerankers import CrossEncoderReranker, make_reranker
+    from harness.retrieval.table import make_encoder
+
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    files = sorted((conf / "arms").glob("*.yaml"))
+    assert files and all(OmegaConf.load(f).precision == "fp32" for f in files)
+    assert DenseEncoder().precision == "fp32" and make_encoder({}).precision == "fp32"
+    assert CrossEncoderReranker().precision == "fp32"
+    assert make_reranker({"name": "cross_encoder"}, {}, "fp32").precision == "fp32"
+    cfg = {k: v for k, v in ARMS_CFG.items() if k != "precision"}
+    table = build_outcome_table(tiny_dataset(), cfg, MAXSIM, cache_dir=tmp_path, progress=False, encoder=FakeEncoder())
+    assert table.info["precision"] == "fp32" and table.info["key_material"]["precision"] == "fp32"
+    bf16 = build_outcome_table(tiny_dataset(), {**cfg, "precision": "bf16"}, MAXSIM, cache_dir=tmp_path,
+                               progress=False, encoder=FakeEncoder())
+    assert bf16.key != table.key  # opt-in bf16 is its own table
+
+
+def test_code_version_in_key_after_special_token_fix(tmp_path, monkeypatch):
+    """Dropping special tokens by id changed MaxSim scores: the code version (part of the key)
+    moved past arms-1, so no table built before the fix is reused."""
+    from harness.retrieval import table as table_mod
+
+    first = build_outcome_table(tiny_dataset(), ARMS_CFG, MAXSIM, cache_dir=tmp_path, progress=False, encoder=FakeEncoder())
+    assert table_mod.CODE_VERSION != "arms-1" and first.info["code_version"] == table_mod.CODE_VERSION
+    monkeypatch.setattr(table_mod, "CODE_VERSION", "arms-1")
+    old = build_outcome_table(tiny_dataset(), ARMS_CFG, MAXSIM, cache_dir=tmp_path, progress=False, encoder=FakeEncoder())
+    assert old.key != first.key
+
+
+def test_dataset_heading_option_changes_table_key(tmp_path):
+    from harness.data.qasper import load_qasper_files
+
+    fixture = Path(__file__).parent / "fixtures" / "data" / "qasper-headings-v0.3.json"
+    keys = {mode: build_outcome_table(load_qasper_files([fixture], heading_text=mode), ARMS_CFG, MAXSIM,
+                                      cache_dir=tmp_path, progress=False, encoder=FakeEncoder()).key
+            for mode in ("full", "last")}
+    assert keys["full"] != keys["last"]
 
 
 def test_progress_bars_off_under_ci(monkeypatch):

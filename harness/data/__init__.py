@@ -3,7 +3,9 @@
 ``cfg`` keys: ``loader`` (qasper | qasper_yesno | squad_pooled | hotpotqa), optional ``name``
 (defaults to the loader), optional ``max_questions`` (keep the first N question ids in sorted
 order, a deterministic subset that does not depend on file order), plus the loader's options
-(see ``LOADER_OPTIONS``). An unknown loader or option, or a missing required option, is a
+(see ``LOADER_OPTIONS``; the QASPER-layout loaders take ``heading_text: full | last``, which
+text the retrievers see for a section heading, default ``full``, see
+:mod:`harness.data.qasper`). An unknown loader or option, or a missing required option, is a
 ConfigError naming ``dataset.<key>``. A value of ``"???"`` (Hydra's "must be set") counts as
 missing.
 """
@@ -19,8 +21,8 @@ from harness.errors import ConfigError
 
 COMMON_OPTIONS = ("loader", "name", "max_questions")
 LOADER_OPTIONS: dict[str, dict[str, bool]] = {  # option -> required
-    "qasper": {"path": True, "split": False},
-    "qasper_yesno": {"wheel": False},
+    "qasper": {"path": True, "split": False, "heading_text": False},
+    "qasper_yesno": {"wheel": False, "heading_text": False},
     "squad_pooled": {"wheel": False},
     "hotpotqa": {"path": True},
 }
@@ -57,13 +59,13 @@ def _load_qasper(opts: dict, name: str) -> Dataset:
     paths = resolve_paths(path, split)
     # ``split`` selects files only inside a folder; for explicit files it would be a false label
     meta = {"split": split} if isinstance(path, str) and Path(path).is_dir() else {}
-    return load_qasper_files(paths, name=name, meta=meta)
+    return load_qasper_files(paths, name=name, meta=meta, heading_text=opts.get("heading_text"))
 
 
 def _load_qasper_yesno(opts: dict, name: str) -> Dataset:
     from harness.data.qasper_yesno import load_qasper_yesno
 
-    return load_qasper_yesno(opts.get("wheel"), name=name)
+    return load_qasper_yesno(opts.get("wheel"), name=name, heading_text=opts.get("heading_text"))
 
 
 def _load_squad_pooled(opts: dict, name: str) -> Dataset:

@@ -22,8 +22,10 @@ import harness
 from harness.errors import ConfigError, HarnessError
 
 BUILTIN_CONFIGS: dict[str, dict[str, Any]] = {
-    "qasper_yesno": {"name": "qasper_yesno", "loader": "qasper_yesno", "wheel": None, "max_questions": None},
-    "qasper": {"name": "qasper", "loader": "qasper", "path": "???", "split": "train", "max_questions": None},
+    "qasper_yesno": {"name": "qasper_yesno", "loader": "qasper_yesno", "wheel": None, "heading_text": "full",
+                     "max_questions": None},
+    "qasper": {"name": "qasper", "loader": "qasper", "path": "???", "split": "train", "heading_text": "full",
+               "max_questions": None},
     "squad_pooled": {"name": "squad_pooled", "loader": "squad_pooled", "wheel": None, "max_questions": None},
     "hotpotqa": {"name": "hotpotqa", "loader": "hotpotqa", "path": "???", "max_questions": None},
 }
@@ -71,6 +73,7 @@ def stats_rows(ds) -> list[tuple[str, str]]:
     rows.append(("pools", str(s["pools"])))
     rows.append(("evidence strings", str(sum(s["evidence_strings"].values()))))
     rows += [(f"  matched {k}" if k != "unmatched" else "  unmatched", str(v)) for k, v in s["evidence_strings"].items()]
+    rows += [(f"option {k}", str(v)) for k, v in sorted(ds.options.items())]
     rows.append(("fingerprint", ds.fingerprint()))
     rows.append(("licence", str(ds.meta.get("licence", "unknown"))))
     return rows
@@ -92,7 +95,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("overrides", nargs="*", help="key=value config overrides")
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_intermixed_args(argv)  # overrides may follow --path
     except SystemExit as e:  # argparse exits on --help / bad usage; return its code instead
         return int(e.code or 0)
     from harness.data import load_dataset
@@ -107,6 +110,7 @@ def main(argv: list[str]) -> int:
     if args.json:
         s = ds.stats()
         s["fingerprint"] = ds.fingerprint()
+        s["options"] = dict(ds.options)
         s["licence"] = ds.meta.get("licence")
         s["citation"] = ds.meta.get("citation")
         print(json.dumps(s, indent=2, ensure_ascii=False))

@@ -1,11 +1,29 @@
 """Match evidence strings to units (SPEC section 1): exact on normalised text, else fuzzy.
 
-Choices where the SPEC is silent:
+What an evidence string is compared with: a paragraph's or caption's ``text``; a heading's full
+section name, ``Unit.section`` (QASPER's nested ``"A ::: B"`` name, whitespace collapsed), never
+the heading's displayed ``text`` (which the ``dataset.heading_text`` option may shorten to
+``"B"``). A heading with an empty ``section`` is compared by its ``text``. Both sides are
+normalised with :func:`harness.text.normalize_text` (casefold, whitespace collapsed).
 
-* An exact match makes *every* unit with that normalised text gold (a paper may repeat a
-  paragraph verbatim); a fuzzy match picks the single best unit, ties broken by document order.
-* ``FLOAT SELECTED: `` evidence is matched against caption units only (the prefix marks a
-  figure/table); all other evidence is matched against every unit of the document.
+Exact matching prefers the unit kind the evidence points at:
+
+1. ``FLOAT SELECTED: `` evidence (prefix stripped) is matched against captions only (the prefix
+   marks a figure/table), exactly, else fuzzily among captions.
+2. Any other evidence: if it equals the text of one or more **paragraphs**, those are gold and
+   nothing else; else, if it equals the full section name of one or more **headings**, those
+   are gold; else, if it equals a **caption**'s text (an evidence string missing its prefix),
+   that caption is gold. So a heading is gold only when the evidence is its full section name
+   and no paragraph has that text: a paragraph "Reasoning methods" and a heading "Reasoning
+   Methods" never both become gold for one evidence string.
+3. No exact match: the single unit (of the kinds allowed in 1) with the highest token-overlap
+   F1 (headings by their full section name) if that F1 >= 0.8, ties broken by document order;
+   else the evidence is unmatched.
+
+Other choices where the SPEC is silent:
+
+* Within the winning kind an exact match makes *every* unit with that normalised text gold (a
+  paper may repeat a paragraph verbatim).
 * Evidence strings are de-duplicated per question after normalisation before counting, so the
   exact/fuzzy/unmatched counts are over *distinct* evidence strings of all annotators; empty
   evidence strings are ignored.
@@ -21,6 +39,15 @@ from harness.text import normalize_text, word_tokens
 
 FLOAT_PREFIX = "FLOAT SELECTED: "
 FUZZY_MIN_F1 = 0.8
+# exact-match preference for evidence without the FLOAT SELECTED prefix (first kind that matches wins)
+EXACT_KIND_ORDER = ("paragraph", "heading", "caption")
+
+
+def match_text(unit: Unit) -> str:
+    """The text evidence is compared with: a heading's full section name, else the unit text."""
+    if unit.kind == "heading" and unit.section.strip():
+        return unit.section
+    return unit.text
 
 
 def _f1_counts(a: Counter, a_len: int, b: Counter, b_len: int) -> float:
@@ -36,33 +63,40 @@ def _f1_counts(a: Counter, a_len: int, b: Counter, b_len: int) -> float:
 
 
 class EvidenceMatcher:
-    """Per-document index of unit texts; ``match`` maps evidence strings to gold unit ids."""
+    """Per-document index of unit match texts; ``match`` maps evidence strings to gold unit ids."""
 
     def __init__(self, units: Sequence[Unit]):
         self.units = list(units)
         self._exact: dict[str, list[int]] = {}
         self._tokens: list[tuple[Counter, int]] = []
         for i, u in enumerate(self.units):
-            self._exact.setdefault(normalize_text(u.text), []).append(i)
-            toks = word_tokens(u.text)
+            text = match_text(u)
+            self._exact.setdefault(normalize_text(text), []).append(i)
+            toks = word_tokens(text)
             self._tokens.append((Counter(toks), len(toks)))
+
+    def _exact_ids(self, norm: str, captions_only: bool) -> list[int]:
+        hits = self._exact.get(norm, [])
+        if captions_only:
+            return [i for i in hits if self.units[i].kind == "caption"]
+        for kind in EXACT_KIND_ORDER:
+            of_kind = [i for i in hits if self.units[i].kind == kind]
+            if of_kind:
+                return of_kind
+        return []
 
     def match_one(self, evidence: str) -> tuple[str, list[str]]:
         """("exact" | "fuzzy" | "unmatched", gold unit ids) for one evidence string."""
         captions_only = evidence.startswith(FLOAT_PREFIX)
         text = evidence[len(FLOAT_PREFIX) :] if captions_only else evidence
-
-        def allowed(i: int) -> bool:
-            return not captions_only or self.units[i].kind == "caption"
-
-        exact = [i for i in self._exact.get(normalize_text(text), []) if allowed(i)]
+        exact = self._exact_ids(normalize_text(text), captions_only)
         if exact:
             return "exact", [self.units[i].unit_id for i in exact]
         toks = word_tokens(text)
         ev_counts, ev_len = Counter(toks), len(toks)
         best_i, best_f1 = -1, -1.0
         for i, (counts, n) in enumerate(self._tokens):
-            if not allowed(i):
+            if captions_only and self.units[i].kind != "caption":
                 continue
             f1 = _f1_counts(ev_counts, ev_len, counts, n)
             if f1 > best_f1:  # strict: earlier unit wins ties

@@ -10,8 +10,14 @@ Choices where the SPEC is silent:
 
 * Empty or whitespace-only paragraphs, headings and captions are skipped (they cannot be
   evidence and would only add ties).
-* A nested section name ``"Method ::: Encoder"`` gives the heading text of its last non-empty
-  part (``"Encoder"``); the full name is kept in ``Unit.section`` of every unit of the section.
+* Every unit of a section keeps QASPER's full ``section_name``, whitespace collapsed (nested
+  names read ``"Method ::: Encoder"``), in ``Unit.section``; a heading unit's evidence is
+  matched against that full name (QASPER's heading evidence cites it; see
+  :mod:`harness.data.evidence`). Which text the retrievers see for a heading (``Unit.text``) is
+  the recorded option ``heading_text`` (``dataset.heading_text``): ``"full"`` (default, SPEC
+  section 1) the full name, ``"last"`` only its last non-empty part (``"Encoder"``). The option
+  is stored in ``Dataset.options`` and so changes the fingerprint and the table cache key.
+  A section name with no non-empty part (``""``, ``" ::: "``, null) gives no heading unit.
 * Reference answers of every annotator, in order, by the precedence of the official QASPER
   evaluator: unanswerable -> "Unanswerable"; extractive spans -> the spans joined with ", "
   and, when there are several, each span; free-form answer; yes_no -> "Yes"/"No". Duplicates
@@ -30,7 +36,7 @@ from typing import Any, Iterable, Sequence
 from harness.data.evidence import EvidenceMatcher
 from harness.data.schema import Dataset, Question, Unit
 from harness.data.validate import expect_type, read_json_file, require, str_list
-from harness.errors import DataError
+from harness.errors import ConfigError, DataError
 from harness.io import sha256_file
 
 LICENCE = "CC BY 4.0"
@@ -46,15 +52,45 @@ def split_file_name(split: str) -> str:
     return f"qasper-{split}-v0.3.json"
 
 
-def heading_text(section_name: str) -> str:
+HEADING_TEXTS = ("full", "last")
+DEFAULT_HEADING_TEXT = "full"
+
+
+def check_heading_text(value: object) -> str:
+    """The validated ``dataset.heading_text`` option (``None`` means the default, ``"full"``)."""
+    if value is None:
+        return DEFAULT_HEADING_TEXT
+    if not isinstance(value, str) or value not in HEADING_TEXTS:
+        raise ConfigError(
+            "dataset.heading_text",
+            f"must be one of {', '.join(repr(h) for h in HEADING_TEXTS)} (which text the "
+            f"retrievers see for a section heading), got {value!r}",
+        )
+    return value
+
+
+def full_section_name(section_name: str) -> str:
+    """QASPER's section name with whitespace collapsed (nested names keep ``" ::: "``)."""
+    return " ".join(section_name.split())
+
+
+def last_section_part(section_name: str) -> str:
     """Last non-empty part of a ``" ::: "``-nested section name ("" if none)."""
     parts = [p.strip() for p in section_name.split(":::")]
     parts = [p for p in parts if p]
-    return parts[-1] if parts else ""
+    return " ".join(parts[-1].split()) if parts else ""
 
 
-def paper_units(paper_id: str, paper: dict, source: str) -> list[Unit]:
-    """The units of one paper in document order (validated)."""
+def heading_unit_text(section_name: str, heading_text: str = DEFAULT_HEADING_TEXT) -> str:
+    """The text retrievers see for a heading ("" when the name has no non-empty part)."""
+    last = last_section_part(section_name)
+    if not last:
+        return ""
+    return full_section_name(section_name) if heading_text == "full" else last
+
+
+def paper_units(paper_id: str, paper: dict, source: str, heading_text: str = DEFAULT_HEADING_TEXT) -> list[Unit]:
+    """The units of one paper in document order (validated); see the module docstring."""
     units: list[Unit] = []
 
     def add(kind: str, text: str, section: str) -> None:
@@ -68,8 +104,8 @@ def paper_units(paper_id: str, paper: dict, source: str) -> list[Unit]:
         paragraphs = str_list(
             require(sec, "paragraphs", list, source, f"{where}.paragraphs"), source, f"{where}.paragraphs"
         )
-        section = " ".join(name.split())
-        head = heading_text(name)
+        section = full_section_name(name)
+        head = heading_unit_text(name, heading_text)
         if head:
             add("heading", head, section)
         for para in paragraphs:
@@ -153,7 +189,8 @@ def paper_questions(
 
 
 def parse_qasper(
-    obj: Any, source: str, documents: dict[str, list[Unit]], questions: list[Question], seen_qids: dict[str, str]
+    obj: Any, source: str, documents: dict[str, list[Unit]], questions: list[Question], seen_qids: dict[str, str],
+    heading_text: str = DEFAULT_HEADING_TEXT,
 ) -> None:
     """Add the papers and questions of one parsed QASPER file (``source`` names it in errors)."""
     expect_type(obj, dict, source, "<top level>")
@@ -163,26 +200,31 @@ def parse_qasper(
         if paper_id in documents:
             raise DataError(source, paper_id, f"duplicate paper id {paper_id!r}")
         expect_type(paper, dict, source, paper_id)
-        units = paper_units(paper_id, paper, source)
+        units = paper_units(paper_id, paper, source, heading_text)
         qs = paper_questions(paper_id, paper, units, source, seen_qids)
         documents[paper_id] = units
         questions.extend(qs)
 
 
-def load_qasper_files(paths: Iterable[str | Path], name: str = "qasper", meta: dict | None = None) -> Dataset:
-    """A Dataset from one or more official-layout QASPER files (question ids unique across all)."""
+def load_qasper_files(paths: Iterable[str | Path], name: str = "qasper", meta: dict | None = None,
+                      heading_text: str | None = DEFAULT_HEADING_TEXT) -> Dataset:
+    """A Dataset from one or more official-layout QASPER files (question ids unique across all).
+
+    ``heading_text``: ``"full"`` | ``"last"`` (see module docstring), recorded in ``options``."""
+    heading_text = check_heading_text(heading_text)
     documents: dict[str, list[Unit]] = {}
     questions: list[Question] = []
     seen: dict[str, str] = {}
     sources = []
     for p in paths:
         p = Path(p)
-        parse_qasper(read_json_file(p), p.name, documents, questions, seen)
+        parse_qasper(read_json_file(p), p.name, documents, questions, seen, heading_text)
         sources.append({"file": p.name, "sha256": sha256_file(p)})
     pools = {doc_id: [u.unit_id for u in units] for doc_id, units in documents.items()}
     full_meta = {"licence": LICENCE, "citation": CITATION, "sources": sources}
     full_meta.update(meta or {})
-    return Dataset(name=name, documents=documents, questions=questions, pools=pools, meta=full_meta)
+    return Dataset(name=name, documents=documents, questions=questions, pools=pools, meta=full_meta,
+                   options={"heading_text": heading_text})
 
 
 def resolve_paths(path: str | Path | Sequence[str | Path], split: str | None) -> list[Path]:

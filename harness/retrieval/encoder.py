@@ -6,6 +6,12 @@ keeping both halves the model work. Texts are sorted by token length before batc
 padding (wasted compute) is small; results come back in input order.
 
 Token embeddings drop [CLS], [SEP] and padding (SPEC section 2) and are L2-normalised per token.
+Special tokens are dropped **by token id** (every id in the tokenizer's ``all_special_ids``
+except the unknown token: CLS, SEP, PAD, MASK, ...), not by position: a unit whose text
+contains a literal "[SEP]" or "[CLS]" (which BERT's tokenizer maps to the special id) keeps no
+special token, and a tokenizer that adds its specials elsewhere is handled alike
+(:func:`content_token_mask`). [UNK] stays: it stands for a piece of the input text the
+vocabulary lacks (45 qasper_yesno units hold one), i.e. content, not markup.
 The sentence vector is the model's own pooling (mean over all non-padding tokens, as
 sentence-transformers does) followed by L2 normalisation.
 
@@ -98,12 +104,25 @@ def load_sentence_transformer(model: str):
     return SentenceTransformer(str(path) if path is not None else model, device="cpu")
 
 
+def markup_token_ids(tokenizer) -> list[int]:
+    """The special-token ids MaxSim drops: all of the tokenizer's, except its unknown token."""
+    unk = getattr(tokenizer, "unk_token_id", None)
+    return [int(i) for i in (getattr(tokenizer, "all_special_ids", []) or []) if i != unk]
+
+
+def content_token_mask(input_ids: np.ndarray, attention_mask: np.ndarray, special_ids) -> np.ndarray:
+    """Boolean mask of the tokens MaxSim keeps: attended to and not a special token id."""
+    ids = np.asarray(input_ids)
+    special = np.asarray(sorted({int(i) for i in special_ids}), dtype=ids.dtype if ids.size else np.int64)
+    return np.asarray(attention_mask).astype(bool) & ~np.isin(ids, special)
+
+
 @dataclass
 class EncodedTexts:
     """Encoder output, aligned with the input texts."""
 
     vectors: np.ndarray  # (n, d) float32, unit L2 norm
-    tokens: list[np.ndarray]  # n arrays (n_tokens_i, d) float32, unit rows; no CLS/SEP/padding
+    tokens: list[np.ndarray]  # n arrays (n_tokens_i, d) float32, unit rows; no special/padding tokens
     n_tokens: np.ndarray  # (n,) tokens fed to the model incl. special tokens (for cost shares)
     seconds: float  # wall time of the whole call (tokenise + forward + copy-out)
 
@@ -115,7 +134,7 @@ class DenseEncoder:
     model: str = PACKAGED_MINILM
     batch_size: int = 64
     max_seq_length: int = 256
-    precision: str = "auto"
+    precision: str = "fp32"  # reproducible default; "bf16" / "auto" are opt-in (precision.py)
     forward_seconds: float = field(default=0.0, init=False)  # time inside model forward passes
     calls: int = field(default=0, init=False)
 
@@ -153,6 +172,7 @@ class DenseEncoder:
             dtype=np.int64,
         ) if n else np.zeros(0, dtype=np.int64)
         order = np.argsort(-lengths, kind="stable")
+        special_ids = markup_token_ids(tok)
         vectors: list[np.ndarray | None] = [None] * n
         tokens: list[np.ndarray | None] = [None] * n
         for start in range(0, n, int(self.batch_size)):
@@ -168,10 +188,10 @@ class DenseEncoder:
             sent = torch.nn.functional.normalize(sent, p=2, dim=1).numpy()
             tok_emb = out["token_embeddings"].float()
             tok_emb = torch.nn.functional.normalize(tok_emb, p=2, dim=2).numpy()
-            mask = feats["attention_mask"].numpy().astype(bool)
+            keep = content_token_mask(feats["input_ids"].numpy(), feats["attention_mask"].numpy(), special_ids)
             for row, i in enumerate(idx):
-                real = tok_emb[row][mask[row]]
-                tokens[i] = np.ascontiguousarray(real[1:-1], dtype=np.float32)  # drop CLS, SEP
+                # drop padding and every special token by id (not by position: see module docstring)
+                tokens[i] = np.ascontiguousarray(tok_emb[row][keep[row]], dtype=np.float32)
                 vectors[i] = sent[row].astype(np.float32)
         if n == 0:
             return EncodedTexts(np.zeros((0, 0), np.float32), [], lengths, time.perf_counter() - t0)
@@ -192,6 +212,7 @@ __all__ = [
     "PACKAGED_MINILM",
     "DenseEncoder",
     "EncodedTexts",
+    "content_token_mask",
     "load_sentence_transformer",
     "model_identity",
     "packaged_minilm_path",

@@ -4,7 +4,8 @@ Both score (question, unit) pairs given by index into a shard's questions and un
 layer caches scores per pair so the extra arm only pays for pairs the base arm did not score.
 
 MaxSim (SPEC section 2): score = sum over question tokens of the max cosine to the unit's
-tokens, over the encoder's L2-normalised token embeddings with [CLS]/[SEP]/padding dropped.
+tokens, over the encoder's L2-normalised token embeddings with [CLS]/[SEP]/padding dropped
+(by token id, see :mod:`harness.retrieval.encoder`).
 Choice where the SPEC is silent: a unit (or question) with no tokens scores 0.
 """
 
@@ -75,7 +76,7 @@ class CrossEncoderReranker:
     model: str = CROSS_ENCODER_DEFAULT
     batch_size: int = 32
     max_length: int = 512
-    precision: str = "auto"
+    precision: str = "fp32"
     forward_seconds: float = field(default=0.0, init=False)
 
     def __post_init__(self) -> None:

@@ -33,10 +33,12 @@ from harness.retrieval.bm25 import BM25Params
 from harness.retrieval.encoder import PACKAGED_MINILM, DenseEncoder, forward_seconds_of
 from harness.retrieval.features import QPP_TOP_K
 from harness.retrieval.fusion import RRF_K
-from harness.retrieval.precision import resolve_precision
+from harness.retrieval.precision import DEFAULT_PRECISION, resolve_precision
 from harness.retrieval.rerankers import make_reranker
 
-CODE_VERSION = "arms-1"
+# arms-3: MaxSim drops special tokens by token id, not by position ([UNK] kept as content);
+# default precision fp32
+CODE_VERSION = "arms-3"
 DEFAULT_SHARD_SIZE = 32
 
 
@@ -80,7 +82,7 @@ def make_encoder(arms_cfg: Mapping) -> DenseEncoder:
         model=str(enc.get("model", PACKAGED_MINILM)),
         batch_size=_int(enc, "batch_size", 64, 1, "arms.encoder"),
         max_seq_length=_int(enc, "max_seq_length", 256, 8, "arms.encoder"),
-        precision=str(arms_cfg.get("precision", "auto")),
+        precision=str(arms_cfg.get("precision", DEFAULT_PRECISION)),
     )
 
 
@@ -120,7 +122,7 @@ def build_outcome_table(
     t_start = time.perf_counter()
     params = arm_params(arms_cfg)
     shard_size = _int(arms_cfg, "shard_size", DEFAULT_SHARD_SIZE, 1)
-    precision = resolve_precision(str(arms_cfg.get("precision", "auto")), "arms.precision")
+    precision = resolve_precision(str(arms_cfg.get("precision", DEFAULT_PRECISION)), "arms.precision")
     if encoder is None:
         encoder = make_encoder(arms_cfg)
     enc_id = encoder.identity()

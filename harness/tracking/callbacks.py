@@ -141,18 +141,34 @@ class SweepTrackingCallback(Callback):
         with pd.option_context("display.width", 200, "display.max_columns", 50, "display.float_format", "{:.4f}".format):
             text = frame.to_string(index=False) if len(frame) else "(no job runs)"
         status = "FAILED" if failed or unfinished else "FINISHED"
+        alpha = float(OmegaConf.select(config, "protocol.alpha", default=0.05))
+        n_boot = int(OmegaConf.select(config, "protocol.n_boot", default=1000))
+        comparison_text = ""
         try:
             import tempfile
             from pathlib import Path
 
+            from harness.tracking.comparisons import comparisons_frame, sweep_comparisons
+
+            try:
+                cells = sweep_comparisons(self.tracker.client, runs, n_boot=n_boot, alpha=alpha)
+                comparison_text = "\n\n".join(c.text(alpha) for c in cells)
+            except Exception as exc:  # noqa: BLE001 - the jobs' results stand without it
+                cells = []
+                comparison_text = f"[route-bench] policy comparison not made: {type(exc).__name__}: {exc}"
             with tempfile.TemporaryDirectory() as tmp:
                 frame.to_csv(Path(tmp) / "comparison.csv", index=False)
                 (Path(tmp) / "comparison.txt").write_text(text + "\n", encoding="utf-8")
+                if cells:
+                    comparisons_frame(cells).to_csv(Path(tmp) / "policy_comparison.csv", index=False)
+                    (Path(tmp) / "policy_comparison.txt").write_text(comparison_text + "\n", encoding="utf-8")
                 self.tracker.log_artifacts(self.parent_run_id, tmp)
         finally:
             self.tracker.end_run(self.parent_run_id, status)
         print(f"\n[route-bench] sweep {self.sweep_id}: {len(frame)} jobs, {failed} failed -> parent run {status}")
         print(text)
+        if comparison_text:
+            print("\n" + comparison_text)
         if self.uri and self.uri.startswith("sqlite:///"):
             print(f"\nOpen the results:  mlflow ui --backend-store-uri {self.uri}")
         else:

@@ -1,0 +1,130 @@
+"""Policy-vs-policy comparisons of one sweep, read back from its logged decision tables.
+
+Why here: the comparison (``harness.compare``) needs the per-question held-out decisions of
+every job of a cell, which each job logged as ``decisions.parquet``; the sweep callback (at the
+sweep's end) and the report command (for any sweep, later) read them the same way, through this
+module.
+
+A *cell* is a set of jobs that differ only in the policy and the seed (same cost, budget grid,
+dataset, arms, protocol options): the jobs of one cell answered the same question on the same
+held-out documents, so their decisions can be paired. Seeds of one policy are stacked (the
+decisions get a ``seed`` column). Cells are named by the parameters that vary between cells
+(``cost.c=0.02``).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.compare import compare_with_best, format_comparison
+from harness.errors import HarnessError
+
+DECISIONS_ARTIFACT = "decisions.parquet"
+TAG_POLICY = "route_bench.policy"
+CELL_EXCLUDED_PREFIXES = ("policy.", "tracking.", "experiment.")
+CELL_EXCLUDED_KEYS = ("seed",)
+
+
+@dataclass
+class CellComparison:
+    """One cell: its name, the comparison table (None when it could not be made) and why not."""
+
+    cell: str
+    table: pd.DataFrame | None
+    reason: str = ""
+
+    def text(self, alpha: float = 0.05) -> str:
+        head = f"Policies vs the best at {self.cell or 'this sweep'} (paired document bootstrap, Holm-adjusted)"
+        if self.table is None:
+            return f"{head}\n  not compared: {self.reason}"
+        return f"{head}\n{format_comparison(self.table, alpha)}"
+
+
+def _cell_key(params: dict[str, str]) -> tuple:
+    return tuple(
+        sorted(
+            (k, v)
+            for k, v in params.items()
+            if k not in CELL_EXCLUDED_KEYS and not k.startswith(CELL_EXCLUDED_PREFIXES)
+        )
+    )
+
+
+def _cell_names(keys: list[tuple]) -> dict[tuple, str]:
+    """Name each cell by the parameters whose values differ between cells."""
+    varying = sorted({k for key in keys for k, v in key if len({dict(other).get(k) for other in keys}) > 1})
+    return {key: " ".join(f"{k}={dict(key).get(k)}" for k in varying) for key in keys}
+
+
+def _labels(runs: list) -> dict[str, str]:
+    """run id -> policy label: the policy name, or the run name when two runs of one cell and
+    seed share a policy name (e.g. one plugin with two weights)."""
+    seen: dict[tuple, int] = {}
+    for r in runs:
+        name = r.data.tags.get(TAG_POLICY) or r.data.params.get("policy.name", "?")
+        seen[(name, r.data.params.get("seed"))] = seen.get((name, r.data.params.get("seed")), 0) + 1
+    out = {}
+    for r in runs:
+        name = r.data.tags.get(TAG_POLICY) or r.data.params.get("policy.name", "?")
+        clash = seen[(name, r.data.params.get("seed"))] > 1
+        out[r.info.run_id] = (r.info.run_name or r.info.run_id) if clash else name
+    return out
+
+
+def _decisions(client: Any, run, folder: Path) -> pd.DataFrame | None:
+    try:
+        path = client.download_artifacts(run.info.run_id, DECISIONS_ARTIFACT, str(folder))
+    except Exception:  # noqa: BLE001 - a run without the artifact is reported, not fatal
+        return None
+    frame = pd.read_parquet(path)
+    frame["seed"] = int(run.data.params.get("seed", 0))
+    return frame
+
+
+def sweep_comparisons(client: Any, runs: list, *, n_boot: int = 1000, alpha: float = 0.05) -> list[CellComparison]:
+    """Compare the FINISHED runs of a sweep per cell (``runs``: one run per job config)."""
+    finished = [r for r in runs if r.info.status == "FINISHED"]
+    cells: dict[tuple, list] = {}
+    for r in finished:
+        cells.setdefault(_cell_key(dict(r.data.params)), []).append(r)
+    names = _cell_names(list(cells))
+    out = []
+    with tempfile.TemporaryDirectory(prefix="route-bench-compare-") as tmp:
+        for i, (key, members) in enumerate(sorted(cells.items(), key=lambda kv: names[kv[0]])):
+            labels = _labels(members)
+            per_policy: dict[str, list[pd.DataFrame]] = {}
+            missing = []
+            for r in members:
+                frame = _decisions(client, r, Path(tmp) / f"{i}-{r.info.run_id}")
+                if frame is None:
+                    missing.append(labels[r.info.run_id])
+                else:
+                    per_policy.setdefault(labels[r.info.run_id], []).append(frame)
+            if missing:
+                out.append(CellComparison(names[key], None, f"no {DECISIONS_ARTIFACT} in the runs of {sorted(set(missing))} (protocol A not run, or tracking.log_decisions=false)"))
+                continue
+            if len(per_policy) < 2:
+                out.append(CellComparison(names[key], None, "fewer than two policies"))
+                continue
+            decisions = {label: pd.concat(frames, ignore_index=True) for label, frames in per_policy.items()}
+            try:
+                table = compare_with_best(decisions, n_boot=n_boot, alpha=alpha)
+            except HarnessError as exc:
+                out.append(CellComparison(names[key], None, str(exc)))
+                continue
+            out.append(CellComparison(names[key], table))
+    return out
+
+
+def comparisons_frame(cells: list[CellComparison]) -> pd.DataFrame:
+    """All cells' tables stacked, with a ``cell`` column (for CSV artifacts)."""
+    frames = [c.table.assign(cell=c.cell) for c in cells if c.table is not None]
+    if not frames:
+        return pd.DataFrame()
+    frame = pd.concat(frames, ignore_index=True)
+    return frame[["cell"] + [c for c in frame.columns if c != "cell"]]
