@@ -233,7 +233,7 @@ def compute_job(cfg: Mapping, task, factory: Callable[[], Any], freeze_dir: Path
             task, factory, budgets=tuple(float(x) for x in b["grid"]), n_splits=int(b["n_splits"]),
             seed=seed, cost=cost, dkw_delta=float(b["dkw_delta"]), tol=float(b["tol"]),
             calibration=str(b["calibration"]), cal_folds=int(b["cal_folds"]),
-            min_discordant=int(p["min_discordant"]),
+            min_discordant=int(p["min_discordant"]), alpha=float(p["alpha"]),
         )
     if "gain" in p["run"]:
         threshold = p.get("gain_threshold")

@@ -46,6 +46,7 @@ POLICY_TAG = "route_bench.policy"
 HASH_TAG = "route_bench.config_hash"
 DEFAULT_TRACKING_URI = "sqlite:///mlruns/mlflow.db"
 FRONTIERS_PLOTTED = ("exact", "deployable")
+TIE_TOL = 1e-12
 PLOT_NAME = "frontier.png"
 _NON_OUTCOME = {
     "utility", "realized_usage", "usage_error", "violation_rate", "tolerance_overshoot_rate",
@@ -325,7 +326,8 @@ def best_values(rep: SweepReport) -> dict[str, float]:
         ]
         if vals:
             top = max(vals) if c.better == "high" else min(vals)
-            if sum(v == top for v in vals) == 1:
+            # float sums of equal values can differ in the last bit: a tie within 1e-12 is a tie
+            if sum(abs(v - top) <= TIE_TOL * max(1.0, abs(top)) for v in vals) == 1:
                 best[c.key] = top
     return best
 

@@ -55,8 +55,7 @@ def _bootstrap_means(values: np.ndarray, doc_of: np.ndarray, draws: np.ndarray) 
 
 def doc_bootstrap_means(values_by_question, groups, n_boot: int = 1000, seed: int = 0) -> np.ndarray:
     """The ``n_boot`` document-resampled means behind ``doc_bootstrap_ci`` (same draws, same
-    seed), for p-values (``bootstrap_p_value``) and for comparing several statistics on the
-    same resamples."""
+    seed), for comparing several statistics on the same resamples."""
     values = np.asarray(values_by_question, dtype=float)
     groups = np.asarray(groups)
     if values.ndim != 1 or len(values) != len(groups) or len(values) == 0:
@@ -180,13 +179,14 @@ def min_detectable_difference(diffs, groups, alpha: float = 0.05, power: float =
     """Minimum detectable mean difference (two-sided level ``alpha``, given ``power``) of paired
     per-question differences ``diffs``, from their observed spread, grouped by document.
 
-    MDD = (z_{1 - alpha/2} + z_{power}) * SE0, SE0 = sqrt(sum_d (sum_{i in d} diff_i)^2) / n:
-    the standard error of the mean difference under "no difference" (mean zero), with the
-    questions of one document summed first (cluster-robust), as the document bootstrap treats
-    them. For hits without a cost and one question per document, sum diff_i^2 = the number of
-    discordant pairs b + c, so MDD = 2.80 * sqrt(b + c) / n, the normal approximation of
-    McNemar's power. No discordant pair gives 0: nothing varies, so nothing can be measured
-    (the caller reports that as "no discordant pairs", not as perfect resolution).
+    MDD = (z_{1 - alpha/2} + z_{power}) * SE, SE = sqrt(sum_d (T_d - n_d * mean)^2) / n, T_d
+    the document's total difference and n_d its number of questions: the cluster-robust
+    standard error of the mean difference (questions of a document summed first, as the
+    document bootstrap treats them), centred, so that a constant shift (a cost paid on every
+    question) is not counted as noise. For hits without a cost and one question per document
+    with b + c discordant pairs, SE^2 n^2 = (b + c) - (b - c)^2 / n, so MDD is about
+    2.80 * sqrt(b + c) / n, the normal approximation of McNemar's power. No variation at all
+    gives 0: nothing can be measured (callers say so, not "perfect resolution").
     """
     d = np.asarray(diffs, dtype=float)
     g = np.asarray(groups)
@@ -198,8 +198,9 @@ def min_detectable_difference(diffs, groups, alpha: float = 0.05, power: float =
         raise ConfigError("alpha/power", f"must be in (0, 1), got alpha={alpha}, power={power}")
     _, doc_of = _doc_index(g)
     per_doc = np.bincount(doc_of, weights=d)
-    se0 = math.sqrt(float(np.sum(per_doc**2))) / len(d)
-    return float((sps.norm.ppf(1 - alpha / 2) + sps.norm.ppf(power)) * se0)
+    sizes = np.bincount(doc_of)
+    se = math.sqrt(float(np.sum((per_doc - sizes * d.mean()) ** 2))) / len(d)
+    return float((sps.norm.ppf(1 - alpha / 2) + sps.norm.ppf(power)) * se)
 
 
 def holm_adjust(pvalues) -> np.ndarray:
@@ -218,15 +219,48 @@ def holm_adjust(pvalues) -> np.ndarray:
     return out
 
 
-def bootstrap_p_value(boot_values, null: float = 0.0) -> float:
-    """Two-sided percentile-bootstrap p-value of H0: statistic = ``null``:
-    min(1, 2 * min(share of resamples <= null, share >= null)). It is < alpha exactly when the
-    (1 - alpha) percentile interval excludes ``null`` (up to the interpolation of the interval's
-    ends)."""
-    b = np.asarray(boot_values, dtype=float)
-    if len(b) == 0:
-        raise HarnessError("bootstrap_p_value: no resamples")
-    return float(min(1.0, 2.0 * min(np.mean(b <= null), np.mean(b >= null))))
+SIGN_FLIP_EXACT_MAX = 16  # up to 2**16 sign patterns are enumerated; beyond, Monte Carlo
+
+
+def sign_flip_test(diffs, groups, n_perm: int = 20_000, seed: int = 0) -> float:
+    """Two-sided paired sign-flip (permutation) test of "no difference", by document.
+
+    H0: each document's total difference sum_{i in d} diff_i is symmetric around 0 (the two
+    policies are exchangeable within the document). The statistic is |sum_d s_d T_d| over sign
+    patterns s; p = share of patterns at least as extreme as the observed one (with a 1e-12
+    tolerance). Documents whose total is 0 do not change the statistic and are dropped. Exact
+    (all 2^k patterns) for k <= 16 non-zero documents, else ``n_perm`` seeded random patterns
+    with the +1 correction p = (1 + hits) / (1 + n_perm), which keeps the test's size.
+
+    Why not the bootstrap's p: when all k discordant documents point one way no bootstrap
+    resample crosses 0, so its p is about 2 e^-k and calls 4 discordant questions significant,
+    where the exact test says 2 * 0.5^4 = 0.125. For 0/1 differences with one question per
+    document this IS the exact McNemar test (p = ``mcnemar_exact``'s p).
+    """
+    d = np.asarray(diffs, dtype=float)
+    g = np.asarray(groups)
+    if d.ndim != 1 or len(d) != len(g):
+        raise HarnessError(f"sign_flip_test: diffs ({d.shape}) and groups ({g.shape}) must align")
+    if len(d) == 0:
+        raise HarnessError("sign_flip_test: no questions")
+    _, doc_of = _doc_index(g)
+    totals = np.bincount(doc_of, weights=d)
+    totals = totals[np.abs(totals) > 1e-12]
+    k = len(totals)
+    if k == 0:
+        return 1.0
+    observed = abs(float(totals.sum()))
+    tol = 1e-12 * max(1.0, float(np.abs(totals).sum()))
+    if k <= SIGN_FLIP_EXACT_MAX:
+        patterns = ((np.arange(2**k)[:, None] >> np.arange(k)) & 1) * 2 - 1
+        return float(np.mean(np.abs(patterns @ totals) >= observed - tol))
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for start in range(0, n_perm, 4096):
+        m = min(4096, n_perm - start)
+        signs = rng.integers(0, 2, size=(m, k)) * 2 - 1
+        hits += int(np.sum(np.abs(signs @ totals) >= observed - tol))
+    return float((1 + hits) / (1 + n_perm))
 
 
 # --------------------------------------------------------------------------------------------

@@ -116,3 +116,14 @@ def populate_sweep(tracking_uri: str, artifact_location: str | None = None,
         ids["jobs"][name] = rid
     client.set_terminated(pid, status="FINISHED")
     return ids
+
+
+def same_metrics(a: dict, b: dict) -> bool:
+    """Equal to the last digit, with NaN (an undefined number, e.g. APGR on too few discordant
+    questions) equal to NaN: plain dict equality says NaN != NaN."""
+    import math
+
+    def key(v):
+        return "nan" if isinstance(v, float) and math.isnan(v) else v
+
+    return {k: key(v) for k, v in a.items()} == {k: key(v) for k, v in b.items()}

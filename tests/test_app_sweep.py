@@ -16,6 +16,7 @@ from mlflow.tracking import MlflowClient
 from harness import app
 from harness.errors import FeatureError
 from harness.tracking import mlflow_tracker as mt
+from tests._mlflow_layout import same_metrics
 
 SMALL = ["dataset=synthetic", "dataset.n_docs=30", "dataset.questions_per_doc=4", "experiment=none"]
 SWEEP = ["-m", *SMALL, "policy=always_keep,ridge", "cost.c=0.0,0.02", "protocol=threshold_budget"]
@@ -141,7 +142,7 @@ def test_joblib_gives_identical_metrics(basic_sweep, tmp_path):
     assert all(j.info.status == "FINISHED" for j in jobs)
     by_hash = {j.data.tags[mt.TAG_CONFIG_HASH]: j.data.metrics for j in basic_jobs}
     for job in jobs:
-        assert job.data.metrics == by_hash[job.data.tags[mt.TAG_CONFIG_HASH]]
+        assert same_metrics(job.data.metrics, by_hash[job.data.tags[mt.TAG_CONFIG_HASH]])
 
 
 def test_failing_job_is_failed_and_sweep_continues(tmp_path):
@@ -239,7 +240,8 @@ def test_report_and_comparison_of_an_app_sweep_equal_the_logged_metrics(basic_sw
 
 def test_sweep_end_compares_policies_on_the_same_held_out_questions(basic_sweep, tmp_path):
     """The parent run holds the policy-vs-policy table; its differences equal the differences of
-    the jobs' own logged held-out utilities (an independent path: metrics, not decisions)."""
+    the jobs' own logged held-out utilities (an independent path: metrics, not decisions), and
+    the reference is the policy with the best logged development (nested) utility."""
     import pandas as pd
 
     client, parents, jobs = basic_sweep["after_first"]
@@ -248,10 +250,14 @@ def test_sweep_end_compares_policies_on_the_same_held_out_questions(basic_sweep,
     assert set(table["cell"]) == {"cost.c=0.0", "cost.c=0.02"}
     for cell, c in (("cost.c=0.0", "0.0"), ("cost.c=0.02", "0.02")):
         rows = table[table["cell"] == cell].set_index("policy")
-        util = {j.data.tags[mt.TAG_POLICY]: j.data.metrics["heldout/utility"] for j in jobs if j.data.params["cost.c"] == c}
-        best = rows.index[rows["verdict"].str.startswith("best")][0]
+        cell_jobs = [j for j in jobs if j.data.params["cost.c"] == c]
+        util = {j.data.tags[mt.TAG_POLICY]: j.data.metrics["heldout/utility"] for j in cell_jobs}
+        dev = {j.data.tags[mt.TAG_POLICY]: j.data.metrics["dev/nested_utility"] for j in cell_jobs}
+        ref = max(sorted(dev), key=lambda p: dev[p])
+        assert rows.index[rows["verdict"].str.startswith("reference")].tolist() == [ref]
         for policy, u in util.items():
             assert rows.loc[policy, "utility"] == pytest.approx(u)
-            assert rows.loc[policy, "diff_vs_best"] == pytest.approx(util[best] - u)
+            assert rows.loc[policy, "dev_utility"] == pytest.approx(dev[policy])
+            assert rows.loc[policy, "diff_vs_reference"] == pytest.approx(util[ref] - u)
     out = basic_sweep["first"].stdout
-    assert "Policies vs the best at cost.c=0.0" in out and "Holm" in out
+    assert "Policies vs the reference at cost.c=0.0" in out and "Holm" in out

@@ -1,13 +1,16 @@
-"""Policy-vs-policy comparison against brute-force replays of the same bootstrap draws."""
+"""Policy-vs-policy comparison: intervals replayed by brute force, exact sign-flip p-values,
+Holm by hand, the reference chosen on development data, ties never decisive."""
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from harness import stats
-from harness.compare import compare_with_best, format_comparison
+from harness.compare import compare_with_reference, format_comparison
 from harness.errors import HarnessError
 
 
@@ -30,57 +33,92 @@ def _planted(seed=0, n_docs=40):
     return docs, {"good": _decisions(good, docs), "base": _decisions(base, docs), "close": _decisions(close, docs)}
 
 
-def test_intervals_and_p_values_replay_the_bootstrap_by_brute_force():
+def _brute_sign_flip(d, docs):
+    uniq = sorted(set(docs.tolist()))
+    totals = np.array([d[docs == u].sum() for u in uniq])
+    totals = totals[totals != 0]
+    obs = abs(totals.sum())
+    if len(totals) > 16:
+        return None
+    hits = sum(abs(np.dot(s, totals)) >= obs - 1e-9 for s in itertools.product((-1, 1), repeat=len(totals)))
+    return hits / 2 ** len(totals)
+
+
+def test_intervals_replay_the_bootstrap_and_p_values_are_exact_sign_flips():
     docs, dec = _planted()
     n_boot, seed = 400, 3
-    table = compare_with_best(dec, n_boot=n_boot, seed=seed).set_index("policy")
-    assert table.loc["good", "verdict"] == "best"
-    # replay: same document draws, a python loop over resamples
+    dev = {"good": 0.9, "base": 0.5, "close": 0.6}
+    table = compare_with_reference(dec, dev_scores=dev, n_boot=n_boot, seed=seed)
+    assert table.attrs["reference"] == "good" and table.attrs["reference_from"] == "development"
+    table = table.set_index("policy")
+    assert table.loc["good", "verdict"] == "reference"
     uniq = sorted(set(docs.tolist()))
     draws = stats.bootstrap_draws(len(uniq), n_boot, seed)
     raw_p = {}
     for other in ("base", "close"):
         d = dec["good"]["utility"].to_numpy() - dec[other]["utility"].to_numpy()
-        boot = []
-        for b in range(n_boot):
-            idx = np.concatenate([np.flatnonzero(docs == uniq[j]) for j in draws[b]])
-            boot.append(d[idx].mean())
-        boot = np.array(boot)
+        boot = np.array([d[np.concatenate([np.flatnonzero(docs == uniq[j]) for j in draws[b]])].mean() for b in range(n_boot)])
         lo, hi = np.percentile(boot, [2.5, 97.5])
         assert table.loc[other, "ci_low"] == pytest.approx(lo)
         assert table.loc[other, "ci_high"] == pytest.approx(hi)
-        assert table.loc[other, "diff_vs_best"] == pytest.approx(d.mean())
-        p = min(1.0, 2 * min(np.mean(boot <= 0), np.mean(boot >= 0)))
-        assert table.loc[other, "p"] == pytest.approx(p)
-        raw_p[other] = p
+        assert table.loc[other, "diff_vs_reference"] == pytest.approx(d.mean())
         assert table.loc[other, "mdd"] == pytest.approx(stats.min_detectable_difference(d, docs))
-    # Holm over the two comparisons, by hand
+        brute = _brute_sign_flip(d, docs)
+        if brute is not None:
+            assert table.loc[other, "p"] == pytest.approx(brute)
+        raw_p[other] = table.loc[other, "p"]
     small, large = sorted(raw_p.values())
-    adj_small = min(1.0, 2 * small)
-    adj_large = max(adj_small, min(1.0, large))
-    holm = sorted(table.loc[["base", "close"], "p_holm"])
-    assert holm == pytest.approx([adj_small, adj_large])
-    assert table.loc["base", "verdict"] == "worse than best"
+    assert sorted(table.loc[["base", "close"], "p_holm"]) == pytest.approx([min(1, 2 * small), max(min(1, 2 * small), large)])
+    assert table.loc["base", "verdict"] == "worse than reference"
 
 
-def test_ties_never_decide_the_best():
+def test_four_one_sided_questions_are_not_significant():
+    """The bootstrap never crosses 0 here; the exact test says 2 * 0.5^4 = 0.125."""
+    docs = np.array([f"d{i}" for i in range(200)])
+    a = np.zeros(200)
+    a[:4] = 1.0
+    table = compare_with_reference({"a": _decisions(a, docs), "b": _decisions(np.zeros(200), docs)},
+                                   dev_scores={"a": 1.0, "b": 0.0}).set_index("policy")
+    assert table.loc["b", "ci_low"] > 0  # the percentile interval excludes 0 ...
+    assert table.loc["b", "p"] == pytest.approx(0.125)  # ... the exact test does not
+    assert table.loc["b", "verdict"] == "cannot be told from reference"
+
+
+def test_reference_comes_from_development_not_held_out():
+    docs = np.array(list("abcdefgh"))
+    held_best = _decisions([1, 1, 1, 1, 1, 1, 0, 0], docs)
+    dev_best = _decisions([1, 1, 1, 1, 0, 0, 0, 0], docs)
+    table = compare_with_reference({"held": held_best, "dev": dev_best}, dev_scores={"held": 0.1, "dev": 0.2})
+    assert table.attrs["reference"] == "dev"
+    assert table.set_index("policy").loc["held", "diff_vs_reference"] == pytest.approx(-0.25)
+    # without development estimates: the held-out best, and the table says it is optimistic
+    table = compare_with_reference({"held": held_best, "dev": dev_best})
+    assert table.attrs["reference"] == "held" and table.attrs["reference_from"] == "held-out (optimistic)"
+    assert "chosen on held-out (optimistic) data" in format_comparison(table)
+
+
+def test_ties_never_decide_the_reference_silently():
     docs = np.array(["a", "a", "b", "c", "d", "e"])
     u1 = [1, 0, 1, 0, 1, 0]
-    u2 = [0, 1, 1, 0, 0, 1]  # same mean, other questions
-    table = compare_with_best({"zeta": _decisions(u2, docs), "alpha": _decisions(u1, docs)}).set_index("policy")
-    assert table.loc["alpha", "verdict"] == "best (tied)"
-    assert table.loc["zeta", "verdict"] == "tied with best"
-    assert "best" != table.loc["alpha", "verdict"]
+    u2 = [0, 1, 1, 0, 0, 1]
+    table = compare_with_reference({"zeta": _decisions(u2, docs), "alpha": _decisions(u1, docs)},
+                                   dev_scores={"zeta": 0.5, "alpha": 0.5}).set_index("policy")
+    assert table.loc["alpha", "verdict"] == "reference (tied on development with zeta)"
+    assert table.loc["zeta", "verdict"] == "cannot be told from reference"
 
 
-def test_oracle_is_compared_but_never_the_best():
+def test_oracle_is_compared_but_never_the_reference_nor_in_the_holm_family():
     docs = np.array(["a", "b", "c", "d"])
-    table = compare_with_best(
-        {"oracle": _decisions([1, 1, 1, 1], docs), "ridge": _decisions([1, 0, 1, 0], docs)}
+    table = compare_with_reference(
+        {"oracle": _decisions([1, 1, 1, 1], docs), "ridge": _decisions([1, 0, 1, 0], docs),
+         "keep": _decisions([1, 0, 0, 0], docs)},
+        dev_scores={"oracle": 1.0, "ridge": 0.6, "keep": 0.5},
     ).set_index("policy")
-    assert table.loc["ridge", "verdict"] == "best"
-    assert table.loc["oracle", "verdict"].endswith("(upper bound, not deployable)")
-    assert table.loc["oracle", "diff_vs_best"] == pytest.approx(-0.5)
+    assert table.loc["ridge", "verdict"] == "reference"
+    assert table.loc["oracle", "verdict"] == "upper bound, not deployable"
+    assert np.isnan(table.loc["oracle", "p_holm"])
+    assert table.loc["keep", "p_holm"] == pytest.approx(table.loc["keep", "p"])  # a family of one
+    assert table.loc["oracle", "diff_vs_reference"] == pytest.approx(-0.5)
 
 
 def test_identical_decisions_and_small_samples_say_so():
@@ -90,9 +128,9 @@ def test_identical_decisions_and_small_samples_say_so():
         "p2": _decisions([1, 0, 1, 1, 0.98], docs),
         "p3": _decisions([1, 0, 1, 0, 0.98], docs),
     }
-    table = compare_with_best(dec).set_index("policy")
-    assert table.loc["p2", "verdict"] == "tied with best"
-    assert table.loc["p3", "verdict"] == "cannot be told from best"  # one question of five
+    table = compare_with_reference(dec, dev_scores={"p1": 3, "p2": 2, "p3": 1}).set_index("policy")
+    assert table.loc["p2", "verdict"] == "same decisions"
+    assert table.loc["p3", "verdict"] == "cannot be told from reference"  # one question of five
     text = format_comparison(table.reset_index())
     assert "cannot be told from it" in text and "cannot be resolved" in text
 
@@ -101,15 +139,15 @@ def test_seeds_are_paired_and_stacked():
     docs = np.array(["a", "b", "c"])
     a = pd.concat([_decisions([1, 0, 1], docs, seed=[0] * 3), _decisions([0, 0, 1], docs, seed=[1] * 3)])
     b = pd.concat([_decisions([0, 0, 1], docs, seed=[1] * 3), _decisions([1, 0, 0], docs, seed=[0] * 3)])
-    table = compare_with_best({"a": a, "b": b}).set_index("policy")
+    table = compare_with_reference({"a": a, "b": b}, dev_scores={"a": 1, "b": 0}).set_index("policy")
     # pairs: seed 0 -> (1,1),(0,0),(1,0); seed 1 -> equal: mean difference 1/6
-    assert table.loc["b", "diff_vs_best"] == pytest.approx(1 / 6)
+    assert table.loc["b", "diff_vs_reference"] == pytest.approx(1 / 6)
     assert table.loc["a", "n_questions"] == 6
 
 
 def test_different_questions_are_refused():
     docs = np.array(["a", "b"])
     with pytest.raises(HarnessError, match="other held-out questions"):
-        compare_with_best({"a": _decisions([1, 0], docs), "b": _decisions([1, 0], docs, qids=["x", "y"])})
+        compare_with_reference({"a": _decisions([1, 0], docs), "b": _decisions([1, 0], docs, qids=["x", "y"])})
     with pytest.raises(HarnessError, match="lack column"):
-        compare_with_best({"a": pd.DataFrame({"qid": ["x"]})})
+        compare_with_reference({"a": pd.DataFrame({"qid": ["x"]})})

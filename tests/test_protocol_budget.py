@@ -464,7 +464,8 @@ def test_power_in_summary_and_metrics():
         d, g = task.delta[test_idx], task.groups[test_idx]
         resc.append(np.sum(d > 0))
         harm.append(np.sum(d < 0))
-        per_doc = [d[g == doc].sum() for doc in np.unique(g)]  # cluster-robust SE under H0
+        # cluster-robust SE, centred: document totals minus their size times the mean difference
+        per_doc = [d[g == doc].sum() - np.sum(g == doc) * d.mean() for doc in np.unique(g)]
         mdd.append((1.959963984540054 + 0.8416212335729143) * math.sqrt(sum(x * x for x in per_doc)) / len(d))
     m = res.metrics
     assert m["budget/power/rescues"] == pytest.approx(np.mean(resc))

@@ -323,9 +323,10 @@ def test_power_statements_by_hand():
     diff = np.where(d.ran_extra, d.extra, d.base) - d.extra
     n_disc = int((diff != 0).sum())
     assert m["gain/selective/vs_extra/discordant"] == n_disc
-    # cluster-robust MDD by hand: (z_.975 + z_.8) * sqrt(sum_doc (sum diff)^2) / n
-    per_doc = pd.Series(diff).groupby(d.doc_id.to_numpy()).sum()
-    mdd = (sps.norm.ppf(0.975) + sps.norm.ppf(0.8)) * math.sqrt(float((per_doc**2).sum())) / len(d)
+    # cluster-robust MDD by hand: (z_.975 + z_.8) * sqrt(sum_doc (T_doc - n_doc * mean)^2) / n
+    grouped = pd.Series(diff).groupby(d.doc_id.to_numpy())
+    centred = grouped.sum() - grouped.size() * diff.mean()
+    mdd = (sps.norm.ppf(0.975) + sps.norm.ppf(0.8)) * math.sqrt(float((centred**2).sum())) / len(d)
     assert m["gain/selective/vs_extra/mdd"] == pytest.approx(mdd)
     assert m["gain/selective/vs_extra/min_mcnemar_p"] == pytest.approx(min(1.0, 2 * 0.5**n_disc))
     s = res.summary()

@@ -1,14 +1,19 @@
 """Protocol A: tau selection vs brute force, freeze-before-held-out (leak test), held-out
 metrics recomputed independently, planted signal ordering, determinism; power statements
-(discordant pairs, reachable McNemar p, MDD) by hand, the nested development estimate against a
-brute-force nested loop, R = 1 against the output recorded before repeats existed, and R = 3
-against three single-split runs."""
+(discordant pairs, reachable McNemar p, MDD) by hand, the sign-flip p by enumerating sign
+patterns (and = exact McNemar with one question per document), verdicts decided by that p and
+not by the bootstrap interval, the nested development estimate against a brute-force nested
+loop, R = 1 against the output recorded before repeats existed, and R = 3 against three
+single-split runs."""
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
+import statistics
+from collections import defaultdict
 
 import numpy as np
 import pandas as pd
@@ -27,7 +32,7 @@ from harness.protocols.threshold import (
     select_tau,
     split_dev_heldout,
 )
-from harness.stats import doc_bootstrap_ci, grouped_kfold, min_detectable_difference
+from harness.stats import doc_bootstrap_ci, grouped_kfold
 from harness.synthetic import synthetic_outcome_table
 from harness.task import RoutingTask
 from tests.test_protocol_policies import LstsqPolicy, OraclePolicy, RandomPolicy
@@ -75,8 +80,68 @@ def test_select_tau_matches_brute_force(seed):
     assert tau == b_tau and k == b_k and u == pytest.approx(b_u, abs=1e-12)
 
 
-def _task(n_docs=60, seed=0):
-    return RoutingTask.from_table(synthetic_outcome_table(n_docs=n_docs, questions_per_doc=5, seed=seed))
+def _task(n_docs=60, seed=0, questions_per_doc=5):
+    return RoutingTask.from_table(
+        synthetic_outcome_table(n_docs=n_docs, questions_per_doc=questions_per_doc, seed=seed)
+    )
+
+
+def _doc_totals(diffs, groups) -> dict:
+    totals: dict = defaultdict(float)
+    for value, doc in zip(diffs, groups):
+        totals[str(doc)] += float(value)
+    return totals
+
+
+def _brute_mdd(diffs, groups, alpha=0.05, power=0.8):
+    """Centred cluster-robust MDD written out: (z_{1-alpha/2} + z_power) * sqrt(sum_d (T_d -
+    n_d * mean)^2) / n, by a loop over documents."""
+    diffs = [float(x) for x in diffs]
+    n, mean = len(diffs), sum(diffs) / len(diffs)
+    sizes: dict = defaultdict(int)
+    for doc in groups:
+        sizes[str(doc)] += 1
+    totals = _doc_totals(diffs, groups)
+    se = math.sqrt(sum((totals[d] - sizes[d] * mean) ** 2 for d in totals)) / n
+    return (sps.norm.ppf(1 - alpha / 2) + sps.norm.ppf(power)) * se
+
+
+def _brute_sign_flip(diffs, groups):
+    """Two-sided exact sign-flip p by enumerating every sign pattern of the non-zero document
+    totals (only for few documents)."""
+    totals = [t for t in _doc_totals(diffs, groups).values() if abs(t) > 1e-12]
+    assert len(totals) <= 16, "brute force is for few documents"
+    if not totals:
+        return 1.0
+    observed = abs(sum(totals))
+    hits = sum(
+        abs(sum(s * t for s, t in zip(signs, totals))) >= observed - 1e-9
+        for signs in itertools.product((-1, 1), repeat=len(totals))
+    )
+    return hits / 2 ** len(totals)
+
+
+def _exact_sign_flip_on_a_grid(diffs, groups, scale: int):
+    """Exact two-sided sign-flip p for many documents, when every document total is a multiple
+    of 1 / ``scale`` (hits minus a cost with two decimals): the distribution of sum_d s_d T_d
+    over all 2^k sign patterns by convolution on the integer grid, no sampling."""
+    totals = [round(t * scale) for t in _doc_totals(diffs, groups).values()]
+    assert all(abs(t / scale - x) < 1e-9 for t, x in zip(totals, _doc_totals(diffs, groups).values()))
+    totals = [t for t in totals if t != 0]
+    counts = {0: 1}
+    for t in totals:
+        nxt: dict = defaultdict(int)
+        for value, c in counts.items():
+            nxt[value + t] += c
+            nxt[value - t] += c
+        counts = nxt
+    observed = abs(sum(totals))
+    return sum(c for value, c in counts.items() if abs(value) >= observed) / 2 ** len(totals), len(totals)
+
+
+def _verdict_line(text: str, name: str) -> str:
+    (line,) = [x for x in text.splitlines() if x.startswith(f"policy - {name}:")]
+    return line
 
 
 def _with_outcomes(task, base, extra):
@@ -154,9 +219,9 @@ def test_heldout_metrics_recomputed_independently(tmp_path):
 
 
 def test_power_metrics_by_hand(tmp_path):
-    """discordant and min_p counted by hand from the decisions; the MDD equals
-    stats.min_detectable_difference on the decisions' utility differences (non-default alpha and
-    power, to see them passed through)."""
+    """discordant and min_p counted by hand from the decisions; the MDD (centred, clustered by
+    document) and the sign-flip p recomputed by loops over documents and sign patterns
+    (non-default alpha and power, to see them passed through)."""
     task = _task()
     res = run_threshold_protocol(task, LstsqPolicy, freeze_dir=tmp_path, seed=2, cost=0.05, alpha=0.1, power=0.9)
     d, m = res.decisions, res.metrics
@@ -168,9 +233,14 @@ def test_power_metrics_by_hand(tmp_path):
         assert m[f"heldout/mcnemar_vs_{name}/other_only"] == other_only
         assert m[f"heldout/mcnemar_vs_{name}/discordant"] == policy_only + other_only
         assert m[f"heldout/mcnemar_vs_{name}/min_p"] == pytest.approx(min(1.0, 2 * 0.5 ** (policy_only + other_only)))
-        mdd = min_detectable_difference(d["utility"] - other_u, d["doc_id"], alpha=0.1, power=0.9)
-        assert m[f"heldout/diff_vs_{name}/utility/mdd"] == pytest.approx(mdd, rel=1e-12)
-        assert mdd != pytest.approx(min_detectable_difference(d["utility"] - other_u, d["doc_id"]))  # alpha/power used
+        diffs = d["utility"] - other_u
+        mdd = _brute_mdd(diffs, d["doc_id"], alpha=0.1, power=0.9)
+        assert m[f"heldout/diff_vs_{name}/utility/mdd"] == pytest.approx(mdd, rel=1e-9)
+        assert mdd != pytest.approx(_brute_mdd(diffs, d["doc_id"]))  # alpha/power used
+        totals = _doc_totals(diffs, d["doc_id"])
+        assert m[f"heldout/diff_vs_{name}/utility/discordant_docs"] == sum(abs(t) > 1e-12 for t in totals.values())
+        assert m[f"heldout/diff_vs_{name}/utility/p"] == pytest.approx(_brute_sign_flip(diffs, d["doc_id"]), rel=1e-12)
+        assert m[f"heldout/diff_vs_{name}/utility/all_zero"] == int(all(x == 0 for x in diffs))
     rescues = int(((d["extra"] == 1) & (d["base"] == 0)).sum())
     harms = int(((d["extra"] == 0) & (d["base"] == 1)).sum())
     assert (m["heldout/extra_vs_base/rescues"], m["heldout/extra_vs_base/harms"]) == (rescues, harms)
@@ -197,19 +267,151 @@ def test_summary_says_what_cannot_be_resolved(tmp_path):
     m, text = res.metrics, res.summary()
     assert (m["heldout/extra_vs_base/rescues"], m["heldout/extra_vs_base/harms"]) == (4, 1)
     assert m["heldout/extra_vs_base/min_p"] == 0.0625
-    assert "no policy can be shown to differ from always-base on this held-out set at alpha" in text
+    assert "no policy can be shown to differ from always-base in hits on this held-out set at alpha = 0.05" in text
     spans = 0
     for name in ("base", "extra"):
         lo, hi = m[f"heldout/diff_vs_{name}/utility/ci_low"], m[f"heldout/diff_vs_{name}/utility/ci_high"]
-        mdd = m[f"heldout/diff_vs_{name}/utility/mdd"]
+        mdd, p = m[f"heldout/diff_vs_{name}/utility/mdd"], m[f"heldout/diff_vs_{name}/utility/p"]
         n = int(m[f"heldout/mcnemar_vs_{name}/discordant"])
+        assert p >= 0.05
         if lo <= 0 <= hi and mdd > 0:
             spans += 1
-            assert (
+            assert _verdict_line(text, name) == (
                 f"policy - {name}: cannot resolve differences below {fmt(mdd)} ({n} discordant questions; "
-                f"the smallest reachable McNemar p is {fmt(min(1.0, 2 * 0.5**n))})"
-            ) in text
+                f"the smallest reachable McNemar p is {fmt(min(1.0, 2 * 0.5**n))}; exact sign-flip p = {fmt(p)})"
+            )
     assert spans >= 1 and "cannot resolve" in text
+
+
+def _rescues_in_distinct_docs(task, n_rescues, seed=0):
+    """Held-out arms equal except ``n_rescues`` rescues, each in a different document."""
+    _, held = split_dev_heldout(task, 0.8, seed)
+    idx = np.flatnonzero(np.isin(task.qids, held.qids))
+    extra = task.extra.copy()
+    extra[idx] = task.base[idx]
+    docs: list = []
+    for i in idx:
+        if task.base[i] == 0 and task.groups[i] not in docs:
+            docs.append(task.groups[i])
+            extra[i] = 1.0
+        if len(docs) == n_rescues:
+            break
+    assert len(docs) == n_rescues
+    return _with_outcomes(task, task.base, extra)
+
+
+def test_verdict_follows_the_exact_test_not_the_bootstrap(tmp_path):
+    """The review's case: 4 discordant questions (4 documents) all pointing one way. The percentile
+    bootstrap interval excludes 0, the exact test says p = 2 * 0.5^4 = 0.125: no "better"."""
+    task = _rescues_in_distinct_docs(_task(), 4, seed=0)
+    res = run_threshold_protocol(task, OraclePolicy, freeze_dir=tmp_path / "a", seed=0, cost=0.0)
+    m, text = res.metrics, res.summary()
+    pre = "heldout/diff_vs_base/utility"
+    assert m[f"{pre}/ci_low"] > 0  # the bootstrap alone would call it
+    assert (m["heldout/mcnemar_vs_base/policy_only"], m["heldout/mcnemar_vs_base/other_only"]) == (4, 0)
+    assert m[f"{pre}/discordant_docs"] == 4
+    assert m[f"{pre}/p"] == pytest.approx(sps.binomtest(4, 4, 0.5).pvalue) == pytest.approx(0.125)
+    assert m[f"{pre}/p"] == pytest.approx(m["heldout/mcnemar_vs_base/p"])
+    line = _verdict_line(text, "base")
+    assert "better" not in line
+    assert line == (
+        f"policy - base: cannot resolve differences below {fmt(m[f'{pre}/mdd'])} (4 discordant questions; the "
+        f"smallest reachable McNemar p is 0.1250); the bootstrap interval [{fmt(m[f'{pre}/ci_low'])}, "
+        f"{fmt(m[f'{pre}/ci_high'])}] excludes 0 but rests on too few discordant documents (4): "
+        "exact sign-flip p = 0.1250 >= alpha = 0.05"
+    )
+    assert "no policy can be shown to differ from always-base in hits on this held-out set at alpha = 0.05" in text
+    # the oracle chooses extra exactly where it rescues: the same utility as always-extra everywhere
+    assert m["heldout/diff_vs_extra/utility/all_zero"] == 1 and m["heldout/diff_vs_extra/utility/p"] == 1.0
+    assert _verdict_line(text, "extra").startswith("policy - extra: the same utility as always-extra on every")
+    # a looser alpha: now the same p decides "better" (alpha sets the test, not the 95% interval)
+    loose = run_threshold_protocol(task, OraclePolicy, freeze_dir=tmp_path / "b", seed=0, cost=0.0, alpha=0.2)
+    assert loose.metrics[f"{pre}/p"] == m[f"{pre}/p"]
+    assert _verdict_line(loose.summary(), "base") == (
+        "policy - base: the policy is better than always-base (exact sign-flip p = 0.1250 < alpha = 0.2, "
+        f"4 discordant documents; 95% CI [{fmt(m[f'{pre}/ci_low'])}, {fmt(m[f'{pre}/ci_high'])}])"
+    )
+
+
+@pytest.mark.parametrize("factory,seed", [(LstsqPolicy, 0), (LstsqPolicy, 3), (RandomPolicy, 1), (RandomPolicy, 5)])
+def test_sign_flip_p_is_exact_mcnemar_with_one_question_per_document(tmp_path, factory, seed):
+    """No cost, one question per document: the utility differences are the paired hit
+    differences and the sign-flip p is McNemar's exact p (scipy's binomial test)."""
+    res = run_threshold_protocol(_task(n_docs=80, questions_per_doc=1), factory, freeze_dir=tmp_path, seed=seed, cost=0.0)
+    m = res.metrics
+    assert m["heldout/n_docs"] == 16 == m["n/heldout"]
+    for name in ("base", "extra"):
+        b, c = m[f"heldout/mcnemar_vs_{name}/policy_only"], m[f"heldout/mcnemar_vs_{name}/other_only"]
+        expected = 1.0 if b + c == 0 else sps.binomtest(b, b + c, 0.5).pvalue
+        assert m[f"heldout/diff_vs_{name}/utility/p"] == pytest.approx(expected, rel=1e-12)
+        assert m[f"heldout/diff_vs_{name}/utility/discordant_docs"] == b + c
+        # "better"/"worse" exactly when p < alpha
+        decided = "is better than" in _verdict_line(res.summary(), name)
+        assert decided == (expected < 0.05)
+
+
+def test_same_utility_sentence_needs_every_difference_zero(tmp_path):
+    """Every held-out document holds one rescue and one harm: the document totals are 0, so the
+    MDD is 0 and the sign-flip p 1, but the policy does differ from always-base on questions."""
+    from policies.builtin import AlwaysExtra
+
+    task = _task()
+    per_doc_base, per_doc_extra = [0, 1, 1, 0, 1], [1, 0, 1, 0, 1]
+    base = np.array(per_doc_base * (task.n // 5), dtype=float)
+    extra = np.array(per_doc_extra * (task.n // 5), dtype=float)
+    assert all(len(set(task.groups[i : i + 5])) == 1 for i in range(0, task.n, 5))  # 5 questions per document, in order
+    res = run_threshold_protocol(_with_outcomes(task, base, extra), AlwaysExtra, freeze_dir=tmp_path, seed=0, cost=0.0)
+    m, d, text = res.metrics, res.decisions, res.summary()
+    diffs = d["utility"] - d["base"]
+    assert any(diffs != 0) and _brute_mdd(diffs, d["doc_id"]) == 0.0
+    assert m["heldout/diff_vs_base/utility/mdd"] == 0.0 and m["heldout/diff_vs_base/utility/all_zero"] == 0
+    assert m["heldout/diff_vs_base/utility/p"] == 1.0 and m["heldout/diff_vs_base/utility/discordant_docs"] == 0
+    line = _verdict_line(text, "base")
+    assert "same utility" not in line
+    assert line.startswith("policy - base: cannot resolve a difference (MDD 0: the document totals do not vary)")
+    # always-extra IS the policy: every difference is 0
+    assert m["heldout/diff_vs_extra/utility/all_zero"] == 1
+    assert "policy - extra: the same utility as always-extra on every held-out question" in text
+
+
+def test_constant_cost_shift_is_not_noise(tmp_path):
+    """Arms identical on every question, always-extra at cost 0.1: every utility difference vs
+    always-base is -0.1. The centred MDD is 0 (the uncentred one would be 2.80 * sqrt(sum_d
+    T_d^2) / n > 0); the sign-flip test resolves it with 12 documents (p = 2 / 2^12) and not
+    with 5 (p = 2 / 2^5 = 0.0625). Hits cannot differ at all, which the held-out line says."""
+    from policies.builtin import AlwaysExtra
+
+    for n_docs, tag in ((60, "many"), (25, "few")):
+        task = _task(n_docs=n_docs)
+        res = run_threshold_protocol(
+            _with_outcomes(task, task.base, task.base.copy()), AlwaysExtra, freeze_dir=tmp_path / tag, seed=0, cost=0.1
+        )
+        m, d, text = res.metrics, res.decisions, res.summary()
+        k = m["heldout/n_docs"]
+        diffs = d["utility"] - d["base"]
+        assert np.allclose(diffs, -0.1)
+        uncentred = (sps.norm.ppf(0.975) + sps.norm.ppf(0.8)) * math.sqrt(
+            sum(t**2 for t in _doc_totals(diffs, d["doc_id"]).values())
+        ) / len(diffs)
+        assert uncentred > 0.05
+        assert m["heldout/diff_vs_base/utility/mdd"] == pytest.approx(_brute_mdd(diffs, d["doc_id"]), abs=1e-12)
+        assert m["heldout/diff_vs_base/utility/mdd"] == pytest.approx(0.0, abs=1e-12)
+        assert m["heldout/diff_vs_base/utility/all_zero"] == 0 and m["heldout/diff_vs_base/utility/discordant_docs"] == k
+        assert m["heldout/diff_vs_base/utility/p"] == pytest.approx(2 / 2**k)
+        assert "no policy can be shown to differ from always-base in hits on this held-out set" in text
+        line = _verdict_line(text, "base")
+        assert "same utility" not in line
+        if k == 12:
+            assert line.startswith(
+                f"policy - base: always-base is better than the policy (exact sign-flip p = {fmt(2 / 2**12)} < alpha = 0.05"
+            )
+        else:
+            assert k == 5
+            assert line.startswith("policy - base: cannot resolve a difference (MDD 0: the document totals do not vary)")
+            # every resample has mean -0.1: the interval [-0.1, -0.1] excludes 0, the exact test does not
+            assert line.endswith(
+                "excludes 0 but rests on too few discordant documents (5): exact sign-flip p = 0.0625 >= alpha = 0.05"
+            )
 
 
 def test_summary_names_the_better_side(tmp_path):
@@ -218,10 +420,12 @@ def test_summary_names_the_better_side(tmp_path):
     task = _task()
     good = run_threshold_protocol(task, LstsqPolicy, freeze_dir=tmp_path / "g", seed=1)
     assert good.metrics["heldout/diff_vs_base/utility/ci_low"] > 0
-    assert "policy - base: the policy is better than always-base" in good.summary()
+    assert good.metrics["heldout/diff_vs_base/utility/p"] < 0.05  # the test decides, not the interval
+    assert "policy - base: the policy is better than always-base (exact sign-flip p = " in good.summary()
     assert "no policy can be shown" not in good.summary()
     costly = run_threshold_protocol(task, AlwaysExtra, freeze_dir=tmp_path / "c", seed=1, cost=0.5)
     assert costly.metrics["heldout/diff_vs_base/utility/ci_high"] < 0
+    assert costly.metrics["heldout/diff_vs_base/utility/p"] < 0.05
     text = costly.summary()
     assert "policy - base: always-base is better than the policy" in text
     assert "policy - extra: the same utility as always-extra on every held-out question" in text
@@ -455,9 +659,17 @@ def test_three_repeats_are_means_over_three_single_split_runs(tmp_path):
     ]
     m = res.metrics
     assert m["n/repeats"] == R and res.extras["repeat_seeds"] == seeds
-    pooled_suffixes = ("/utility/ci_low", "/utility/ci_high", "/utility/mdd")
+    pooled_suffixes = (
+        "/utility/ci_low", "/utility/ci_high", "/utility/mdd", "/utility/p", "/utility/discordant_docs",
+        "/utility/all_zero",
+    )
+    for r in range(R):  # each repeat's own metrics are those of the single-split run with its seed
+        assert res.extras["per_repeat"][r] == {k: v for k, v in singles[r].metrics.items() if k != "n/repeats"}
+    taus = [x.metrics["dev/tau"] for x in singles]
+    assert "dev/tau" not in m and "dev/tau_std" not in m and "dev/tau_median_std" not in m
+    assert m["dev/tau_median"] == statistics.median(taus)
     for key in singles[0].metrics:
-        if key in ("n/repeats", "cost"):
+        if key in ("n/repeats", "cost", "dev/tau"):
             continue
         if key.endswith(pooled_suffixes):
             assert f"{key}_std" not in m
@@ -480,8 +692,15 @@ def test_three_repeats_are_means_over_three_single_split_runs(tmp_path):
         _, lo, hi = doc_bootstrap_ci(d["utility"] - other, d["doc_id"], n_boot=1000, seed=seed)
         assert m[f"heldout/diff_vs_{name}/utility/ci_low"] == pytest.approx(lo, abs=1e-12)
         assert m[f"heldout/diff_vs_{name}/utility/ci_high"] == pytest.approx(hi, abs=1e-12)
-        mdd = min_detectable_difference(d["utility"] - other, d["doc_id"], alpha=0.05, power=0.8)
-        assert m[f"heldout/diff_vs_{name}/utility/mdd"] == pytest.approx(mdd, rel=1e-12)
+        diffs = d["utility"] - other
+        assert m[f"heldout/diff_vs_{name}/utility/mdd"] == pytest.approx(_brute_mdd(diffs, d["doc_id"]), rel=1e-9)
+        # pooled sign-flip p: documents as clusters (a document's rows of all repeats summed);
+        # beyond 16 documents it is a Monte Carlo estimate with 20,000 patterns: within 5 sd of exact
+        exact_p, k = _exact_sign_flip_on_a_grid(diffs, d["doc_id"], scale=100)
+        assert m[f"heldout/diff_vs_{name}/utility/discordant_docs"] == k
+        sd = math.sqrt(max(exact_p * (1 - exact_p), 1e-4) / 20_000)
+        assert m[f"heldout/diff_vs_{name}/utility/p"] == pytest.approx(exact_p, abs=5 * sd + 1 / 20_001)
+        assert m[f"heldout/diff_vs_{name}/utility/all_zero"] == int(all(x == 0 for x in diffs))
     # one freeze per repeat, in its own folder; repeat 0 is ``frozen``, all are in extras
     assert res.frozen["dir"] == str(tmp_path / "rep" / "repeat_0")
     per = res.extras["frozen_per_repeat"]
@@ -496,6 +715,22 @@ def test_three_repeats_are_means_over_three_single_split_runs(tmp_path):
         assert per[r]["sha256"]["tau"] == singles[r].frozen["sha256"]["tau"]
     text = res.summary()
     assert "repeats: 3" in text and "mean over repeats" in text and "repeat 0 of 3" in text
+
+
+def test_repeats_log_the_median_tau_not_a_mean(tmp_path):
+    """random at cost 0.3: some repeats choose tau = +inf (never extra), others a finite tau. A
+    mean of taus would be +inf with a nan sd; R > 1 logs the median (+inf allowed) and no
+    ``dev/tau``; every other metric and sd stays finite."""
+    res = run_threshold_protocol(_task(), RandomPolicy, freeze_dir=tmp_path, seed=7, cost=0.3, repeats=4)
+    m = res.metrics
+    taus = [r["dev/tau"] for r in res.extras["per_repeat"]]
+    assert any(math.isinf(t) for t in taus) and any(math.isfinite(t) for t in taus)
+    assert "dev/tau" not in m and not any(k.startswith("dev/tau_") and k != "dev/tau_median" for k in m)
+    assert m["dev/tau_median"] == statistics.median(taus)
+    assert not any(math.isnan(v) for k, v in m.items() if k.endswith("_std"))
+    assert "tau median=" + fmt(statistics.median(taus)) in res.summary()
+    one = run_threshold_protocol(_task(), RandomPolicy, freeze_dir=tmp_path / "one", seed=7, cost=0.3)
+    assert "dev/tau" in one.metrics and "dev/tau_median" not in one.metrics
 
 
 def test_repeats_freeze_before_their_own_heldout(tmp_path):
@@ -520,4 +755,4 @@ def test_repeats_summary_for_a_blind_heldout(tmp_path):
     extra[:3] = 1 - extra[:3]  # at most 3 questions differ between the arms anywhere
     res = run_threshold_protocol(_with_outcomes(task, task.base, extra), LstsqPolicy, freeze_dir=tmp_path, seed=0, repeats=2)
     assert all(r["heldout/extra_vs_base/min_p"] > 0.05 for r in res.extras["per_repeat"])
-    assert "no policy can be shown to differ from always-base on any of these held-out sets" in res.summary()
+    assert "no policy can be shown to differ from always-base in hits on any of these held-out sets" in res.summary()

@@ -204,3 +204,21 @@ def test_unfinished_job_shows_status_with_blank_metrics(tmp_path):
     assert report.best_values(rep)["heldout/hit_at_10"] < 0.999
     # --latest follows the newest job run, not the parent's start time
     assert report.find_latest_sweep_id(client, [ids["experiment_id"]], uri) == SWEEP_ID
+
+
+def test_a_tie_marks_nobody_even_with_float_noise():
+    from harness.report import Column, JobRow, SweepReport
+
+    def row(name, value):
+        return JobRow(run_id=name, run_name=name, status="FINISHED", policy=name, cost="0",
+                      metrics={"heldout/utility": value, "frontier/exact_auc": value})
+
+    third = sum([0.1] * 3) / 3  # 0.1 up to the last bit
+    rows = [row("a", 0.1), row("b", third), row("c", 0.05)]
+    cols = [Column("utility", "heldout/utility", "high"), Column("auc", "frontier/exact_auc", "low")]
+    rep = SweepReport("s", "uri", "exp", None, rows, cols, "hit_at_10")
+    assert third != 0.1
+    best = report.best_values(rep)
+    assert "heldout/utility" not in best  # a and b tie at the top: nobody is marked
+    assert best["frontier/exact_auc"] == 0.05  # one job alone holds the lowest value
+    assert report.cell_text(row("d", float("nan")), cols[0]) == "undefined"

@@ -83,7 +83,7 @@ def test_expected_curve_equals_monte_carlo_tie_breaking():
 
 
 def test_constant_score_is_random_straight_line_apgr_half():
-    base, extra = _binary_pair(n_rescue=14, n_harm=5, n_both=10, n_neither=11)
+    base, extra = _binary_pair(n_rescue=16, n_harm=4, n_both=10, n_neither=10)  # McNemar p 0.012
     n = len(base)
     usage, curve = rs.expected_exact_curve(np.zeros(n), base, extra)
     # random's expectation: base_mean + u * (extra_mean - base_mean)
@@ -97,7 +97,9 @@ def test_constant_score_is_random_straight_line_apgr_half():
     assert summary["apgr"] == pytest.approx(0.5, abs=1e-12)
     assert summary["cpt50"] == pytest.approx(0.5, abs=1e-12)
     assert summary["cpt80"] == pytest.approx(0.8, abs=1e-12)
-    assert (summary["n_rescues"], summary["n_harms"]) == (14, 5)
+    assert (summary["n_rescues"], summary["n_harms"]) == (16, 4)
+    assert summary["gap_test"] == "mcnemar" and summary["gap_p"] == pytest.approx(2 * sum(
+        math.comb(20, i) for i in range(5)) / 2**20, rel=1e-12)
 
 
 # --------------------------------------------------------------------------------------------
@@ -110,8 +112,14 @@ def test_oracle_cpt_and_apgr_by_hand(n_rescue, n_harm, n_both, n_neither):
     base, extra = _binary_pair(n_rescue, n_harm, n_both, n_neither, seed=5)
     n, R, H = len(base), n_rescue, n_harm
     delta = extra - base
-    s = rs.routing_summaries(delta, base, extra, min_discordant=R + H)
-    assert s["defined"]
+    # the formulas do not depend on whether the gap is significant: pgr_summaries skips the check
+    s = rs.pgr_summaries(delta, base, extra)
+    checked = rs.routing_summaries(delta, base, extra, min_discordant=R + H)
+    p = min(1.0, 2 * sum(math.comb(R + H, i) for i in range(min(R, H) + 1)) / 2 ** (R + H))
+    assert checked["gap_p"] == pytest.approx(p, rel=1e-12)
+    assert checked["defined"] == (p < 0.05)
+    for k in ("apgr", "cpt50", "cpt80"):
+        assert checked[k] == s[k] if checked["defined"] else math.isnan(checked[k])
     # the oracle spends its first calls on rescues, one net question recovered per call:
     # PGR(k/n) = k / (R - H) for k <= R, so PGR reaches x at k = x (R - H) calls
     assert s["cpt50"] == pytest.approx(0.5 * (R - H) / n, rel=1e-12)
@@ -128,7 +136,7 @@ def test_oracle_cpt_and_apgr_by_hand(n_rescue, n_harm, n_both, n_neither):
     assert math.isnan(rs.cpt(usage, pgr, P + 0.01))  # never reached
     # ties inside the delta classes change nothing: distinct scores in the same class order
     jitter = delta + 1e-6 * np.random.default_rng(1).random(n)
-    s2 = rs.routing_summaries(jitter, base, extra, min_discordant=R + H)
+    s2 = rs.pgr_summaries(jitter, base, extra)
     assert (s2["cpt50"], s2["cpt80"], s2["apgr"]) == pytest.approx((s["cpt50"], s["cpt80"], s["apgr"]), rel=1e-12)
 
 
@@ -172,9 +180,13 @@ def test_undefined_below_min_discordant_and_without_gap():
     assert not s["defined"] and s["reason"] == reason
     assert all(math.isnan(s[k]) for k in ("apgr", "cpt50", "cpt80"))
     assert (s["n_rescues"], s["n_harms"]) == (6, 3)
-    # at the threshold it is defined
-    assert rs.gap_is_resolvable(base, extra, min_discordant=9) == (True, "")
-    assert rs.routing_summaries(scores, base, extra, min_discordant=9)["defined"]
+    # at the threshold the count passes, but 6 rescues vs 3 harms are noise (McNemar p 0.51)
+    ok, reason = rs.gap_is_resolvable(base, extra, min_discordant=9)
+    assert not ok and reason.startswith("gap not told from zero: exact McNemar test of 6 rescues vs 3 harms")
+    assert "p = 0.508 >= alpha=0.05" in reason
+    # a level above that p defines it (alpha is a parameter)
+    assert rs.gap_is_resolvable(base, extra, min_discordant=9, alpha=0.6) == (True, "")
+    assert rs.routing_summaries(scores, base, extra, min_discordant=9, alpha=0.6)["defined"]
     # many discordant questions but no net gap (or a negative one): undefined
     for r, h in [(8, 8), (5, 9)]:
         b, e = _binary_pair(n_rescue=r, n_harm=h, n_both=5, n_neither=5)
@@ -183,6 +195,70 @@ def test_undefined_below_min_discordant_and_without_gap():
         assert math.isnan(rs.routing_summaries(e - b, b, e)["apgr"])
     with pytest.raises(ConfigError):
         rs.gap_is_resolvable(base, extra, min_discordant=-1)
+    for alpha in (0.0, 1.0, math.nan):
+        with pytest.raises(ConfigError):
+            rs.gap_is_resolvable(base, extra, alpha=alpha)
+
+
+@pytest.mark.parametrize("rescues,harms", [(30, 22), (33, 19), (35, 15), (40, 10)])
+def test_gap_p_at_or_above_alpha_is_undefined_with_the_test_and_its_p(rescues, harms):
+    """The synthetic table's test halves hold about 30 rescues vs 22 harms: a net gap, many
+    discordant questions, and still noise (McNemar p about 0.33)."""
+    base, extra = _binary_pair(n_rescue=rescues, n_harm=harms, n_both=60, n_neither=40)
+    from harness.stats import mcnemar_exact
+
+    p = mcnemar_exact(extra, base)[2]
+    check = rs.gap_check(base, extra, min_discordant=10, alpha=0.05)
+    assert (check.test, check.n_rescues, check.n_harms) == ("mcnemar", rescues, harms)
+    assert check.p == p
+    s = rs.routing_summaries(extra - base, base, extra)
+    if p >= 0.05:
+        assert not check.ok and not s["defined"]
+        assert check.reason == (
+            f"gap not told from zero: exact McNemar test of {rescues} rescues vs {harms} harms "
+            f"p = {p:.3g} >= alpha=0.05; PGR/APGR/CPT not defined"
+        )
+        assert s["reason"] == check.reason and all(math.isnan(s[k]) for k in ("apgr", "cpt50", "cpt80"))
+    else:
+        assert check.ok and s["defined"] and not math.isnan(s["apgr"])
+    # the boundary: p < alpha strictly
+    assert rs.gap_check(base, extra, alpha=p).ok is False
+    assert rs.gap_check(base, extra, alpha=min(0.999, p * 1.0001)).ok is (p * 1.0001 < 1)
+
+
+def test_continuous_gap_uses_the_document_sign_flip_test():
+    from harness.stats import sign_flip_test
+
+    rng = np.random.default_rng(4)
+    n_docs, per_doc = 30, 4
+    groups = np.repeat([f"d{i}" for i in range(n_docs)], per_doc)
+    base = 0.2 + 0.6 * rng.random(n_docs * per_doc)
+    for shift, expect_ok in ((0.05, True), (0.002, False)):
+        extra = base + shift + 0.2 * (rng.random(len(base)) - 0.5)
+        assert np.sum(extra - base) > 0  # a net gap either way: only the test tells them apart
+        check = rs.gap_check(base, extra, groups=groups)
+        p = sign_flip_test(extra - base, groups)
+        assert check.test == "sign_flip" and check.p == p and check.ok == (p < 0.05) == expect_ok
+        if not expect_ok:
+            assert check.reason.startswith(f"gap not told from zero: sign-flip test of extra - base on {n_docs} "
+                                           "document totals")
+            assert f"p = {p:.3g} >= alpha=0.05" in check.reason
+    # questions of one document move together: the gap rests on documents, not questions. Here
+    # extra beats base by 0.05 on every question of 10 documents and loses 0.05 on 6: McNemar-like
+    # counting of 64 questions would call it significant, the document test does not
+    g = np.repeat([f"d{i}" for i in range(16)], 4)
+    b = np.full(64, 0.5)
+    e = b + np.repeat(np.r_[np.full(10, 0.05), np.full(6, -0.05)], 4)
+    check = rs.gap_check(b, e, groups=g)
+    assert not check.ok and check.p == pytest.approx(sign_flip_test(e - b, g))
+    assert check.p == pytest.approx(2 * sum(math.comb(16, i) for i in range(7)) / 2**16)  # exact: 6 of 16
+    # continuous outcomes without documents: an error, not a silent per-question test
+    with pytest.raises(HarnessError):
+        rs.gap_check(b, e)
+    with pytest.raises(HarnessError):
+        rs.routing_summaries(e - b, b, e)
+    with pytest.raises(HarnessError):
+        rs.gap_check(b, e, groups=g[:10])
 
 
 def test_bad_inputs_raise():
@@ -284,6 +360,62 @@ def test_aiq_of_exact_curve_via_operating_cost():
     assert rs.aiq(costs, curve) == pytest.approx((base.mean() + extra.mean()) / 2, abs=1e-12)
     with pytest.raises(HarnessError):
         rs.operating_cost([0.5, 1.5], 0.0, 1.0)
+
+
+# --------------------------------------------------------------------------------------------
+# Random's reference: the mean over seeded random orderings
+# --------------------------------------------------------------------------------------------
+
+
+def test_random_reference_is_the_mean_over_seeded_orderings():
+    base, extra = _binary_pair(n_rescue=12, n_harm=3, n_both=8, n_neither=7, seed=2)
+    n = len(base)
+    cost = np.random.default_rng(0).integers(0, 5, n).astype(float)
+    ref = rs.random_ordering_reference(base, extra, [3, 1], extra_cost=cost, base_cost=2.0, n_orders=40)
+    rng = np.random.default_rng([3, 1])  # the same generator, replayed by hand
+    aiqs, c50, c80 = [], [], []
+    for _ in range(40):
+        order = rng.permutation(n)
+        curve = _curve_for_order(list(order), base, extra)
+        costs = [2.0 + sum(cost[order[:k]]) / n for k in range(n + 1)]
+        grid = np.unique(costs)
+        height = np.array([_brute_hull_height(costs, curve.tolist(), x) for x in grid])
+        aiqs.append(np.sum(np.diff(grid) * (height[1:] + height[:-1]) / 2) / (grid[-1] - grid[0]))
+        pgr = (curve - base.mean()) / (extra.mean() - base.mean())
+        for level, out in ((0.5, c50), (0.8, c80)):
+            k = next(k for k in range(n + 1) if pgr[k] >= level - 1e-12)  # first crossing, by a loop
+            out.append(k / n if k == 0 else (k - 1 + (level - pgr[k - 1]) / (pgr[k] - pgr[k - 1])) / n)
+    assert ref["n_orders"] == 40
+    assert ref["aiq"] == pytest.approx(np.mean(aiqs), abs=1e-12)
+    assert ref["aiq_sd"] == pytest.approx(np.std(aiqs), abs=1e-12)
+    assert ref["cpt50"] == pytest.approx(np.mean(c50), abs=1e-9)
+    assert ref["cpt80"] == pytest.approx(np.mean(c80), abs=1e-9)
+    # the orderings are exposed for replay, seeded, one permutation per row
+    orders = rs.random_orderings(n, [3, 1], 40)
+    assert orders.shape == (40, n) and all(sorted(o) == list(range(n)) for o in orders)
+    assert np.array_equal(orders, rs.random_orderings(n, [3, 1], 40))
+    assert not np.array_equal(orders, rs.random_orderings(n, [3, 2], 40))
+
+
+def test_random_reference_carries_the_selection_a_single_curve_gets():
+    """One noisy curve's hull lies above the straight line and its first crossing of 50% comes
+    early; the straight line (random's expectation) would flatter any single curve."""
+    base, extra = _binary_pair(n_rescue=30, n_harm=12, n_both=40, n_neither=38, seed=1)
+    n = len(base)
+    ref = rs.random_ordering_reference(base, extra, 0)
+    line_aiq = (base.mean() + extra.mean()) / 2
+    assert ref["n_orders"] == rs.N_RANDOM_ORDERINGS == 200
+    assert ref["aiq"] > line_aiq + 3 * ref["aiq_sd"] / math.sqrt(200)
+    assert ref["cpt50"] < 0.5 - 3 * ref["cpt50_sd"] / math.sqrt(200)
+    # APGR needs no such reference: it is linear, its mean over orderings is the line's 0.5
+    orders = rs.random_orderings(n, 0)
+    apgrs = [rs.pgr_summaries(-np.argsort(o).astype(float), base, extra)["apgr"] for o in orders]
+    assert abs(np.mean(apgrs) - 0.5) < 3 * np.std(apgrs) / math.sqrt(len(orders))
+    # no positive net gap: CPT undefined for every ordering, AIQ still defined
+    flat = rs.random_ordering_reference(base, base, 0, n_orders=5)
+    assert math.isnan(flat["cpt50"]) and flat["aiq"] == pytest.approx(base.mean())
+    with pytest.raises(ConfigError):
+        rs.random_ordering_reference(base, extra, 0, n_orders=0)
 
 
 # --------------------------------------------------------------------------------------------

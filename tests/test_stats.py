@@ -121,18 +121,57 @@ def test_min_detectable_difference_closed_form_and_clusters():
     # one question per document, hits: 3 + 2 discordant pairs among 50 questions
     diffs = np.array([1] * 3 + [-1] * 2 + [0] * 45, dtype=float)
     groups = np.arange(50).astype(str)
-    assert stats.min_detectable_difference(diffs, groups) == pytest.approx(z * math.sqrt(5) / 50)
-    # two discordant questions in one document count as one cluster sum: (1 + 1)^2 = 4, not 2
+    b, c, n = 3, 2, 50
+    assert stats.min_detectable_difference(diffs, groups) == pytest.approx(z * math.sqrt((b + c) - (b - c) ** 2 / n) / n)
+    # independent: the centred cluster-robust SE, by a loop over documents
     g2 = groups.copy()
-    g2[1] = g2[0]
-    se0 = math.sqrt(4 + 1 + 1 + 1) / 50
-    assert stats.min_detectable_difference(diffs, g2) == pytest.approx(z * se0)
-    # brute force: the z-test of the mean at MDD has power 0.8 (normal approximation)
+    g2[1] = g2[0]  # two discordant questions in one document form one cluster
+    mean = diffs.mean()
+    totals = {}
+    for v, doc in zip(diffs, g2):
+        t, k = totals.get(doc, (0.0, 0))
+        totals[doc] = (t + v, k + 1)
+    se = math.sqrt(sum((t - k * mean) ** 2 for t, k in totals.values())) / n
+    assert stats.min_detectable_difference(diffs, g2) == pytest.approx(z * se)
+    # a constant cost shift is not noise: same MDD with and without it
+    assert stats.min_detectable_difference(diffs - 0.2, groups) == pytest.approx(stats.min_detectable_difference(diffs, groups))
+    # the z-test of the mean at MDD has power 0.8 (normal approximation)
     mdd = stats.min_detectable_difference(diffs, groups, alpha=0.05, power=0.8)
-    se = math.sqrt(5) / 50
+    se = mdd / z
     achieved = sps.norm.sf(sps.norm.ppf(0.975) - mdd / se) + sps.norm.cdf(-sps.norm.ppf(0.975) - mdd / se)
     assert achieved == pytest.approx(0.8, abs=1e-3)
     assert stats.min_detectable_difference(np.zeros(5), list("abcde")) == 0.0
+
+
+def test_sign_flip_equals_exact_mcnemar_with_one_question_per_document():
+    rng = np.random.default_rng(4)
+    for _ in range(25):
+        n = int(rng.integers(5, 40))
+        a = (rng.random(n) < 0.5).astype(float)
+        b = np.where(rng.random(n) < 0.25, 1 - a, a)
+        _, _, p = stats.mcnemar_exact(a, b)
+        assert stats.sign_flip_test(a - b, np.arange(n).astype(str)) == pytest.approx(p)
+    # four discordant questions all one way: 0.125, never "significant"
+    assert stats.sign_flip_test([1, 1, 1, 1, 0, 0], list("abcdef")) == pytest.approx(0.125)
+    assert stats.sign_flip_test([0, 0], ["a", "b"]) == 1.0
+
+
+def test_sign_flip_by_brute_force_over_documents_and_monte_carlo():
+    import itertools
+
+    values, groups = _grouped_values(n_docs=10, seed=2)
+    docs = sorted(set(groups.tolist()))
+    totals = np.array([values[groups == d].sum() for d in docs])
+    observed = abs(totals.sum())
+    count = sum(abs(np.dot(s, totals)) >= observed - 1e-9 for s in itertools.product((-1, 1), repeat=len(docs)))
+    assert stats.sign_flip_test(values, groups) == pytest.approx(count / 2 ** len(docs))
+    # beyond 16 non-zero documents: Monte Carlo, close to the normal approximation
+    v, g = _grouped_values(n_docs=60, seed=3)
+    v = v + 0.3
+    p = stats.sign_flip_test(v, g, n_perm=20_000, seed=1)
+    t = np.array([v[g == d].sum() for d in sorted(set(g.tolist()))])
+    z = abs(t.sum()) / math.sqrt(np.sum(t**2))
+    assert p == pytest.approx(2 * sps.norm.sf(z), abs=0.01)
 
 
 def test_holm_adjust_by_brute_force():
@@ -153,15 +192,13 @@ def test_holm_adjust_by_brute_force():
     assert np.isnan(out[1]) and out[0] == pytest.approx(0.02) and out[2] == pytest.approx(0.04)
 
 
-def test_bootstrap_p_value_agrees_with_the_interval():
+def test_bootstrap_means_are_the_draws_behind_the_interval():
     values, groups = _grouped_values(seed=5)
     for shift in (0.0, 0.3, 1.0):
         v = values + shift
         boot = stats.doc_bootstrap_means(v, groups, n_boot=2000, seed=1)
         _, lo, hi = stats.doc_bootstrap_ci(v, groups, n_boot=2000, seed=1)
         assert np.isclose(np.percentile(boot, 2.5), lo) and np.isclose(np.percentile(boot, 97.5), hi)
-        p = stats.bootstrap_p_value(boot)
-        assert (p < 0.05) == (lo > 0 or hi < 0)
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -92,6 +92,34 @@ Fixed decisions
   ``budget/fixed/...``; no per-budget metrics and no AUC. Their rows in the frontiers table
   have ``frontier="fixed"``, ``fixed=True`` and budget NaN, so plots draw them as a point.
 
+Routing summaries (README "Routing summaries")
+- Per split, on the test half: APGR, CPT(50%), CPT(80%) (RouteLLM) and AIQ (RouterBench) for
+  the policy's exact curve (every k, ties at their expectation), its deployable operating
+  points (with always-base and always-extra as ends), random and the oracle (exact curve).
+- PGR, APGR and CPT are defined for a split only when the base-to-extra gap of its test half
+  is told from zero (``routing_summaries.gap_check``): >= ``min_discordant`` discordant
+  questions, a positive net gap, and p < ``alpha`` (default 0.05) in the exact McNemar test of
+  rescues vs harms (0/1 outcomes) or the document sign-flip test of extra - base (continuous
+  outcomes). Their means over splits are reported only when every split is defined, else NaN
+  (a mean over the lucky splits would be selected by the gap); AIQ is no ratio and is always
+  reported. The per-split table (``routing``) records the test (``gap_test``), its p
+  (``gap_p``) and the reason.
+- Random's APGR is the exact expectation (the straight line, 0.5): APGR is linear in the curve,
+  so a policy's noisy curve is unbiased for its expectation. Random's AIQ and CPT are the mean
+  over ``routing_summaries.N_RANDOM_ORDERINGS`` (200) seeded uniformly random orderings of the
+  test half (``random_ordering_reference``; generator ``np.random.default_rng([seed, split])``,
+  seed = the run's seed, split = the split's index 0..n_splits-1): the hull and the first
+  crossing pick a realisation's lucky points, so the policy's single realisation must be
+  compared with random realisations, not with random's noiseless line (against the line a
+  random policy "beat random" on AIQ in 8 of 8 seeds). A constant score (ties at their
+  expectation: no realisation, no luck) therefore sits on the line, slightly below random's
+  AIQ reference and above its CPT reference; its APGR equals random's exactly.
+- The deployable frontier's AIQ hulls its few operating points and so also drops points by
+  their test outcomes, optimistic in the same way. Random's reference hulls all n + 1 points
+  of each ordering, which selects at least as much as a hull over the deployable's handful of
+  budgets (a hull over more points of the same curve is never lower), so comparing the
+  deployable AIQ with random's is conservative, never flattering.
+
 Power
 - Every split's test half holds the discordant questions (rescues delta > 0, harms delta < 0)
   that all frontier differences rest on; the summary and ``budget/power/...`` report their
@@ -112,7 +140,18 @@ import pandas as pd
 
 from harness.errors import ConfigError
 from harness.protocols.common import PolicyFactory, fit_policy, fmt, policy_label, score_task, text_table
-from harness.protocols.routing_summaries import aiq, apgr, cpt, expected_gains, pgr_curve, routing_summaries
+from harness.protocols.routing_summaries import (
+    N_RANDOM_ORDERINGS,
+    GapCheck,
+    aiq,
+    apgr,
+    cpt,
+    expected_gains,
+    gap_check,
+    pgr_curve,
+    pgr_summaries,
+    random_ordering_reference,
+)
 from harness.protocols.threshold import oof_scores
 from harness.stats import dkw_epsilon, min_detectable_difference, stratified_grouped_halves
 from harness.task import RoutingTask
@@ -237,15 +276,38 @@ def cost_axis(test: RoutingTask) -> tuple[float, np.ndarray, str]:
     return float(np.mean(test.base_cost)), np.asarray(test.extra_cost, dtype=float), test.cost_unit
 
 
-def exact_routing_summaries(scores, test: RoutingTask, min_discordant: int) -> dict:
-    """APGR, CPT(50%), CPT(80%) (``routing_summaries``, exact curve with ties at their
-    expectation) and AIQ over the (expected cost, outcome) points of every k = 0..n."""
+def split_gap(test: RoutingTask, min_discordant: int, alpha: float) -> GapCheck:
+    """Whether the test half's base-to-extra gap is told from zero (``gap_check``: discordant
+    count, positive net gap, McNemar or document sign-flip p < alpha)."""
+    return gap_check(test.base, test.extra, min_discordant, alpha, groups=test.groups)
+
+
+def exact_routing_summaries(scores, test: RoutingTask, gap: GapCheck) -> dict:
+    """APGR, CPT(50%), CPT(80%) (``pgr_summaries``, exact curve with ties at their
+    expectation; NaN unless ``gap.ok``) and AIQ over the (expected cost, outcome) points of
+    every k = 0..n."""
     base_cost, extra_cost, _ = cost_axis(test)
-    r = routing_summaries(scores, test.base, test.extra, min_discordant)
+    r = pgr_summaries(scores, test.base, test.extra)
     _, outcome = exact_frontier_curve(scores, test.base, test.delta)
     costs = base_cost + expected_gains(scores, extra_cost) / test.n
-    return {"apgr": r["apgr"], "cpt50": r["cpt50"], "cpt80": r["cpt80"], "aiq": aiq(costs, outcome),
-            "defined": bool(r["defined"]), "reason": r["reason"]}
+    ok = bool(gap.ok) and not math.isnan(r["apgr"])
+    reason = gap.reason if not gap.ok else ("" if ok else "net gap is not positive; PGR/APGR/CPT not defined")
+    pgr = {k: (r[k] if ok else math.nan) for k in ("apgr", "cpt50", "cpt80")}
+    return pgr | {"aiq": aiq(costs, outcome), "defined": ok, "reason": reason}
+
+
+def random_routing_summaries(test: RoutingTask, gap: GapCheck, seed, n_orders: int = N_RANDOM_ORDERINGS) -> dict:
+    """Random's row: APGR of the straight line (random's exact expectation, 0.5), AIQ and
+    CPT(50%) / CPT(80%) the mean over ``n_orders`` seeded random orderings of the test half
+    (``random_ordering_reference`` with the same cost axis as the policy's AIQ; CPT NaN unless
+    ``gap.ok``). ``seed``: ``[run seed, split index]`` in the protocol (module docstring)."""
+    base_cost, extra_cost, _ = cost_axis(test)
+    line = exact_routing_summaries(np.zeros(test.n), test, gap)
+    ref = random_ordering_reference(test.base, test.extra, seed, extra_cost=extra_cost, base_cost=base_cost,
+                                    n_orders=n_orders)
+    ok = line["defined"]
+    return line | {"aiq": ref["aiq"], "cpt50": ref["cpt50"] if ok else math.nan,
+                   "cpt80": ref["cpt80"] if ok else math.nan}
 
 
 def points_routing_summaries(points, test: RoutingTask, defined: bool) -> dict:
@@ -311,13 +373,19 @@ class BudgetResult:
         table = text_table(["routing summaries", "APGR", "CPT(50%)", "CPT(80%)", f"AIQ (cost: {unit})"], rows)
         n_def, n_splits = int(m["routing/gap_defined_splits"]), int(m["n/splits"])
         if n_def < n_splits:
-            reasons = sorted(set(r.loc[~r["gap_defined"].astype(bool), "reason"])) if r is not None else []
+            reasons = sorted({str(x).removesuffix("; PGR/APGR/CPT not defined")
+                              for x in r.loc[~r["gap_defined"].astype(bool), "reason"]}) if r is not None else []
             note = (
                 f"PGR, APGR and CPT are undefined: the base-to-extra gap is resolvable in {n_def} of "
                 f"{n_splits} test halves ({'; '.join(reasons)})"
             )
         else:
             note = "PGR = share of the base-to-extra gap recovered; CPT(x) = smallest usage with PGR >= x"
+        note += (
+            f"\nrandom: APGR of its expectation (the line, 0.5); CPT and AIQ the mean over "
+            f"{N_RANDOM_ORDERINGS} seeded random orderings (the hull and the first crossing favour a "
+            "single noisy curve, the policy's and random's alike)"
+        )
         return f"{table}\n{note}"
 
     def _power_line(self) -> str:
@@ -452,9 +520,15 @@ def run_budget_protocol(
     calibration: str = "oof",
     cal_folds: int = 5,
     min_discordant: int = 10,
+    alpha: float = 0.05,
 ) -> BudgetResult:
     """Protocol B: per split, calibrate on one half (out-of-fold scores by default), apply the
-    policy fitted on the whole calibration half to the test half, evaluate every frontier."""
+    policy fitted on the whole calibration half to the test half, evaluate every frontier.
+
+    ``min_discordant`` and ``alpha`` decide whether a test half's base-to-extra gap is told
+    from zero (PGR, APGR and CPT are NaN otherwise; module docstring, "Routing summaries")."""
+    if not 0.0 < float(alpha) < 1.0:
+        raise ConfigError("protocol.alpha", f"must be in (0, 1), got {alpha!r}")
     budgets = tuple(float(b) for b in budgets)
     for b in budgets:
         if not 0 <= b <= 1:
@@ -545,15 +619,17 @@ def run_budget_protocol(
                         "oracle_matched": oracle_matched(test.base, test.delta, k),
                     }
                 )
-        exact = exact_routing_summaries(test_scores, test, min_discordant)
+        gap = split_gap(test, min_discordant, alpha)
+        exact = exact_routing_summaries(test_scores, test, gap)
         curves = {
             "exact": exact,
             "deployable": points_routing_summaries(deploy_points, test, exact["defined"]),
-            "random": exact_routing_summaries(np.zeros(n), test, min_discordant),
-            "oracle": exact_routing_summaries(test.delta, test, min_discordant),
+            "random": random_routing_summaries(test, gap, [int(seed), s]),
+            "oracle": exact_routing_summaries(test.delta, test, gap),
         }
         routing_rows.append(
-            {"split": s, "gap_defined": exact["defined"], "reason": exact["reason"], "cost_unit": cost_axis(test)[2]}
+            {"split": s, "gap_defined": exact["defined"], "reason": exact["reason"], "gap_test": gap.test,
+             "gap_p": gap.p, "cost_unit": cost_axis(test)[2]}
             | {f"{curve}/{stat}": values[stat] for curve, values in curves.items() for stat in ROUTING_STATS}
         )
     frontiers = pd.DataFrame(rows)

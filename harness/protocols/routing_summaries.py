@@ -19,9 +19,16 @@ Choices where the papers leave a detail open (each also in its function's docstr
   operating points is what a seeded coin mixing the two achieves in expectation
   (``mixed_policy``). (0, PGR 0) and (1, PGR 1) are added where missing; operating points that
   share a usage are averaged (the 50/50 mix).
-- PGR, APGR and CPT are NaN with a plain reason when the base-to-extra gap rests on fewer than
-  ``min_discordant`` discordant questions or is not positive (``gap_is_resolvable``): a ratio of
-  two noisy small numbers is not reported.
+- PGR, APGR and CPT are NaN with a plain reason unless the base-to-extra gap is told from zero
+  (``gap_is_resolvable``): at least ``min_discordant`` discordant questions, a positive net gap,
+  and a paired test of "extra = base" with p < ``alpha`` (exact McNemar for 0/1 outcomes, a
+  sign-flip test on document totals for continuous ones). A ratio whose denominator is noise is
+  not reported.
+- Random's reference for AIQ and CPT is the mean of the statistic over ``N_RANDOM_ORDERINGS``
+  seeded uniformly random orderings (``random_ordering_reference``), not the straight line of
+  random's expectation: a policy's exact curve is one noisy realisation whose hull (AIQ) and
+  first crossing (CPT) pick its lucky points, and the reference must carry the same selection.
+  APGR is linear in the curve, so random's APGR stays the straight line's exact 0.5.
 - AIQ integrates over [min cost, max cost] of the points and divides by that range (the paper's
   formula); the hull is extended flat to the right of its best point. RouterBench's published
   script divides by the largest cost instead (as if the cheapest cost were 0); pass
@@ -36,7 +43,7 @@ from typing import NamedTuple
 import numpy as np
 
 from harness.errors import ConfigError, HarnessError
-from harness.stats import min_mcnemar_p
+from harness.stats import mcnemar_exact, min_mcnemar_p, sign_flip_test
 
 __all__ = [
     "expected_exact_curve",
@@ -44,8 +51,13 @@ __all__ = [
     "pgr_curve",
     "apgr",
     "cpt",
+    "GapCheck",
+    "gap_check",
     "gap_is_resolvable",
+    "pgr_summaries",
     "routing_summaries",
+    "N_RANDOM_ORDERINGS",
+    "random_ordering_reference",
     "convex_hull_upper",
     "aiq",
     "MixedPolicy",
@@ -235,80 +247,236 @@ def cpt(usage, pgr, level: float) -> float:
     return float(u[i - 1] + (level - p[i - 1]) / (p[i] - p[i - 1]) * (u[i] - u[i - 1]))
 
 
-def gap_is_resolvable(base, extra, min_discordant: int = 10) -> tuple[bool, str]:
-    """Whether the base-to-extra gap is worth dividing by: (True, "") or (False, reason).
+class GapCheck(NamedTuple):
+    """Whether the base-to-extra gap is told from zero (``gap_check``)."""
 
-    PGR divides by extra_mean - base_mean. When that gap rests on a handful of discordant
-    questions it is mostly noise, and PGR, APGR and CPT become large ratios of two noisy
-    numbers; they are then reported as undefined (NaN) with the reason. Undefined when
+    ok: bool
+    reason: str  # "" when ok
+    test: str  # "mcnemar" (0/1 outcomes) or "sign_flip" (continuous, by document)
+    p: float  # two-sided p-value of that test (NaN when not reached: too few discordant)
+    n_rescues: int
+    n_harms: int
 
-    - rescues + harms < ``min_discordant``, where a rescue is a question with extra > base and a
-      harm one with extra < base (for 0/1 hits: the discordant pairs of McNemar's test; the
-      reason quotes the smallest McNemar p-value that many pairs allow), or
-    - the net gap sum(extra - base) <= 0 (for 0/1 hits: rescues - harms <= 0): the extra arm
-      does not improve on the base arm, so there is no gap to recover.
+
+def _is_binary(*arrays: np.ndarray) -> bool:
+    return all(np.isin(a, (0.0, 1.0)).all() for a in arrays)
+
+
+def _check_alpha(alpha) -> float:
+    a = float(alpha)
+    if not 0.0 < a < 1.0:
+        raise ConfigError("alpha", f"must be in (0, 1), got {alpha!r}")
+    return a
+
+
+def gap_check(base, extra, min_discordant: int = 10, alpha: float = 0.05, groups=None) -> GapCheck:
+    """Whether the base-to-extra gap is worth dividing by, with the test behind the answer.
+
+    PGR divides by extra_mean - base_mean. When that gap cannot be told from zero, PGR, APGR
+    and CPT are ratios whose denominator is noise (a gap of 30 rescues vs 22 harms, McNemar p
+    about 0.3, gives APGRs of 2 to 5); they are then reported as undefined (NaN) with the
+    reason. The checks, in this order (the reason names the first that fails):
+
+    1. rescues + harms >= ``min_discordant``, a rescue being a question with extra > base and a
+       harm one with extra < base (for 0/1 hits: McNemar's discordant pairs; the reason quotes
+       the smallest McNemar p-value that many pairs allow);
+    2. the net gap sum(extra - base) > 0 (for 0/1 hits: rescues - harms > 0): otherwise there is
+       no gap to recover;
+    3. the gap is told from zero at level ``alpha`` by a two-sided paired test of "extra and
+       base are exchangeable": with ``groups`` (document ids) the sign-flip test on document
+       totals of extra - base (``harness.stats.sign_flip_test(extra - base, groups)``, exact up
+       to 16 non-zero documents, else 20,000 sign patterns with seed 0), the clustered version
+       of McNemar's test (identical to the exact McNemar test when every document holds one
+       question); without groups, for 0/1 outcomes, the exact McNemar test of rescues vs harms
+       (``harness.stats.mcnemar_exact(extra, base)``), which counts questions as independent.
+       Required: p < ``alpha``. With check 2 passed this amounts to a one-sided test at
+       alpha / 2 that extra beats base.
+
+    ``groups`` are required for continuous outcomes; protocol B always passes them.
     """
     b, e = _pair(base, extra)
     if isinstance(min_discordant, bool) or int(min_discordant) != min_discordant or min_discordant < 0:
         raise ConfigError("min_discordant", f"must be a non-negative integer, got {min_discordant!r}")
     min_discordant = int(min_discordant)
+    alpha = _check_alpha(alpha)
+    binary = _is_binary(b, e)
+    if not binary:
+        if groups is None:
+            raise HarnessError(
+                "gap_check: continuous outcomes need groups (document ids) for the sign-flip test of the gap"
+            )
+        g = np.asarray(groups)
+        if g.ndim != 1 or len(g) != len(b):
+            raise HarnessError(f"groups must be one-dimensional and align with the outcomes, got shape {g.shape}")
+    test = "sign_flip" if groups is not None else "mcnemar"
     rescues = int(np.sum(e > b))
     harms = int(np.sum(e < b))
     discordant = rescues + harms
+    counts = f"{rescues} rescues, {harms} harms"
     if discordant < min_discordant:
-        return False, (
-            f"gap rests on {discordant} discordant questions ({rescues} rescues, {harms} harms), fewer "
+        return GapCheck(False, (
+            f"gap rests on {discordant} discordant questions ({counts}), fewer "
             f"than min_discordant={min_discordant} (smallest McNemar p they allow: "
             f"{min_mcnemar_p(discordant):.3g}); PGR/APGR/CPT not defined"
-        )
+        ), test, math.nan, rescues, harms)
     net = float(np.sum(e - b))
     if net <= 0:
-        return False, (
+        return GapCheck(False, (
             f"extra does not beat base: net gap {net:+.6g} over {len(b)} questions "
-            f"({rescues} rescues, {harms} harms); PGR/APGR/CPT not defined"
-        )
-    return True, ""
+            f"({counts}); PGR/APGR/CPT not defined"
+        ), test, math.nan, rescues, harms)
+    if groups is None:
+        p = mcnemar_exact(e, b)[2]
+        what = f"exact McNemar test of {rescues} rescues vs {harms} harms"
+    else:
+        p = sign_flip_test(e - b, groups)
+        n_docs = len(np.unique(np.asarray(groups).astype(str)))
+        what = f"sign-flip test of extra - base on {n_docs} document totals ({counts})"
+    if not p < alpha:
+        return GapCheck(False, (
+            f"gap not told from zero: {what} p = {p:.3g} >= alpha={alpha:g}; PGR/APGR/CPT not defined"
+        ), test, float(p), rescues, harms)
+    return GapCheck(True, "", test, float(p), rescues, harms)
 
 
-def routing_summaries(scores, base, extra, min_discordant: int = 10) -> dict:
+def gap_is_resolvable(base, extra, min_discordant: int = 10, alpha: float = 0.05, groups=None) -> tuple[bool, str]:
+    """(True, "") or (False, reason): ``gap_check`` without the test's details. Undefined when
+    fewer than ``min_discordant`` questions are discordant, when extra does not beat base on
+    net, or when the paired test of the gap (exact McNemar for 0/1 outcomes, the document
+    sign-flip test, which needs ``groups``, for continuous ones) gives p >= ``alpha``."""
+    c = gap_check(base, extra, min_discordant, alpha, groups)
+    return c.ok, c.reason
+
+
+def pgr_summaries(scores, base, extra) -> dict:
+    """{"apgr", "cpt50", "cpt80"} of a score on the exact curve (ties at their expectation),
+    without asking whether the gap is resolvable (``routing_summaries`` asks); NaN when the net
+    gap is not positive.
+
+    PGR is taken on the sum scale, gains / gains[-1]: the same ratio as ``pgr_curve`` without
+    the rounding of two means, so PGR is exactly 0 at usage 0 and 1 at usage 1 (and k / (R - H)
+    for the oracle on 0/1 hits).
+    """
+    b, e = _pair(base, extra)
+    gains = _expected_gains(scores, b, e)
+    if not gains[-1] > 0:
+        return {"apgr": math.nan, "cpt50": math.nan, "cpt80": math.nan}
+    usage = np.arange(len(b) + 1) / len(b)
+    pgr = gains / gains[-1]
+    return {"apgr": apgr(usage, pgr), "cpt50": cpt(usage, pgr, 0.5), "cpt80": cpt(usage, pgr, 0.8)}
+
+
+def routing_summaries(scores, base, extra, min_discordant: int = 10, alpha: float = 0.05, groups=None) -> dict:
     """APGR, CPT(50%) and CPT(80%) of a score on the exact curve (ties at their expectation).
 
-    Returns {"apgr", "cpt50", "cpt80", "defined", "reason", "n_rescues", "n_harms"}. When
-    ``gap_is_resolvable`` says no, the three summaries are NaN, ``defined`` is False and
-    ``reason`` says why; otherwise ``reason`` is "".
+    Returns {"apgr", "cpt50", "cpt80", "defined", "reason", "gap_test", "gap_p", "n_rescues",
+    "n_harms"}. When ``gap_check`` (``min_discordant``, ``alpha``; ``groups`` for continuous
+    outcomes) says no, the three summaries are NaN, ``defined`` is False and ``reason`` says
+    why; otherwise ``reason`` is "". ``gap_p`` is the p-value of the gap's test (NaN when an
+    earlier check failed).
 
     Oracle (scores = delta, 0/1 hits, R rescues, H harms, n questions): the R rescues come
     first, each call recovers one question, so PGR(k / n) = k / (R - H) for k <= R, flat at
     R / (R - H) over the neutral questions, back down to 1 over the H harms (they sort last).
     Hence CPT(x) = x (R - H) / n for every level x <= R / (R - H) (in particular 0.5 and 0.8),
     and APGR = [R^2 / 2 + (n - R - H) R + H (2R - H) / 2] / (n (R - H)) > 1 when H > 0.
-    Constant score: the straight line, APGR 0.5, CPT(x) = x.
+    Constant score: the straight line, APGR 0.5, CPT(x) = x. (Random's CPT reference in
+    protocol B is not this line but ``random_ordering_reference``.)
     """
-    ok, reason = gap_is_resolvable(base, extra, min_discordant)
-    b, e = _pair(base, extra)
+    check = gap_check(base, extra, min_discordant, alpha, groups)
     out = {
         "apgr": math.nan,
         "cpt50": math.nan,
         "cpt80": math.nan,
-        "defined": ok,
-        "reason": reason,
-        "n_rescues": int(np.sum(e > b)),
-        "n_harms": int(np.sum(e < b)),
+        "defined": check.ok,
+        "reason": check.reason,
+        "gap_test": check.test,
+        "gap_p": check.p,
+        "n_rescues": check.n_rescues,
+        "n_harms": check.n_harms,
     }
-    gains = _expected_gains(scores, b, e)  # validates the scores even when undefined
-    if not ok:
+    summaries = pgr_summaries(scores, base, extra)  # validates the scores even when undefined
+    if not check.ok:
         return out
-    # PGR on the sum scale, gains / gains[-1]: the same ratio as pgr_curve, without the rounding
-    # of two means, so PGR is exactly 0 at usage 0 and 1 at usage 1 (and k / (R - H) for the
-    # oracle on 0/1 hits).
-    if not gains[-1] > 0:  # only reachable through rounding of a near-zero continuous gap
-        out["defined"], out["reason"] = False, f"net gap {gains[-1]:+.6g} is not positive; PGR/APGR/CPT not defined"
+    if math.isnan(summaries["apgr"]):  # only reachable through rounding of a near-zero continuous gap
+        out["defined"], out["reason"] = False, "net gap is not positive; PGR/APGR/CPT not defined"
         return out
-    usage = np.arange(len(b) + 1) / len(b)
-    pgr = gains / gains[-1]
-    out["apgr"] = apgr(usage, pgr)
-    out["cpt50"] = cpt(usage, pgr, 0.5)
-    out["cpt80"] = cpt(usage, pgr, 0.8)
+    out.update(summaries)
+    return out
+
+
+N_RANDOM_ORDERINGS = 200  # M: seeded uniformly random orderings behind random's AIQ and CPT
+
+
+def random_orderings(n: int, seed, n_orders: int = N_RANDOM_ORDERINGS) -> np.ndarray:
+    """The (n_orders x n) matrix of orderings behind ``random_ordering_reference``: row m is
+    the m-th ``rng.permutation(n)`` of ``rng = np.random.default_rng(seed)`` (``seed`` an int
+    or a sequence of non-negative ints). Exposed so that tests can replay the same orderings."""
+    if isinstance(n_orders, bool) or int(n_orders) != n_orders or n_orders < 1:
+        raise ConfigError("n_orders", f"must be a positive integer, got {n_orders!r}")
+    rng = np.random.default_rng(seed)
+    n, n_orders = int(n), int(n_orders)
+    return np.array([rng.permutation(n) for _ in range(n_orders)], dtype=np.int64).reshape(n_orders, n)
+
+
+def random_ordering_reference(
+    base,
+    extra,
+    seed,
+    *,
+    extra_cost=None,
+    base_cost: float = 0.0,
+    n_orders: int = N_RANDOM_ORDERINGS,
+) -> dict:
+    """Random's reference for AIQ and CPT: the mean of each statistic over ``n_orders`` seeded
+    uniformly random orderings of the questions (``random_orderings``).
+
+    Why not random's expectation (the straight line from always-base to always-extra): a
+    policy's exact curve is one noisy realisation of its ordering, and AIQ (the upper convex
+    hull) and CPT (the first crossing of a level) are not linear in the curve: they pick the
+    realisation's lucky points. A uniformly random ordering's curve wiggles around the straight
+    line too, so its hull lies above the line and its first crossing comes early; comparing a
+    policy's hulled curve with the un-hulled line favours the policy (a random policy beat the
+    line's AIQ in 8 of 8 seeds by about +0.013 on the synthetic table). Averaging the same
+    statistic over random orderings of the same questions gives the reference the same
+    selection effect: a policy that ranks no better than chance now sits at the reference in
+    expectation. APGR is linear in the curve (its mean over orderings is the line's exactly),
+    so it needs no such reference: random's APGR stays the exact 0.5.
+
+    Per ordering o (distinct positions, so no ties): outcome(k) = mean(base) + sum(delta over
+    o[:k]) / n and cost(k) = ``base_cost`` + sum(extra_cost over o[:k]) / n for k = 0..n
+    (``extra_cost`` per question, default 1: cost = usage); AIQ = ``aiq`` of those n + 1
+    points; CPT(x) = ``cpt`` of PGR(k / n) = sum(delta over o[:k]) / sum(delta) (NaN for every
+    ordering when the net gap is not positive; whether the gap is resolvable is the caller's
+    question). Returns {"aiq", "cpt50", "cpt80"} (means) and their population sds over the
+    orderings ("aiq_sd", "cpt50_sd", "cpt80_sd") and "n_orders".
+    """
+    b, e = _pair(base, extra)
+    n = len(b)
+    if extra_cost is None:
+        c = np.ones(n)
+    else:
+        c = _vector("extra_cost", extra_cost)
+        _aligned(base=b, extra_cost=c)
+    base_cost = float(base_cost)
+    if not math.isfinite(base_cost):
+        raise ConfigError("base_cost", f"must be finite, got {base_cost!r}")
+    orders = random_orderings(n, seed, n_orders)
+    delta = e - b
+    zeros = np.zeros((len(orders), 1))
+    gains = np.hstack([zeros, np.cumsum(delta[orders], axis=1)])  # (M, n + 1)
+    costs = base_cost + np.hstack([zeros, np.cumsum(c[orders], axis=1)]) / n
+    outcome = b.mean() + gains / n
+    usage = np.arange(n + 1) / n
+    total = float(delta.sum())
+    aiqs = np.array([aiq(costs[m], outcome[m]) for m in range(len(orders))])
+    out = {"aiq": float(aiqs.mean()), "aiq_sd": float(aiqs.std()), "n_orders": len(orders)}
+    for key, level in (("cpt50", 0.5), ("cpt80", 0.8)):
+        if total > 0:
+            vals = np.array([cpt(usage, gains[m] / gains[m, -1], level) for m in range(len(orders))])
+            out[key], out[f"{key}_sd"] = float(vals.mean()), float(vals.std())
+        else:
+            out[key], out[f"{key}_sd"] = math.nan, math.nan
     return out
 
 

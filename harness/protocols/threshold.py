@@ -25,16 +25,38 @@ always-base and policy vs always-extra (``<name>`` = base / extra):
   discordant pairs can reach (``stats.min_mcnemar_p``); nan for continuous outcomes.
 - ``heldout/diff_vs_<name>/utility/mdd``: the minimum detectable mean utility difference at
   ``power`` and two-sided ``alpha`` (``stats.min_detectable_difference`` on the per-question
-  utility differences, clustered by document).
+  utility differences, clustered by document; centred, so a constant cost shift is not noise).
+- ``heldout/diff_vs_<name>/utility/p``: the valid-size test of the comparison, a two-sided
+  paired sign-flip permutation test on the documents' total utility differences
+  (``stats.sign_flip_test``; exact, all 2^k sign patterns, for k <= 16 documents with a
+  non-zero total, else ``n_perm`` seeded random patterns, seed = the frozen config's seed). For
+  hits without cost and one question per document it is the exact McNemar p. This p, not the
+  bootstrap interval, decides the verdict: a percentile document bootstrap excludes 0 as soon
+  as a handful of discordant documents all point one way (4 rescues in 4 of 12 held-out
+  documents, no cost: interval [0.017, 0.117], while the exact p is 2 * 0.5^4 = 0.125).
+- ``heldout/diff_vs_<name>/utility/discordant_docs``: k, the documents whose total utility
+  difference is non-zero (what the sign-flip test rests on; |total| > 1e-12, as the test).
+- ``heldout/diff_vs_<name>/utility/all_zero``: 1 when every per-question utility difference is
+  exactly 0 (the policy decides like the reference on every held-out question), else 0. The
+  MDD alone cannot tell this: it is 0 also when the documents' differences do not vary.
 - ``heldout/extra_vs_base/{rescues,harms,discordant,min_p}``: what the held-out set itself can
   resolve. A policy only ever picks base or extra, so its hits differ from always-base only on
   questions where the two arms differ (rescues + harms), and no policy can reach a McNemar p vs
   always-base below this ``min_p``. When it is > ``alpha`` the summary says that no policy can be
-  shown to differ from always-base on this held-out set.
+  shown to differ from always-base IN HITS on this held-out set (the utility comparisons, which
+  include the cost, can still resolve a policy that pays for extra calls that change no hit).
 - The bootstrap intervals stay 95% (SPEC 5) whatever ``alpha`` is; ``alpha`` and ``power`` set
-  only the MDD and the "cannot be shown" line. ``summary()`` states, per comparison, either which
-  side is better (interval excludes 0) or "cannot resolve differences below <MDD> (<N>
-  discordant questions; the smallest reachable McNemar p is <P>)" (interval spans 0).
+  the sign-flip verdict, the MDD and the "cannot be shown" line. ``summary()`` states, per
+  comparison, one of:
+  * "the same utility as <ref> on every held-out question" when ``all_zero``;
+  * which side is better, only when the sign-flip p < ``alpha`` (the side is the sign of the
+    mean difference of the decisions, the point estimate for R = 1), with p, k and the interval;
+  * otherwise "cannot resolve differences below <MDD> (<N> discordant questions; the smallest
+    reachable McNemar p is <P>; [exact] sign-flip p = <p>)" ("cannot resolve a difference (MDD
+    0: the document totals do not vary)" when the MDD is 0 although not every difference is);
+    when the bootstrap interval nevertheless excludes 0 the sentence ends instead with "the
+    bootstrap interval [lo, hi] excludes 0 but rests on too few discordant documents (k):
+    exact sign-flip p = <p> >= alpha = <alpha>". "exact" is written for k <= 16.
 
 Development estimates. ``dev/oof_utility`` is the utility of the tuned tau on the same
 out-of-fold scores it was tuned on: a maximum over thresholds, hence optimistic, and named so
@@ -59,19 +81,32 @@ fits, nested folds and its bootstrap all use s_r. R = 1 is today's single run (f
 evaluated right after its own freeze (develop, freeze, then held-out: per repeat). For R > 1:
 - every metric (held-out, development, counts such as rescues, harms, extra_calls, n/...) is
   the mean over repeats, with ``<name>_std`` its population sd over repeats (0 when all repeats
-  agree, also for tau = +-inf); ``dev/tau`` is the mean of the repeats' taus (each is in
-  ``extras["per_repeat"]``); ``n/repeats`` = R (logged for every R).
+  agree, also for tau = +-inf); ``n/repeats`` = R (logged for every R).
+- ``dev/tau`` is logged only for R = 1. A mean of taus is meaningless once one repeat has
+  tau = +inf (never extra): the mean is +-inf or nan and its sd nan. For R > 1 ``dev/tau_median``
+  (``np.median`` of the repeats' taus, no ``_std``) replaces it; +-inf is allowed (for even R
+  the mean of the two middle taus, so +inf when one of them is +inf; nan only if they are -inf
+  and +inf). Each repeat's own tau is in ``extras["per_repeat"]``.
 - the decisions table stacks all repeats' per-question decisions, with a ``repeat`` column
   (0 for R = 1 too, so the schema does not depend on R).
-- ``.../utility/ci_low``, ``ci_high`` and ``.../utility/mdd`` come from the pooled decisions,
-  bootstrap seed ``seed``, with the DOCUMENT as the cluster: a document held out in several
-  repeats is one cluster holding all its rows of all repeats. Its questions are the same
-  questions each time, so treating (repeat, doc) as independent clusters would narrow the
-  interval by up to sqrt(R) without new information (``harness.compare`` clusters the same way).
-  Their point estimate (``.../utility``) is the mean over repeats, like every metric.
-- McNemar p (``.../p``) is nan: pooled pairs repeat questions, so McNemar on them is not valid,
-  and a mean of p-values is not a p-value. The discordant counts and ``min_p`` are means over
-  repeats (what one held-out split can resolve); each repeat's own p is in ``extras``.
+- ``.../utility/ci_low``, ``ci_high``, ``.../utility/mdd``, ``.../utility/p``,
+  ``.../utility/discordant_docs`` and ``.../utility/all_zero`` come from the pooled decisions
+  (bootstrap and sign-flip seed ``seed``) with the DOCUMENT as the cluster: a document held out
+  in several repeats is one cluster holding all its rows of all repeats (its total summed over
+  them). Its questions are the same questions each time, so treating (repeat, doc) as
+  independent clusters would narrow the interval by up to sqrt(R) without new information
+  (``harness.compare`` clusters the same way). The pooled sign-flip p is approximate: across
+  repeats a document is development in some and held-out in others, so documents are not
+  independent of the fitted policies as they are for one split (R = 1, where it is valid).
+  Their point estimate (``.../utility``) is the mean over repeats, like every metric, while the
+  interval is that of the pooled mean (each question weighted once per repeat): held-out sets
+  of different sizes weigh differently in the two, so the point can differ slightly from the
+  pooled mean and, in edge cases, lie near or just outside the interval. The verdict's side is
+  the sign of the pooled mean (the statistic the sign-flip test is on).
+- McNemar p (``heldout/mcnemar_vs_<name>/p``) is nan: pooled pairs repeat questions, so McNemar
+  on them is not valid, and a mean of p-values is not a p-value. The discordant counts and
+  ``min_p`` are means over repeats (what one held-out split can resolve); each repeat's own p
+  (McNemar and sign-flip) is in ``extras["per_repeat"]``.
 - ``frozen`` describes repeat 0 (as for R = 1); ``extras["frozen_per_repeat"]`` lists every
   repeat's frozen folder, files and digests (index = repeat).
 """
@@ -91,12 +126,14 @@ from harness.errors import ConfigError, HarnessError
 from harness.io import atomic_write_text, canonical_json, digest_of, sha256_file
 from harness.protocols.common import PolicyFactory, fit_policy, fmt, policy_label, score_task, text_table
 from harness.stats import (
+    SIGN_FLIP_EXACT_MAX,
     doc_bootstrap_ci,
     grouped_kfold,
     grouped_split,
     mcnemar_exact,
     min_detectable_difference,
     min_mcnemar_p,
+    sign_flip_test,
 )
 from harness.task import RoutingTask
 
@@ -105,6 +142,9 @@ ROUTER_FILE = "router.json"
 MANIFEST_FILE = "manifest.json"
 UTILITY_TIE_TOL = 1e-12
 MIN_BOOTSTRAP = 1000  # SPEC 5: at least 1,000 document-level resamples
+N_PERM = 20_000  # random sign patterns of the sign-flip test beyond SIGN_FLIP_EXACT_MAX documents
+SIGN_FLIP_ZERO_TOL = 1e-12  # a document total within this of 0 is not discordant (as stats.sign_flip_test)
+MDD_ZERO_TOL = 1e-12  # an MDD below this is float noise of a spread that is 0 (e.g. a constant cost shift)
 
 
 # --------------------------------------------------------------------------------------------
@@ -365,6 +405,24 @@ def _is_binary(*outcomes) -> bool:
     return all(np.isin(np.asarray(o, dtype=float), (0.0, 1.0)).all() for o in outcomes)
 
 
+def _comparison_stats(
+    diffs: np.ndarray, groups: np.ndarray, *, n_perm: int, seed: int, alpha: float, power: float
+) -> dict[str, float]:
+    """The per-comparison numbers that need no bootstrap: MDD, sign-flip p, the discordant
+    documents it rests on, and whether every per-question difference is exactly 0. Used for one
+    split and for the pooled decisions of R > 1 (documents as clusters in both)."""
+    d = np.asarray(diffs, dtype=float)
+    g = np.asarray(groups).astype(str)
+    _, doc_of = np.unique(g, return_inverse=True)
+    totals = np.bincount(doc_of, weights=d)
+    return {
+        "mdd": min_detectable_difference(d, g, alpha=alpha, power=power),
+        "p": sign_flip_test(d, g, n_perm=n_perm, seed=seed),
+        "discordant_docs": int(np.sum(np.abs(totals) > SIGN_FLIP_ZERO_TOL)),
+        "all_zero": int(np.all(d == 0)),
+    }
+
+
 def evaluate_heldout(
     frozen_dir: Path,
     heldout_task: RoutingTask,
@@ -373,12 +431,14 @@ def evaluate_heldout(
     n_boot: int = 1000,
     alpha: float = 0.05,
     power: float = 0.8,
+    n_perm: int = N_PERM,
 ) -> tuple[dict[str, float], pd.DataFrame]:
     """Score held-out with the policy rebuilt from the frozen folder and report SPEC 5's numbers.
 
     Returns (metrics, per-question decisions). Bootstrap intervals resample documents
-    (``n_boot`` >= 1000 per SPEC 5) with the frozen config's seed; the power metrics (module
-    docstring) use ``alpha`` and ``power``.
+    (``n_boot`` >= 1000 per SPEC 5) with the frozen config's seed; the sign-flip test uses the
+    same seed (``n_perm`` random patterns only beyond 16 discordant documents); the power
+    metrics (module docstring) use ``alpha`` and ``power``.
     """
     if n_boot < MIN_BOOTSTRAP:
         raise ConfigError("protocol.n_boot", f"SPEC 5 asks for at least {MIN_BOOTSTRAP} bootstrap resamples, got {n_boot}")
@@ -412,9 +472,10 @@ def evaluate_heldout(
         metrics[f"heldout/diff_vs_{name}/utility"] = point
         metrics[f"heldout/diff_vs_{name}/utility/ci_low"] = lo
         metrics[f"heldout/diff_vs_{name}/utility/ci_high"] = hi
-        metrics[f"heldout/diff_vs_{name}/utility/mdd"] = min_detectable_difference(
-            u_pol - other, t.groups, alpha=alpha, power=power
-        )
+        for key, value in _comparison_stats(
+            u_pol - other, t.groups, n_perm=n_perm, seed=seed, alpha=alpha, power=power
+        ).items():
+            metrics[f"heldout/diff_vs_{name}/utility/{key}"] = value
     binary = _is_binary(t.base, t.extra)
     for name, other in (("base", t.base), ("extra", t.extra)):
         if binary:
@@ -473,17 +534,34 @@ class ThresholdResult:
         """A count: an integer for one split, a mean (2 decimals) over repeats."""
         return str(int(value)) if self.repeats == 1 else f"{float(value):.2f}"
 
+    def _direction(self, name: str) -> float:
+        """The mean utility difference the sign-flip test is on: the point estimate for R = 1,
+        the pooled mean of the decisions for R > 1 (module docstring)."""
+        if self.repeats == 1:
+            return float(self.metrics[f"heldout/diff_vs_{name}/utility"])
+        d = self.decisions
+        other = d["base"] if name == "base" else d["extra"] - self.metrics["cost"]
+        return float((d["utility"] - other).mean())
+
     def _verdict(self, name: str) -> str:
-        """One plain sentence per comparison: which side is better, or what cannot be resolved."""
-        m, ref = self.metrics, f"always-{name}"
+        """One plain sentence per comparison: which side is better (only when the sign-flip p <
+        alpha), or what cannot be resolved; the bootstrap interval alone never decides."""
+        m, ref, a = self.metrics, f"always-{name}", self.alpha
         pre = f"heldout/diff_vs_{name}/utility"
-        lo, hi, mdd = m[f"{pre}/ci_low"], m[f"{pre}/ci_high"], m[f"{pre}/mdd"]
-        if lo > 0:
-            return f"policy - {name}: the policy is better than {ref} (95% CI [{fmt(lo)}, {fmt(hi)}] excludes 0)"
-        if hi < 0:
-            return f"policy - {name}: {ref} is better than the policy (95% CI [{fmt(lo)}, {fmt(hi)}] excludes 0)"
-        if mdd == 0:
+        lo, hi, mdd, p = m[f"{pre}/ci_low"], m[f"{pre}/ci_high"], m[f"{pre}/mdd"], m[f"{pre}/p"]
+        k = int(m[f"{pre}/discordant_docs"])
+        interval = f"[{fmt(lo)}, {fmt(hi)}]"
+        ci = f"95% CI {interval}"
+        if m[f"{pre}/all_zero"]:
             return f"policy - {name}: the same utility as {ref} on every held-out question; no difference can be resolved"
+        test = f"{'exact ' if k <= SIGN_FLIP_EXACT_MAX else ''}sign-flip p = {fmt(p)}"
+        pooled = "" if self.repeats == 1 else ", pooled over repeats"
+        if p < a:
+            note = "" if (lo > 0 or hi < 0) else "; the bootstrap interval includes 0"
+            detail = f"({test} < alpha = {a:g}, {k} discordant documents{pooled}; {ci}{note})"
+            if self._direction(name) > 0:
+                return f"policy - {name}: the policy is better than {ref} {detail}"
+            return f"policy - {name}: {ref} is better than the policy {detail}"
         n_disc = m[f"heldout/mcnemar_vs_{name}/discordant"]
         min_p = m[f"heldout/mcnemar_vs_{name}/min_p"]
         if self.repeats == 1:
@@ -493,7 +571,16 @@ class ThresholdResult:
             disc = f"{self._count(n_disc)} discordant questions per split on average"
             reach = "the smallest reachable McNemar p of one split is on average"
         p_text = "no McNemar test for continuous outcomes" if math.isnan(min_p) else f"{reach} {fmt(min_p)}"
-        return f"policy - {name}: cannot resolve differences below {fmt(mdd)} ({disc}; {p_text})"
+        if mdd > MDD_ZERO_TOL:
+            head = f"policy - {name}: cannot resolve differences below {fmt(mdd)}"
+        else:  # differences exist but the document totals do not vary: no spread to size an MDD from
+            head = f"policy - {name}: cannot resolve a difference (MDD 0: the document totals do not vary)"
+        if lo > 0 or hi < 0:  # the percentile bootstrap is anti-conservative with few discordant documents
+            return (
+                f"{head} ({disc}; {p_text}); the bootstrap interval {interval} excludes 0 but rests on too few "
+                f"discordant documents ({k}{pooled}): {test} >= alpha = {a:g}"
+            )
+        return f"{head} ({disc}; {p_text}; {test}{pooled})"
 
     def _heldout_resolution(self) -> str:
         """What the held-out set itself can resolve: always-extra vs always-base."""
@@ -511,7 +598,10 @@ class ThresholdResult:
                 f"{self._count(harms)} harms; the smallest reachable McNemar p is {fmt(min_p)}"
             )
             if min_p > a:
-                line += f" > alpha: no policy can be shown to differ from always-base on this held-out set at alpha = {a:g}"
+                line += (
+                    " > alpha: no policy can be shown to differ from always-base in hits on this held-out set "
+                    f"at alpha = {a:g}"
+                )
             return line
         per = [r["heldout/extra_vs_base/min_p"] for r in self.extras.get("per_repeat", [])]
         blind = sum(p > a for p in per)
@@ -521,9 +611,12 @@ class ThresholdResult:
             f"smallest reachable McNemar p exceeds alpha = {a:g}"
         )
         if per and blind == len(per):
-            line += f": no policy can be shown to differ from always-base on any of these held-out sets at alpha = {a:g}"
+            line += (
+                ": no policy can be shown to differ from always-base in hits on any of these held-out sets "
+                f"at alpha = {a:g}"
+            )
         elif blind:
-            line += " (on those, no policy can be shown to differ from always-base)"
+            line += " (on those, no policy can be shown to differ from always-base in hits)"
         return line
 
     def summary(self) -> str:
@@ -536,13 +629,17 @@ class ThresholdResult:
         ]
         head = text_table(["held-out", k, "utility", "extra calls", "share"], rows)
         diffs = text_table(
-            ["utility difference", "point", "95% CI low", "95% CI high", "McNemar p", "discordant", "min p", "MDD"],
+            [
+                "utility difference", "point", "95% CI low", "95% CI high", "sign-flip p", "McNemar p", "discordant",
+                "min p", "MDD",
+            ],
             [
                 [
                     f"policy - {name}",
                     m[f"heldout/diff_vs_{name}/utility"],
                     m[f"heldout/diff_vs_{name}/utility/ci_low"],
                     m[f"heldout/diff_vs_{name}/utility/ci_high"],
+                    m[f"heldout/diff_vs_{name}/utility/p"],
                     m[f"heldout/mcnemar_vs_{name}/p"],
                     m[f"heldout/mcnemar_vs_{name}/discordant"],
                     m[f"heldout/mcnemar_vs_{name}/min_p"],
@@ -565,11 +662,14 @@ class ThresholdResult:
         if R > 1:
             lines.append(
                 f"repeats: {R} document-level dev/held-out splits (split seeds {self.extras.get('repeat_seeds')}); "
-                "every number is the mean over repeats (sd: <name>_std metrics); CIs and MDD from the pooled "
-                "decisions with documents as clusters; McNemar p not reported (nan)"
+                "every number is the mean over repeats (sd: <name>_std metrics) except tau (median over repeats); "
+                "CIs, MDD and sign-flip p from the pooled decisions with documents as clusters (the point is the "
+                "mean over repeats, the CI that of the pooled mean: they can differ slightly); "
+                "McNemar p not reported (nan)"
             )
+        tau = f"tau={fmt(m['dev/tau'])}" if R == 1 else f"tau median={fmt(m['dev/tau_median'])}"
         lines += [
-            f"dev: n={self._count(m['n/dev'])}  tau={fmt(m['dev/tau'])}  {oof}  {nested}",
+            f"dev: n={self._count(m['n/dev'])}  {tau}  {oof}  {nested}",
             f"held-out: n={self._count(m['n/heldout'])}  rescues={self._count(m['heldout/rescues'])}"
             f"  harms={self._count(m['heldout/harms'])}",
             head,
@@ -605,6 +705,7 @@ def _one_split(
     nested_folds: int,
     alpha: float,
     power: float,
+    n_perm: int,
     extra_config: dict[str, Any],
 ) -> tuple[dict[str, float], pd.DataFrame, dict[str, Any]]:
     """One dev/held-out split: develop (nested estimate, then tau + freeze) on development only,
@@ -625,7 +726,9 @@ def _one_split(
         extra_config=extra_config,
     )
     del dev_task  # evaluation below works from the frozen folder only
-    metrics, decisions = evaluate_heldout(frozen.dir, held_task, policy_factory, n_boot=n_boot, alpha=alpha, power=power)
+    metrics, decisions = evaluate_heldout(
+        frozen.dir, held_task, policy_factory, n_boot=n_boot, alpha=alpha, power=power, n_perm=n_perm
+    )
     metrics.update(
         {
             "dev/tau": frozen.tau,
@@ -641,7 +744,14 @@ def _one_split(
     return metrics, decisions, _frozen_info(frozen)
 
 
-POOLED_SUFFIXES = ("/utility/ci_low", "/utility/ci_high", "/utility/mdd")
+POOLED_SUFFIXES = (
+    "/utility/ci_low",
+    "/utility/ci_high",
+    "/utility/mdd",
+    "/utility/p",
+    "/utility/discordant_docs",
+    "/utility/all_zero",
+)
 
 
 def _mean_sd(values: list[float]) -> tuple[float, float]:
@@ -661,13 +771,17 @@ def _aggregate_repeats(
     n_boot: int,
     alpha: float,
     power: float,
+    n_perm: int,
 ) -> dict[str, float]:
-    """R > 1: means and population sds over repeats; intervals and MDD from the pooled decisions
-    with documents as clusters; McNemar p nan (module docstring)."""
+    """R > 1: means and population sds over repeats; intervals, MDD, sign-flip p, discordant
+    documents and the all-zero flag from the pooled decisions with documents as clusters;
+    McNemar p nan; ``dev/tau_median`` instead of ``dev/tau`` (module docstring)."""
     out: dict[str, float] = {}
     for key in per_repeat[0]:
         if key == "cost":
             out[key] = float(cost)
+        elif key == "dev/tau":
+            out["dev/tau_median"] = float(np.median([m[key] for m in per_repeat]))
         elif key.endswith(POOLED_SUFFIXES):
             continue
         elif key.startswith("heldout/mcnemar_vs_") and key.endswith("/p"):
@@ -680,7 +794,10 @@ def _aggregate_repeats(
         pre = f"heldout/diff_vs_{name}/utility"
         _, lo, hi = doc_bootstrap_ci(utility - other, groups, n_boot=n_boot, seed=seed)
         out[f"{pre}/ci_low"], out[f"{pre}/ci_high"] = lo, hi
-        out[f"{pre}/mdd"] = min_detectable_difference(utility - other, groups, alpha=alpha, power=power)
+        for key, value in _comparison_stats(
+            utility - other, groups, n_perm=n_perm, seed=seed, alpha=alpha, power=power
+        ).items():
+            out[f"{pre}/{key}"] = value
     return out
 
 
@@ -698,16 +815,21 @@ def run_threshold_protocol(
     nested_folds: int = 5,
     alpha: float = 0.05,
     power: float = 0.8,
+    n_perm: int = N_PERM,
 ) -> ThresholdResult:
     """Protocol A end to end, over ``repeats`` document-level splits: per split, develop +
     freeze on development, then evaluate held-out; R > 1 aggregated as the module docstring
-    says. ``nested_folds = 0`` switches the nested development estimate off."""
+    says. ``nested_folds = 0`` switches the nested development estimate off; ``n_perm`` is the
+    number of random sign patterns of the sign-flip test (used only beyond 16 discordant
+    documents)."""
     # everything checked before anything is frozen
     if n_boot < MIN_BOOTSTRAP:
         raise ConfigError("protocol.n_boot", f"SPEC 5 asks for at least {MIN_BOOTSTRAP} bootstrap resamples, got {n_boot}")
     _check_alpha_power(alpha, power)
     if nested_folds != 0 and nested_folds < 2:
         raise ConfigError("protocol.nested_folds", f"must be 0 (off) or >= 2, got {nested_folds}")
+    if int(n_perm) < 1:
+        raise ConfigError("protocol.n_perm", f"must be >= 1, got {n_perm}")
     seeds = repeat_seeds(seed, repeats)
     R = len(seeds)
     freeze_dir = Path(freeze_dir)
@@ -728,6 +850,7 @@ def run_threshold_protocol(
             nested_folds=nested_folds,
             alpha=alpha,
             power=power,
+            n_perm=int(n_perm),
             extra_config=extra_config,
         )
         decisions_r["repeat"] = r
@@ -738,7 +861,9 @@ def run_threshold_protocol(
     if R == 1:
         metrics = dict(per_repeat[0])
     else:
-        metrics = _aggregate_repeats(per_repeat, decisions, cost=cost, seed=seed, n_boot=n_boot, alpha=alpha, power=power)
+        metrics = _aggregate_repeats(
+            per_repeat, decisions, cost=cost, seed=seed, n_boot=n_boot, alpha=alpha, power=power, n_perm=int(n_perm)
+        )
     metrics["n/repeats"] = R
     policy = policy_factory()
     extras = {

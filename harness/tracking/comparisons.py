@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.compare import compare_with_best, format_comparison
+from harness.compare import compare_with_reference, format_comparison
 from harness.errors import HarnessError
 
 DECISIONS_ARTIFACT = "decisions.parquet"
@@ -39,7 +39,7 @@ class CellComparison:
     reason: str = ""
 
     def text(self, alpha: float = 0.05) -> str:
-        head = f"Policies vs the best at {self.cell or 'this sweep'} (paired document bootstrap, Holm-adjusted)"
+        head = f"Policies vs the reference at {self.cell or 'this sweep'} (held-out utility, paired by question)"
         if self.table is None:
             return f"{head}\n  not compared: {self.reason}"
         return f"{head}\n{format_comparison(self.table, alpha)}"
@@ -74,6 +74,22 @@ def _labels(runs: list) -> dict[str, str]:
         clash = seen[(name, r.data.params.get("seed"))] > 1
         out[r.info.run_id] = (r.info.run_name or r.info.run_id) if clash else name
     return out
+
+
+DEV_METRICS = ("dev/nested_utility", "dev/oof_utility")  # honest first; both see development data only
+
+
+def development_scores(runs: list, labels: dict[str, str]) -> dict[str, float] | None:
+    """Per policy label, the mean over its runs (seeds) of the first development metric that
+    every run logged (``DEV_METRICS`` order), or None when no such metric is common to all:
+    the reference is then chosen on held-out data, and the table says so."""
+    for name in DEV_METRICS:
+        if all(name in r.data.metrics for r in runs):
+            values: dict[str, list[float]] = {}
+            for r in runs:
+                values.setdefault(labels[r.info.run_id], []).append(float(r.data.metrics[name]))
+            return {label: sum(v) / len(v) for label, v in values.items()}
+    return None
 
 
 def _decisions(client: Any, run, folder: Path) -> pd.DataFrame | None:
@@ -113,7 +129,9 @@ def sweep_comparisons(client: Any, runs: list, *, n_boot: int = 1000, alpha: flo
                 continue
             decisions = {label: pd.concat(frames, ignore_index=True) for label, frames in per_policy.items()}
             try:
-                table = compare_with_best(decisions, n_boot=n_boot, alpha=alpha)
+                table = compare_with_reference(
+                    decisions, dev_scores=development_scores(members, labels), n_boot=n_boot, alpha=alpha
+                )
             except HarnessError as exc:
                 out.append(CellComparison(names[key], None, str(exc)))
                 continue
