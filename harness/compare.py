@@ -53,8 +53,11 @@ COLUMNS = (
 )
 
 
-def _pair_frame(decisions: Mapping[str, pd.DataFrame]) -> tuple[pd.DataFrame, list[str]]:
-    """One row per paired question: the pair keys, ``doc_id`` and one utility column per policy."""
+def pair_frame(
+    decisions: Mapping[str, pd.DataFrame], pair_keys: tuple[str, ...] = PAIR_KEYS
+) -> tuple[pd.DataFrame, list[str]]:
+    """One row per paired question: the pair keys (those of ``pair_keys`` the frames have; the
+    decision table pairs on (seed, split, qid)), ``doc_id`` and one utility column per policy."""
     keys: list[str] | None = None
     merged: pd.DataFrame | None = None
     labels = list(decisions)
@@ -63,7 +66,7 @@ def _pair_frame(decisions: Mapping[str, pd.DataFrame]) -> tuple[pd.DataFrame, li
         missing = {"qid", "doc_id", "utility"} - set(frame.columns)
         if missing:
             raise HarnessError(f"policy {label!r}: decisions lack column(s) {sorted(missing)}")
-        these = [k for k in PAIR_KEYS if k in frame.columns]
+        these = [k for k in pair_keys if k in frame.columns]
         if keys is None:
             keys = these
         elif these != keys:
@@ -85,6 +88,35 @@ def _pair_frame(decisions: Mapping[str, pd.DataFrame]) -> tuple[pd.DataFrame, li
     return merged.sort_values(keys, kind="stable").reset_index(drop=True), labels
 
 
+def choose_reference(basis: Mapping[str, float], candidates) -> tuple[str, list[str]]:
+    """(reference, all candidates tied with the best ``basis`` value within TIE_TOL, the
+    reference first): the best candidate; a tie is broken by name and must be reported."""
+    candidates = sorted(candidates)
+    top = max(basis[label] for label in candidates)
+    tied = [label for label in candidates if basis[label] >= top - TIE_TOL]
+    return tied[0], tied
+
+
+def paired_difference(
+    d, groups, *, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05, power: float = 0.8
+) -> dict:
+    """The statistics of one paired per-question difference ``d`` (documents ``groups`` as
+    clusters): ``same`` (d = 0 everywhere), the 95% document-bootstrap percentile interval
+    (``doc_bootstrap_means``, ``n_boot`` resamples from ``seed``), the exact / seeded sign-flip
+    p on document totals (1.0 when ``same``) and the minimum detectable difference."""
+    d = np.asarray(d, dtype=float)
+    same = bool(np.all(d == 0))
+    boot = doc_bootstrap_means(d, groups, n_boot=n_boot, seed=seed)
+    lo, hi = np.percentile(boot, [100 * alpha / 2, 100 * (1 - alpha / 2)])
+    return {
+        "same": same,
+        "ci_low": float(lo),
+        "ci_high": float(hi),
+        "p": sign_flip_test(d, groups, seed=seed) if not same else 1.0,
+        "mdd": min_detectable_difference(d, groups, alpha=alpha, power=power),
+    }
+
+
 def compare_with_reference(
     decisions: Mapping[str, pd.DataFrame],
     *,
@@ -101,7 +133,7 @@ def compare_with_reference(
     ("held-out (optimistic)"), ``attrs["tied"]`` lists policies tied with it there."""
     if not decisions:
         raise HarnessError("compare_with_reference: no policies to compare")
-    frame, labels = _pair_frame(decisions)
+    frame, labels = pair_frame(decisions)
     groups = frame["doc_id"].astype(str).to_numpy()
     means = {label: float(frame[label].mean()) for label in labels}
     candidates = sorted(label for label in labels if label not in not_deployable) or sorted(labels)
@@ -110,9 +142,7 @@ def compare_with_reference(
         basis, reference_from = dev, "development"
     else:
         basis, reference_from = means, "held-out (optimistic)"
-    top = max(basis[label] for label in candidates)
-    tied = [label for label in candidates if basis[label] >= top - TIE_TOL]
-    ref = tied[0]
+    ref, tied = choose_reference(basis, candidates)
     rows = []
     for label in labels:
         d = frame[ref].to_numpy(dtype=float) - frame[label].to_numpy(dtype=float)
@@ -127,14 +157,8 @@ def compare_with_reference(
         if label == ref:
             row.update(ci_low=0.0, ci_high=0.0, p=math.nan, mdd=math.nan)
         else:
-            boot = doc_bootstrap_means(d, groups, n_boot=n_boot, seed=seed)
-            lo, hi = np.percentile(boot, [100 * alpha / 2, 100 * (1 - alpha / 2)])
-            row.update(
-                ci_low=float(lo),
-                ci_high=float(hi),
-                p=sign_flip_test(d, groups, seed=seed) if not row["same"] else 1.0,
-                mdd=min_detectable_difference(d, groups, alpha=alpha, power=power),
-            )
+            stats = paired_difference(d, groups, n_boot=n_boot, seed=seed, alpha=alpha, power=power)
+            row.update({k: v for k, v in stats.items() if k != "same"})
         rows.append(row)
     out = pd.DataFrame(rows)
     family = out["policy"].isin(not_deployable) | (out["policy"] == ref)
@@ -143,7 +167,8 @@ def compare_with_reference(
     verdicts = []
     for row in out.itertuples():
         if row.policy == ref:
-            verdict = "reference" + (f" (tied on {reference_from.split()[0]} with {', '.join(tied[1:])})" if len(tied) > 1 else "")
+            others = ", ".join(tied[1:]) if len(tied) <= 3 else f"{len(tied) - 1} others"
+            verdict = "reference" + (f" (tied on {reference_from.split()[0]} with {others})" if len(tied) > 1 else "")
         elif row.same:
             verdict = "same decisions"
         elif row.policy in not_deployable:
@@ -187,8 +212,9 @@ def format_comparison(table: pd.DataFrame, alpha: float = 0.05) -> str:
         f"{worse} polic{'y is' if worse == 1 else 'ies are'} worse and {better} better than the reference "
         f"at Holm-adjusted alpha {alpha:g}; {unresolved} cannot be told from it on these held-out questions",
     ]
-    if unresolved:
-        mdd = table.loc[table["verdict"] == "cannot be told from reference", "mdd"].min()
-        lines[-1] += f" (differences below about {mdd:.3f} in utility cannot be resolved here)"
+    mdds = table.loc[table["verdict"] == "cannot be told from reference", "mdd"]
+    mdds = mdds[mdds > 1e-12]
+    if len(mdds):
+        lines[-1] += f" (differences below about {mdds.median():.3f} in utility, the median MDD, cannot be resolved here)"
     lines[-1] += "."
     return "\n".join(lines)

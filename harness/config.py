@@ -100,7 +100,8 @@ class TrackingConfig:
 
 @dataclass
 class RootConfig:
-    """The whole job config. ``seed`` seeds splits, folds, bootstrap and random policies."""
+    """The whole job config. ``seed`` seeds splits, folds, bootstrap and random policies;
+    ``verbose`` only changes what a sweep prints."""
 
     dataset: Dict[str, Any] = field(default_factory=dict)
     arms: Dict[str, Any] = field(default_factory=dict)
@@ -112,6 +113,9 @@ class RootConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     experiment: Dict[str, Any] = field(default_factory=dict)
     seed: int = 0
+    # sweeps print one line per job; true prints every job's full protocol summaries too (the
+    # full text is always in the job's log file and the run's summary.txt). Not in the config hash
+    verbose: bool = False
 
 
 def register_configs() -> None:

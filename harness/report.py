@@ -22,6 +22,11 @@ Choices (the SPEC is silent on reporting):
   usage series, usage = budget (the exact frontier spends floor(rho * n) calls).
 - The HTML embeds the PNG as a data URI (one self-contained file to share); the Markdown links
   the PNG next to it.
+- The decision table (``harness.decision_table``, rebuilt from the jobs' protocol B artifacts)
+  is included whole; ``--budget`` and / or ``--cost`` restrict it to those values (the fixed
+  decisions of the selected cost stay, as references) and print it, every column, to stdout.
+  A value the sweep does not have is one error line naming the flag and the values it has
+  (exit 2), and nothing is written.
 """
 
 from __future__ import annotations
@@ -90,6 +95,8 @@ class SweepReport:
     outcome_metric: str | None
     comparisons: list = field(default_factory=list)  # harness.tracking.comparisons.CellComparison
     alpha: float = 0.05
+    decision_table: object = None  # pandas.DataFrame (harness.decision_table), None before it is built
+    decision_filter: str = ""  # e.g. "budget 0.25, cost 0.02" when the table was filtered
 
 
 # ---------------------------------------------------------------- tracking store access
@@ -295,9 +302,14 @@ def load_sweep(
 
     first = picked[0].data.params
     alpha = float(first.get("protocol.alpha", 0.05))
-    comparisons = sweep_comparisons(client, picked, n_boot=int(first.get("protocol.n_boot", 1000)), alpha=alpha)
+    n_boot = int(first.get("protocol.n_boot", 1000))
+    comparisons = sweep_comparisons(client, picked, n_boot=n_boot, alpha=alpha)
+    from harness.tracking.comparisons import sweep_decision_table
+
+    decisions = sweep_decision_table(client, picked, n_boot=n_boot, alpha=alpha)
     return SweepReport(
         comparisons=comparisons,
+        decision_table=decisions,
         alpha=alpha,
         sweep_id=sweep_id,
         tracking_uri=tracking_uri,
@@ -463,6 +475,12 @@ def render_markdown(rep: SweepReport, plot_name: str | None) -> str:
         lines += ["## Policy vs policy", ""]
         for c in rep.comparisons:
             lines += ["```", c.text(rep.alpha), "```", ""]
+    table = rep.decision_table
+    if table is not None and len(table):
+        from harness.decision_table import format_markdown
+
+        title = "## Decision table" + (f" ({rep.decision_filter})" if rep.decision_filter else "")
+        lines += [title, "", format_markdown(table), ""]
     if plot_name:
         lines += ["## Frontiers", "", f"![frontiers]({plot_name})", ""]
     else:
@@ -508,6 +526,12 @@ def render_html(rep: SweepReport, plot_bytes: bytes | None) -> str:
     if rep.comparisons:
         out.append("<h2>Policy vs policy</h2>")
         out += [f'<pre class="comparison">{e(c.text(rep.alpha))}</pre>' for c in rep.comparisons]
+    table = rep.decision_table
+    if table is not None and len(table):
+        from harness.decision_table import format_html
+
+        out.append("<h2>Decision table" + (f" ({e(rep.decision_filter)})" if rep.decision_filter else "") + "</h2>")
+        out.append(format_html(table))
     if plot_bytes:
         b64 = base64.b64encode(plot_bytes).decode("ascii")
         out += [
@@ -555,8 +579,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--tracking-uri",
         help=f"MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else {DEFAULT_TRACKING_URI})",
     )
-    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--out", default="report", help="output directory (default: report/)")
+    p.add_argument("--budget", type=float, help="decision table at this budget only (a value of the sweep's grid)")
+    p.add_argument("--cost", type=float, help="decision table at this cost only (a cost.c of the sweep)")
     return p
+
+
+def filter_decision_table(rep: SweepReport, budget: float | None, cost: float | None) -> None:
+    """Restrict ``rep.decision_table`` to ``budget`` / ``cost`` (HarnessError naming the flag
+    and the sweep's values when one is not in the sweep)."""
+    if budget is None and cost is None:
+        return
+    from harness.decision_table import select
+
+    table = rep.decision_table
+    if table is None or not len(table):
+        flag = "--budget" if budget is not None else "--cost"
+        raise HarnessError(f"{flag}: sweep {rep.sweep_id} has no decision table (no protocol B results in its jobs)")
+    rep.decision_table = select(table, budget=budget, cost=cost)
+    rep.decision_filter = ", ".join(
+        part for part in (f"budget {budget:g}" if budget is not None else "", f"cost {cost:g}" if cost is not None else "")
+        if part
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -564,10 +608,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         uri = resolve_tracking_uri(args.tracking_uri)
         rep = load_sweep(uri, None if args.latest else args.sweep, args.experiment)
+        filter_decision_table(rep, args.budget, args.cost)
         paths = write_report(rep, args.out)
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if rep.decision_filter:
+        from harness.decision_table import format_text
+
+        print(f"Decision table of sweep {rep.sweep_id} ({rep.decision_filter})")
+        print(format_text(rep.decision_table))
     for kind, path in paths.items():
         print(f"{kind}: {path}")
     return 0

@@ -2,9 +2,11 @@
 
 A policy only scores ("a larger score means more worth running the extra arm", SPEC section 4).
 Thresholds, budgets, calibration, freezing and evaluation live in the harness, written once.
-A fitted policy must round-trip through ``get_state``/``set_state`` with JSON-serialisable
-state (numbers, strings, lists, dicts): the harness freezes that state to disk, digests it, and
-scores held-out questions only with a policy rebuilt from the frozen file.
+A fitted policy must round-trip through ``get_state``/``set_state`` with strict JSON state:
+dicts with str keys, lists, str, int, finite float, bool, None (:func:`check_json_state`). The
+harness freezes that state to disk, digests it, and scores held-out questions only with a
+policy rebuilt from the frozen file; anything else (a NumPy array, NaN, a tuple, an int key) is
+an error at freeze time naming the policy and the field, never silently converted.
 """
 
 from __future__ import annotations
@@ -15,6 +17,29 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
+
+from harness.errors import HarnessError
+from harness.io import json_problem
+
+
+class PolicyStateError(HarnessError):
+    """A policy's ``get_state()`` is not strict JSON; the message names the policy and field."""
+
+
+def check_json_state(name: str, state: Any) -> dict[str, Any]:
+    """Return ``state`` if it is strict JSON, else raise :class:`PolicyStateError`.
+
+    Strict JSON: a dict at the top, dicts with str keys, lists, str, int, finite float, bool,
+    None. The error names the policy and the path, e.g. ``policy 'my_plugin'
+    state['weights']: numpy.ndarray is not JSON; return a list (array.tolist())``.
+    """
+    if not isinstance(state, dict):
+        raise PolicyStateError(f"policy {name!r} get_state() returned {type(state).__name__}, not a dict")
+    problem = json_problem(state, "state", finite=True, tuples=False, str_keys=True)
+    if problem is not None:
+        where, what = problem
+        raise PolicyStateError(f"policy {name!r} {where}: {what}")
+    return state
 
 
 @dataclass(frozen=True)
@@ -59,7 +84,8 @@ class Policy(abc.ABC):
         """One float per row of X; larger = more worth the extra arm."""
 
     def get_state(self) -> dict[str, Any]:
-        """JSON-serialisable fitted state (frozen by the harness). Default: no state."""
+        """Fitted state as strict JSON (see :func:`check_json_state`; frozen by the harness).
+        Default: no state."""
         return {}
 
     def set_state(self, state: dict[str, Any]) -> None:

@@ -7,7 +7,7 @@ packages register a Policy class (or a factory returning one) in the entry-point
 
     _target_: policies.registry.load_entry_point
     plugin: ???            # the entry-point name:  policy=plugin policy.plugin=<name>
-    name: ${.plugin}       # display name, defaults to the entry-point name
+    name: ${oc.select:.plugin,plugin}  # display name, defaults to the entry-point name
 
 Any further key is passed to the plugin's constructor (``+policy.<param>=...`` in a sweep).
 """

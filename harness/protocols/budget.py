@@ -50,15 +50,21 @@ Deployable and conservative frontiers (randomised at the threshold)
   1e-12: float noise in an expected usage never counts as a violation.
 
 Calibration scores (cross-fitted by default)
-- ``calibration="oof"`` (default, SPEC 6): the calibration half's scores are document-grouped
-  out-of-fold scores (``harness.protocols.threshold.oof_scores``: ``cal_folds`` folds of
-  ``stats.grouped_kfold`` seeded with the run's seed, applied to the calibration half's
-  documents, so the folds differ per split) of fresh policies fitted on the other folds; the
-  policy applied to test is fitted on the whole calibration half. Why: a flexible learner's
-  in-sample scores are more extreme than its scores on unseen documents, so a threshold set on
-  them overspends on test (gbm on QASPER: 0.094 on calibration, 0.125-0.163 on test at rho =
-  0.10). Out-of-fold scores come from models fitted on (cal_folds - 1) / cal_folds of the
-  half; the refit on the whole half is slightly stronger, a small residual difference.
+- ``calibration="oof"`` (default, SPEC 6): cross-fitted. The calibration half's documents
+  are cut into ``cal_folds`` grouped folds (``stats.grouped_kfold`` seeded with the run's seed;
+  the folds differ per split); fold model k, fitted on the other folds, gives the out-of-fold
+  scores of fold k, and the test half's documents, cut into as many grouped folds, are scored
+  fold by fold by the same models (``calibration_scores``). Calibration and test scores then
+  come from the same K models on questions each never saw, which is the exchangeability the
+  quantile threshold and the DKW slack assume; the deployed router is the K models, each
+  question routed by its document's fold. Why: a flexible learner's in-sample scores are more
+  extreme than its scores on unseen documents, so a threshold set on them overspends on test
+  (gbm on an earlier QASPER table: 0.094 on calibration, 0.125-0.163 on test at rho = 0.10);
+  and out-of-fold calibration scores with one refit on the whole half for test do not match
+  either (ridge on QASPER spent 0.040 at rho = 0.10: a fold model's level moves with the few
+  rescues its training part holds). Measured on the default table at rho = 0.10 (mean test
+  usage over 5 splits, cross-fitted vs in-sample): gbm 0.103 vs 0.103, logistic 0.094 vs
+  0.120, ridge 0.079 vs 0.087.
 - ``calibration="in_sample"``: the policy fitted on the whole calibration half scores that
   same half (the earlier behaviour).
 - Untrainable policies (``trainable = False``: random, single signals, oracle) need no folds;
@@ -84,6 +90,22 @@ References at matched usage
   deltas first (rescues, then neutral) - base_mean + sum(top-k delta) / n; for a fractional
   expected count k it interpolates linearly between floor(k) and ceil(k) (the best outcome of
   a rule that makes floor(k) or ceil(k) calls with the same expected count).
+
+Per-question decisions and the calibration-half utility (what the decision table reads)
+- ``BudgetResult.decisions`` (logged by the app as ``budget_decisions.parquet``): one row per
+  test-half question, split, budget and frontier (exact, deployable, conservative) with its
+  run probability ``prob`` under that frontier's rule (the same expectation rule as above:
+  1 above t, ``tie_prob`` at t, 0 below), ``base``, ``extra`` and its expected utility
+  ``utility = (1 - prob) * base + prob * extra - cost * prob``; the mean of ``utility`` (or of
+  the expected outcome) over a split's rows is that split's number in the frontiers table. A
+  fixed decision has one row per test question and split with ``frontier="fixed"``, budget NaN
+  and prob 0 or 1. ``oracle`` marks the oracle's rows (an upper bound, never deployable).
+- ``cal_utility`` (frontiers table, deployable and conservative rows): the rule's expected
+  utility on the CALIBRATION half, from the very calibration scores its threshold was set on
+  (out-of-fold by default), i.e. ``mean((1 - q) * base + q * extra) - cost * cal_usage`` with q
+  the rule's run probability of each calibration question. It is what a team sees before
+  deploying; the decision table (``harness.decision_table``) chooses its reference by it,
+  never by a test outcome. NaN for the exact frontier (no calibration) and fixed decisions.
 
 Fixed decisions
 - Policies with ``fixed_route`` ("base": always-keep, "extra": always-extra) are references,
@@ -152,8 +174,7 @@ from harness.protocols.routing_summaries import (
     pgr_summaries,
     random_ordering_reference,
 )
-from harness.protocols.threshold import oof_scores
-from harness.stats import dkw_epsilon, min_detectable_difference, stratified_grouped_halves
+from harness.stats import dkw_epsilon, grouped_kfold, min_detectable_difference, stratified_grouped_halves
 from harness.task import RoutingTask
 
 DEFAULT_BUDGETS = (0.10, 0.25, 0.50, 0.75, 0.90)
@@ -335,16 +356,38 @@ def fixed_route_of(policy_factory: PolicyFactory) -> str | None:
 
 
 def calibration_scores(
-    cal: RoutingTask, policy_factory: PolicyFactory, fitted, *, calibration: str, cal_folds: int, seed: int
-) -> tuple[np.ndarray, int]:
-    """(scores of the calibration half, folds used): out-of-fold for trainable policies with
-    ``calibration="oof"``, else the ``fitted`` policy's own scores (0 folds)."""
-    if calibration == "oof" and fitted.trainable:
-        n_docs = len(np.unique(cal.groups))
-        if cal_folds > n_docs:
-            raise ConfigError("budget.cal_folds", f"{cal_folds} folds need as many calibration documents, got {n_docs}")
-        return oof_scores(cal, policy_factory, n_folds=cal_folds, seed=seed), cal_folds
-    return score_task(fitted, cal, seed), 0
+    cal: RoutingTask, test: RoutingTask, policy_factory: PolicyFactory, *, calibration: str, cal_folds: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """(calibration-half scores, test-half scores, folds used).
+
+    ``calibration="oof"`` with a trainable policy: CROSS-FITTED. The calibration half's
+    documents are cut into ``cal_folds`` grouped folds; fold model k is fitted on the other
+    folds and scores fold k (out-of-fold calibration scores). The test half's documents are cut
+    into as many grouped folds (same seed) and test fold k is scored by the same model k. So a
+    calibration score and a test score come from the same K models, each on questions it never
+    saw: exchangeable, as the calibrated threshold (and the DKW slack) assume. The deployed
+    router is this set of K models, each question routed by the model of its document's fold.
+    (Scoring test with one refit on the whole half would not match: with few rescues a fold
+    model's level moves with the rescues its training part holds, and ridge then spent 0.040 at
+    budget 0.10 on QASPER.)
+
+    Otherwise (``in_sample``, or an untrainable policy whose scores do not depend on fitting):
+    one policy fitted on the whole calibration half scores both halves (0 folds).
+    """
+    if calibration == "oof" and policy_factory().trainable:
+        for half, what in ((cal, "calibration"), (test, "test")):
+            n_docs = len(np.unique(half.groups))
+            if cal_folds > n_docs:
+                raise ConfigError("budget.cal_folds", f"{cal_folds} folds need as many {what} documents, got {n_docs}")
+        cal_scores, test_scores = np.empty(cal.n), np.empty(test.n)
+        test_folds = grouped_kfold(test.groups, cal_folds, seed)
+        for (train_idx, held_idx), (_, test_idx) in zip(grouped_kfold(cal.groups, cal_folds, seed), test_folds):
+            model = fit_policy(policy_factory(), cal.take(train_idx), seed)
+            cal_scores[held_idx] = score_task(model, cal.take(held_idx), seed)
+            test_scores[test_idx] = score_task(model, test.take(test_idx), seed)
+        return cal_scores, test_scores, cal_folds
+    policy = fit_policy(policy_factory(), cal, seed)
+    return score_task(policy, cal, seed), score_task(policy, test, seed), 0
 
 
 @dataclass
@@ -361,6 +404,9 @@ class BudgetResult:
     calibration: str = "oof"
     fixed_route: str | None = None
     routing: pd.DataFrame | None = None  # per split: APGR, CPT, AIQ of each curve (routing/...)
+    # per test question, split, budget and frontier: run probability and expected utility
+    # (module docstring, "Per-question decisions"); the app logs it as budget_decisions.parquet
+    decisions: pd.DataFrame | None = None
 
     def _routing_lines(self) -> str:
         m, r = self.metrics, self.routing
@@ -495,6 +541,7 @@ def _fixed_row(facts: dict, test: RoutingTask, route: str, cost: float) -> dict:
         "threshold": math.inf if route == "base" else -math.inf,
         "tie_prob": math.nan,
         "cal_usage": math.nan,
+        "cal_utility": math.nan,
         "extra_calls": k,
         "realized_usage": usage,
         "usage_error": math.nan,
@@ -505,6 +552,30 @@ def _fixed_row(facts: dict, test: RoutingTask, route: str, cost: float) -> dict:
         "random_matched": random_matched(test.base, test.delta, k),
         "oracle_matched": oracle_matched(test.base, test.delta, k),
     }
+
+
+DECISION_COLUMNS = ("qid", "doc_id", "split", "budget", "frontier", "prob", "base", "extra", "utility", "oracle")
+
+
+def _decision_rows(test: RoutingTask, split: int, budget: float, frontier: str, prob, cost: float,
+                   oracle: bool) -> pd.DataFrame:
+    """The test half's per-question run probabilities under one rule (module docstring)."""
+    p = np.asarray(prob, dtype=float)
+    base, extra = np.asarray(test.base, dtype=float), np.asarray(test.extra, dtype=float)
+    return pd.DataFrame(
+        {
+            "qid": test.qids,
+            "doc_id": test.groups,
+            "split": split,
+            "budget": budget,
+            "frontier": frontier,
+            "prob": p,
+            "base": base,
+            "extra": extra,
+            "utility": (1.0 - p) * base + p * extra - cost * p,
+            "oracle": oracle,
+        }
+    )
 
 
 def run_budget_protocol(
@@ -545,7 +616,10 @@ def run_budget_protocol(
     auc_rows: list[dict] = []
     split_rows: list[dict] = []
     routing_rows: list[dict] = []
-    label = policy_label(policy_factory())
+    decision_parts: list[pd.DataFrame] = []
+    first = policy_factory()
+    label = policy_label(first)
+    is_oracle = bool(getattr(first, "oracle", False))
     for s, split_seed in enumerate(split_seeds):
         cal_idx, test_idx = stratified_grouped_halves(task.groups, task.delta_class, int(split_seed))
         cal, test = task.take(cal_idx), task.take(test_idx)
@@ -553,13 +627,14 @@ def run_budget_protocol(
             facts = _split_facts(s, int(split_seed), cal, test, calibration, 0)
             split_rows.append(facts)
             rows.append(_fixed_row(facts, test, route, cost))
+            decision_parts.append(
+                _decision_rows(test, s, math.nan, FIXED, np.full(test.n, 1.0 if route == "extra" else 0.0), cost,
+                               is_oracle)
+            )
             continue
-        policy = fit_policy(policy_factory(), cal, seed)
-        label = policy_label(policy)
-        cal_scores, folds = calibration_scores(
-            cal, policy_factory, policy, calibration=calibration, cal_folds=cal_folds, seed=seed
+        cal_scores, test_scores, folds = calibration_scores(
+            cal, test, policy_factory, calibration=calibration, cal_folds=cal_folds, seed=seed
         )
-        test_scores = score_task(policy, test, seed)
         facts = _split_facts(s, int(split_seed), cal, test, calibration, folds)
         split_rows.append(facts)
         n = test.n
@@ -588,7 +663,13 @@ def run_budget_protocol(
                 k = float(exact_count(n, rho)) if frontier == "exact" else float(prob.sum())
                 realized = k / n
                 outcome = expected_outcome(prob, test.base, test.extra)
-                cal_usage = math.nan if frontier == "exact" else float(run_probability(cal_scores, t, p).mean())
+                if frontier == "exact":
+                    cal_usage = cal_utility = math.nan
+                else:
+                    cal_prob = run_probability(cal_scores, t, p)
+                    cal_usage = float(cal_prob.mean())
+                    cal_utility = expected_outcome(cal_prob, cal.base, cal.extra) - cost * cal_usage
+                decision_parts.append(_decision_rows(test, s, rho, frontier, prob, cost, is_oracle))
                 if frontier == "deployable":
                     deploy_points.append((realized, outcome, float(np.mean(prob * cost_axis(test)[1]))))
                 rows.append(
@@ -608,6 +689,7 @@ def run_budget_protocol(
                         "threshold": t,
                         "tie_prob": p,
                         "cal_usage": cal_usage,
+                        "cal_utility": cal_utility,
                         "extra_calls": k,
                         "realized_usage": realized,
                         "usage_error": realized - rho,
@@ -633,6 +715,7 @@ def run_budget_protocol(
             | {f"{curve}/{stat}": values[stat] for curve, values in curves.items() for stat in ROUTING_STATS}
         )
     frontiers = pd.DataFrame(rows)
+    decisions = pd.concat(decision_parts, ignore_index=True)[list(DECISION_COLUMNS)]
     aucs = pd.DataFrame(auc_rows, columns=["split", "exact_auc", "oracle_auc", "random_auc"])
     splits = pd.DataFrame(split_rows)
     m = task.metric
@@ -657,7 +740,7 @@ def run_budget_protocol(
             metrics[f"budget/{FIXED}/{name}"] = float(vals.mean())
             metrics[f"budget/{FIXED}/{name}_std"] = float(vals.std())
         return BudgetResult(metrics, frontiers, aucs, policy=label, metric=m, splits=splits,
-                            calibration=calibration, fixed_route=route)
+                            calibration=calibration, fixed_route=route, decisions=decisions)
     columns = {
         m: "outcome",
         "utility": "utility",
@@ -692,4 +775,4 @@ def run_budget_protocol(
             metrics[f"routing/{curve}/{stat}"] = float(vals.mean()) if ok else math.nan
             metrics[f"routing/{curve}/{stat}_std"] = float(vals.std()) if ok else math.nan
     return BudgetResult(metrics, frontiers, aucs, policy=label, metric=m, splits=splits,
-                        calibration=calibration, fixed_route=None, routing=routing)
+                        calibration=calibration, fixed_route=None, routing=routing, decisions=decisions)

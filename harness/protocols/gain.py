@@ -279,7 +279,7 @@ class GainResult:
                 f"{int(m[s + name + '_n_boot_used'])} usable resamples]"
             )
 
-        gap = ci("gap_closed") if m[s + "gap_closed_defined"] else f"undefined ({self.notes['gap_closed']})"
+        gap = ci("gap_closed") if m[s + "gap_closed_defined"] else self.notes["gap_closed"]
         mdd_line = (
             f"policy vs always-extra: {int(m[s + 'vs_extra/discordant'])} discordant questions, minimum "
             f"detectable difference in mean {self.metric} {fmt(m[s + 'vs_extra/mdd'])}"

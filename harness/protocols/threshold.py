@@ -136,6 +136,7 @@ from harness.stats import (
     sign_flip_test,
 )
 from harness.task import RoutingTask
+from policies.base import check_json_state
 
 STATE_FILE = "policy_state.json"
 ROUTER_FILE = "router.json"
@@ -279,6 +280,7 @@ def develop(
         tau, oof_u, oof_k = select_tau(scores, dev_task.base, dev_task.delta, cost)
     policy = fit_policy(policy_factory(), dev_task, seed)
     state = policy.get_state()
+    check_json_state(getattr(policy, "name", type(policy).__name__), state)  # strict JSON, or one clear error
     config = {
         "protocol": "threshold",
         "cost": float(cost),
@@ -678,7 +680,7 @@ class ThresholdResult:
             self._verdict("base"),
             self._verdict("extra"),
             self._heldout_resolution(),
-            f"frozen: {self.frozen['dir']}  state sha256={self.frozen['sha256'][STATE_FILE][:16]}"
+            f"frozen: {self.frozen.get('shown_as', self.frozen['dir'])}  state sha256={self.frozen['sha256'][STATE_FILE][:16]}"
             + ("" if R == 1 else f"  (repeat 0 of {R})"),
         ]
         return "\n".join(lines)

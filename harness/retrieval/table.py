@@ -11,6 +11,10 @@ order, ``shard_size`` pools per shard), then ``table.parquet`` + ``info.json``. 
 written atomically, and the build holds ``<key>/.lock`` so two processes cannot interleave; an
 interrupted build resumes from the shards already written. ``table.parquet`` only appears once
 all shards are done, so a failed build never leaves a table behind.
+
+A cold build first prints one line with a rough expected duration (``SECONDS_PER_UNIT``, measured
+on qasper_yesno); tqdm bars show progress on a terminal, and where stdout is not a terminal (a
+log file, CI) plain progress lines do, at most one per 30 s.
 """
 
 from __future__ import annotations
@@ -26,19 +30,31 @@ from typing import Mapping
 import pandas as pd
 
 from harness.data.schema import Dataset
-from harness.errors import ConfigError
-from harness.io import atomic_write, atomic_write_text, cache_root, canonical_json, digest_of, file_lock
-from harness.retrieval.arms import ARMS, ArmParams, compute_shard
+from harness.errors import ConfigError, DataError, HarnessError
+from harness.io import (
+    CacheCorrupt,
+    atomic_write_verified,
+    cache_root,
+    canonical_json,
+    digest_of,
+    file_lock,
+    move_aside,
+    verify_file,
+)
+from harness.retrieval.arms import ARMS, ArmParams, batch_independent, compute_shard
 from harness.retrieval.bm25 import BM25Params
 from harness.retrieval.encoder import PACKAGED_MINILM, DenseEncoder, forward_seconds_of
 from harness.retrieval.features import QPP_TOP_K
 from harness.retrieval.fusion import RRF_K
 from harness.retrieval.precision import DEFAULT_PRECISION, resolve_precision
-from harness.retrieval.rerankers import make_reranker
+from harness.retrieval.rerankers import MaxSimReranker, make_reranker
 
 # arms-3: MaxSim drops special tokens by token id, not by position ([UNK] kept as content);
 # default precision fp32
-CODE_VERSION = "arms-3"
+# arms-4: batch-independent encoding (one token length per forward pass, no padding); verified
+# cache files (sidecar digests, key in the Parquet); shard_size out of the key where exact
+CODE_VERSION = "arms-4"
+PARQUET_META = b"rag_route_bench"
 DEFAULT_SHARD_SIZE = 32
 
 
@@ -92,6 +108,23 @@ def _progress_enabled(progress: bool | None) -> bool:
     return not os.environ.get("CI") and sys.stderr.isatty()
 
 
+def _progress_lines(progress: bool | None) -> bool:
+    """Plain progress lines on stdout (a log file, CI) where a tqdm bar would not be seen:
+    ``progress=None`` (auto) and stdout not a terminal."""
+    return progress is None and not sys.stdout.isatty()
+
+
+# A rough cold-build rate for the one-line notice before a build: about 5 minutes for the 19,824
+# units of qasper_yesno (fp32, MaxSim, 2 CPU cores, AVX2; measured 264-308 s in four builds).
+# Only a rough guide: other CPUs, bf16 without native support, or the cross-encoder differ a lot.
+SECONDS_PER_UNIT = 300.0 / 19_824
+
+
+def _duration(seconds: float) -> str:
+    s = int(round(max(0.0, seconds)))
+    return f"{s}s" if s < 60 else f"{s // 60}m{s % 60:02d}s" if s < 3600 else f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
 def _shards(dataset: Dataset, shard_size: int) -> list[list[str]]:
     used = sorted({q.pool_id for q in dataset.questions})
     for p in used:
@@ -100,8 +133,94 @@ def _shards(dataset: Dataset, shard_size: int) -> list[list[str]]:
     return [used[i : i + shard_size] for i in range(0, len(used), shard_size)]
 
 
-def _write_parquet(path: Path, frame: pd.DataFrame) -> None:
-    atomic_write(path, lambda p: frame.to_parquet(p, index=False))
+def _write_parquet(path: Path, frame: pd.DataFrame, *, key: str, **meta) -> dict:
+    """Atomic Parquet with ``{"key": key, **meta}`` in its schema metadata, then its sidecar."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    record = {"key": key, **meta}
+
+    def write(tmp: Path) -> None:
+        t = pa.Table.from_pandas(frame, preserve_index=False)
+        md = dict(t.schema.metadata or {})
+        md[PARQUET_META] = json.dumps(record, sort_keys=True).encode("utf-8")
+        pq.write_table(t.replace_schema_metadata(md), tmp)
+
+    atomic_write_verified(path, write, key=key, **meta)
+    return record
+
+
+def read_verified_parquet(path: Path, key: str) -> tuple[pd.DataFrame, dict]:
+    """(frame, sidecar record) of a cached Parquet after checking digest and recorded key.
+
+    Read-only. Raises FileNotFoundError (missing) or :class:`harness.io.CacheCorrupt`.
+    """
+    import pyarrow.parquet as pq
+
+    record = verify_file(path, key=key)
+    try:
+        raw = (pq.read_schema(path).metadata or {}).get(PARQUET_META)
+        recorded = json.loads(raw) if raw else {}
+        frame = pd.read_parquet(path)
+    except Exception as exc:  # noqa: BLE001 - any reader failure means the file cannot be used
+        raise CacheCorrupt(path, f"not a readable Parquet file: {type(exc).__name__}: {str(exc)[:200]}") from None
+    if recorded.get("key") != key:
+        raise CacheCorrupt(path, f"the Parquet records cache key {str(recorded.get('key'))[:16]}..., "
+                                 f"its folder's key is {key[:16]}...")
+    return frame, record
+
+
+def _check_finished(folder: Path, key: str) -> tuple[OutcomeTable | None, list[CacheCorrupt]]:
+    """The verified finished table, else (None, the corrupt files). Reads only."""
+    table_path, info_path = folder / "table.parquet", folder / "info.json"
+    problems: list[CacheCorrupt] = []
+    frame = record = info = None
+    try:
+        frame, record = read_verified_parquet(table_path, key)
+    except FileNotFoundError:
+        pass
+    except CacheCorrupt as exc:
+        problems.append(exc)
+    try:
+        verify_file(info_path, key=key)
+        try:
+            info = json.loads(info_path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise CacheCorrupt(info_path, f"not valid JSON: {type(exc).__name__}") from None
+        if not isinstance(info, dict) or info.get("key") != key:
+            got = info.get("key") if isinstance(info, dict) else None
+            raise CacheCorrupt(info_path, f"it names cache key {str(got)[:16]}..., its folder's key is {key[:16]}...")
+        if record is not None and info.get("table_sha256") != record["sha256"]:
+            raise CacheCorrupt(info_path, "it describes another table.parquet (table_sha256 differs)")
+    except FileNotFoundError:
+        info = None
+    except CacheCorrupt as exc:
+        problems.append(exc)
+        info = None
+    if frame is not None and info is not None and not problems:
+        return OutcomeTable(frame, key, table_path, info), []
+    return None, problems
+
+
+def _require_writable(folder: Path, key: str, problems: list[CacheCorrupt]) -> None:
+    """Fail with one clear line when the build (or repair) cannot write to ``folder``."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / ".lock", "a"):
+            pass
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        if problems:
+            p = problems[0]
+            raise HarnessError(f"cache file {p.path} is corrupt ({p.reason}) and the cache folder is not writable "
+                               f"({why}): cannot move it aside and rebuild; fix the permissions or remove the file") from None
+        raise HarnessError(f"outcome table {key[:16]}... is not in the cache and {folder} is not writable ({why}); "
+                           "build it once where the cache is writable, or set HARNESS_CACHE_DIR") from None
+
+
+def _dataset_source(dataset: Dataset) -> str:
+    files = [s.get("file") for s in dataset.meta.get("sources", []) if isinstance(s, dict) and s.get("file")]
+    return ", ".join(files) or str(dataset.meta.get("source") or dataset.name)
 
 
 def build_outcome_table(
@@ -123,19 +242,26 @@ def build_outcome_table(
     params = arm_params(arms_cfg)
     shard_size = _int(arms_cfg, "shard_size", DEFAULT_SHARD_SIZE, 1)
     precision = resolve_precision(str(arms_cfg.get("precision", DEFAULT_PRECISION)), "arms.precision")
+    if not dataset.questions:
+        raise DataError(_dataset_source(dataset), None,
+                        f"dataset {dataset.name!r} has 0 questions: no outcome table is built or cached")
     if encoder is None:
         encoder = make_encoder(arms_cfg)
     enc_id = encoder.identity()
     if reranker is None:
         reranker = make_reranker(reranker_cfg, enc_id, precision)
     rr_id = reranker.identity()
+    # shard_size stays in the key unless the numbers are proven independent of it
+    exact = precision == "fp32" and batch_independent(encoder) and isinstance(reranker, MaxSimReranker)
+    key_params = {"k": params.k, "candidates": params.candidates, "rrf_k": params.rrf_k,
+                  "bm25": {"k1": params.bm25.k1, "b": params.bm25.b}, "qpp_k": params.qpp_k}
+    if not exact:
+        key_params["shard_size"] = shard_size
     key_material = {
         "dataset": dataset.fingerprint(),
         "encoder": enc_id,
         "reranker": rr_id,
-        "params": {"k": params.k, "candidates": params.candidates, "rrf_k": params.rrf_k,
-                   "bm25": {"k1": params.bm25.k1, "b": params.bm25.b}, "qpp_k": params.qpp_k,
-                   "shard_size": shard_size},
+        "params": key_params,
         "precision": precision,
         "code_version": CODE_VERSION,
     }
@@ -144,10 +270,17 @@ def build_outcome_table(
     folder = root / key
     table_path, info_path = folder / "table.parquet", folder / "info.json"
 
+    # a verified finished table is read without the lock: no write access needed
+    found, problems = _check_finished(folder, key)
+    if found is not None:
+        return found
+    _require_writable(folder, key, problems)
     with file_lock(folder / ".lock"):
-        if table_path.exists() and info_path.exists():
-            info = json.loads(info_path.read_text(encoding="utf-8"))
-            return OutcomeTable(pd.read_parquet(table_path), key, table_path, info)
+        found, problems = _check_finished(folder, key)  # again: another process may have built it
+        if found is not None:
+            return found
+        for p in problems:
+            move_aside(p.path, p.reason)
 
         shards = _shards(dataset, shard_size)
         show = _progress_enabled(progress)
@@ -157,42 +290,70 @@ def build_outcome_table(
         bar_q = tqdm(total=len(dataset.questions), desc="questions reranked", unit="q", disable=not show)
         reused = computed = 0
         fwd0 = forward_seconds_of(encoder) + forward_seconds_of(reranker)
+        lines = _progress_lines(progress)
+        n_units = int(sum(len(dataset.pools[p]) for s in shards for p in s))
+        if progress is not False:  # the notice shows on a terminal too; per-shard lines only off it
+            print(
+                f"[route-bench] building outcome table {key[:12]} for {dataset.name}: {n_units} units in "
+                f"{len(shards)} shards; expect roughly {_duration(n_units * SECONDS_PER_UNIT)} on 2 CPU cores "
+                "(a rough guide; shards already on disk are reused)",
+                flush=True,
+            )
+        t_start = last_line = time.perf_counter()
         try:
             frames = []
             for i, pools in enumerate(shards):
                 shard_path = folder / "shards" / f"shard-{i:05d}.parquet"
-                if shard_path.exists():
-                    frame = pd.read_parquet(shard_path)
+                pools_digest = digest_of(pools)
+                frame = None
+                try:
+                    frame, record = read_verified_parquet(shard_path, key)
+                    if record.get("pools") != pools_digest:  # another shard size's partition: not corrupt
+                        frame = None
+                except FileNotFoundError:
+                    pass
+                except CacheCorrupt as exc:
+                    move_aside(exc.path, exc.reason, then="recomputed")
+                if frame is not None:
                     reused += 1
                     bar_pools.update(len(pools))
                 else:
                     rows, _ = compute_shard(dataset, pools, encoder, reranker, params, bar_pools.update)
                     frame = pd.DataFrame(rows)
-                    _write_parquet(shard_path, frame)
+                    _write_parquet(shard_path, frame, key=key, pools=pools_digest, shard=i)
                     computed += 1
                 bar_q.update(len(frame))
                 frames.append(frame)
+                now = time.perf_counter()
+                if lines and (now - last_line >= 30 or i == len(shards) - 1):
+                    last_line = now
+                    print(f"[route-bench] {i + 1}/{len(shards)} shards computed or reused "
+                          f"({computed} computed, {_duration(now - t_start)} so far)", flush=True)
         finally:
             bar_pools.close()
             bar_q.close()
-        table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-        if len(table):
-            table = table.sort_values("qid", kind="stable").reset_index(drop=True)
+        table = pd.concat(frames, ignore_index=True)
+        table = table.sort_values("qid", kind="stable").reset_index(drop=True)
+        if not len(table):  # pragma: no cover - every shard holds the questions of its pools
+            raise DataError(_dataset_source(dataset), None, f"dataset {dataset.name!r}: the outcome table has 0 rows")
+        _write_parquet(table_path, table, key=key)
         info = {
             "key": key,
             "key_material": json.loads(canonical_json(key_material)),
             "dataset": dataset.name,
             "models": {"encoder": enc_id, "reranker": rr_id},
             "precision": precision,
-            "params": key_material["params"],
+            "params": {**key_params, "shard_size": shard_size},
+            "shard_size_in_key": not exact,
             "code_version": CODE_VERSION,
             "arms": list(ARMS),
             "base_arm": "keep",
+            "table_sha256": verify_file(table_path, key=key)["sha256"],
             "build_seconds": time.perf_counter() - t_start,
             "model_forward_seconds": forward_seconds_of(encoder) + forward_seconds_of(reranker) - fwd0,
             "counts": {
                 "questions": int(len(table)),
-                "questions_with_evidence": int(table["has_evidence"].sum()) if len(table) else 0,
+                "questions_with_evidence": int(table["has_evidence"].sum()),
                 "pools": int(sum(map(len, shards))),
                 "units": int(sum(len(dataset.pools[p]) for s in shards for p in s)),
                 "shards": len(shards),
@@ -200,7 +361,8 @@ def build_outcome_table(
                 "shards_reused": reused,
             },
         }
-        _write_parquet(table_path, table)
-        atomic_write_text(info_path, json.dumps(info, indent=2, sort_keys=True, default=str))
+        text = json.dumps(info, indent=2, sort_keys=True, default=str)
+        atomic_write_verified(info_path, lambda p: p.write_text(text, encoding="utf-8"), key=key)
         # read back so a cold and a warm build return identical dtypes (lists come back as arrays)
-        return OutcomeTable(pd.read_parquet(table_path), key, table_path, info)
+        frame, _ = read_verified_parquet(table_path, key)
+        return OutcomeTable(frame, key, table_path, json.loads(text))

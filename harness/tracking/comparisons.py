@@ -10,10 +10,15 @@ dataset, arms, protocol options): the jobs of one cell answered the same questio
 held-out documents, so their decisions can be paired. Seeds of one policy are stacked (the
 decisions get a ``seed`` column). Cells are named by the parameters that vary between cells
 (``cost.c=0.02``).
+
+The decision table (``harness.decision_table``) uses the same cells: ``sweep_decision_table``
+reads each FINISHED job's protocol B tables (``frontiers.parquet``, ``budget_decisions.parquet``)
+into ``JobRecord``s; jobs without ``frontiers.parquet`` (protocol B not run) are left out.
 """
 
 from __future__ import annotations
 
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +30,8 @@ from harness.compare import compare_with_reference, format_comparison
 from harness.errors import HarnessError
 
 DECISIONS_ARTIFACT = "decisions.parquet"
+FRONTIERS_ARTIFACT = "frontiers.parquet"
+BUDGET_DECISIONS_ARTIFACT = "budget_decisions.parquet"
 TAG_POLICY = "route_bench.policy"
 CELL_EXCLUDED_PREFIXES = ("policy.", "tracking.", "experiment.")
 CELL_EXCLUDED_KEYS = ("seed",)
@@ -93,25 +100,81 @@ def development_scores(runs: list, labels: dict[str, str]) -> dict[str, float] |
 
 
 def _decisions(client: Any, run, folder: Path) -> pd.DataFrame | None:
+    frame = _artifact(client, run, DECISIONS_ARTIFACT, folder)
+    if frame is not None:
+        frame["seed"] = int(run.data.params.get("seed", 0))
+    return frame
+
+
+def group_cells(runs: list) -> list[tuple[str, list]]:
+    """The FINISHED runs grouped into cells, as (cell name, runs), sorted by name."""
+    cells: dict[tuple, list] = {}
+    for r in runs:
+        if r.info.status == "FINISHED":
+            cells.setdefault(_cell_key(dict(r.data.params)), []).append(r)
+    names = _cell_names(list(cells))
+    return [(names[key], members) for key, members in sorted(cells.items(), key=lambda kv: names[kv[0]])]
+
+
+PROGRESS_ENV = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+
+
+def _artifact(client: Any, run, name: str, folder: Path) -> pd.DataFrame | None:
+    """A run's Parquet artifact, or None when it has none. MLflow's per-file progress bar is
+    switched off for the download (dozens of bars would bury the sweep's tables and the report
+    command's one-line errors) unless the user set ``MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR``."""
+    quiet = PROGRESS_ENV not in os.environ
+    if quiet:
+        os.environ[PROGRESS_ENV] = "false"
     try:
-        path = client.download_artifacts(run.info.run_id, DECISIONS_ARTIFACT, str(folder))
+        path = client.download_artifacts(run.info.run_id, name, str(folder))
     except Exception:  # noqa: BLE001 - a run without the artifact is reported, not fatal
         return None
-    frame = pd.read_parquet(path)
-    frame["seed"] = int(run.data.params.get("seed", 0))
-    return frame
+    finally:
+        if quiet:
+            os.environ.pop(PROGRESS_ENV, None)
+    return pd.read_parquet(path)
+
+
+def decision_records(client: Any, runs: list, folder: Path) -> list:
+    """``harness.decision_table.JobRecord`` of every FINISHED run with ``frontiers.parquet``."""
+    from harness.decision_table import JobRecord
+
+    records = []
+    for i, (cell, members) in enumerate(group_cells(runs)):
+        labels = _labels(members)
+        for r in members:
+            where = folder / f"{i}-{r.info.run_id}"
+            frontiers = _artifact(client, r, FRONTIERS_ARTIFACT, where)
+            if frontiers is None:
+                continue
+            records.append(
+                JobRecord(
+                    policy=labels[r.info.run_id],
+                    seed=int(r.data.params.get("seed", 0)),
+                    cost=float(r.data.params.get("cost.c", 0.0)),
+                    frontiers=frontiers,
+                    decisions=_artifact(client, r, BUDGET_DECISIONS_ARTIFACT, where),
+                    cell=cell,
+                )
+            )
+    return records
+
+
+def sweep_decision_table(client: Any, runs: list, *, n_boot: int = 1000, alpha: float = 0.05) -> pd.DataFrame:
+    """The decision table of a sweep's runs (``harness.decision_table.decision_table``)."""
+    from harness.decision_table import decision_table
+
+    with tempfile.TemporaryDirectory(prefix="route-bench-decisions-") as tmp:
+        records = decision_records(client, runs, Path(tmp))
+    return decision_table(records, n_boot=n_boot, alpha=alpha)
 
 
 def sweep_comparisons(client: Any, runs: list, *, n_boot: int = 1000, alpha: float = 0.05) -> list[CellComparison]:
     """Compare the FINISHED runs of a sweep per cell (``runs``: one run per job config)."""
-    finished = [r for r in runs if r.info.status == "FINISHED"]
-    cells: dict[tuple, list] = {}
-    for r in finished:
-        cells.setdefault(_cell_key(dict(r.data.params)), []).append(r)
-    names = _cell_names(list(cells))
     out = []
     with tempfile.TemporaryDirectory(prefix="route-bench-compare-") as tmp:
-        for i, (key, members) in enumerate(sorted(cells.items(), key=lambda kv: names[kv[0]])):
+        for i, (name, members) in enumerate(group_cells(runs)):
             labels = _labels(members)
             per_policy: dict[str, list[pd.DataFrame]] = {}
             missing = []
@@ -122,10 +185,10 @@ def sweep_comparisons(client: Any, runs: list, *, n_boot: int = 1000, alpha: flo
                 else:
                     per_policy.setdefault(labels[r.info.run_id], []).append(frame)
             if missing:
-                out.append(CellComparison(names[key], None, f"no {DECISIONS_ARTIFACT} in the runs of {sorted(set(missing))} (protocol A not run, or tracking.log_decisions=false)"))
+                out.append(CellComparison(name, None, f"no {DECISIONS_ARTIFACT} in the runs of {sorted(set(missing))} (protocol A not run, or tracking.log_decisions=false)"))
                 continue
             if len(per_policy) < 2:
-                out.append(CellComparison(names[key], None, "fewer than two policies"))
+                out.append(CellComparison(name, None, "fewer than two policies"))
                 continue
             decisions = {label: pd.concat(frames, ignore_index=True) for label, frames in per_policy.items()}
             try:
@@ -133,9 +196,9 @@ def sweep_comparisons(client: Any, runs: list, *, n_boot: int = 1000, alpha: flo
                     decisions, dev_scores=development_scores(members, labels), n_boot=n_boot, alpha=alpha
                 )
             except HarnessError as exc:
-                out.append(CellComparison(names[key], None, str(exc)))
+                out.append(CellComparison(name, None, str(exc)))
                 continue
-            out.append(CellComparison(names[key], table))
+            out.append(CellComparison(name, table))
     return out
 
 

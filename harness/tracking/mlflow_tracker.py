@@ -7,11 +7,17 @@ Layout (shared with the report command; see README "Tracking"):
   tags ``route_bench.sweep_id``, ``route_bench.role=sweep``); one child run per job (tags
   ``mlflow.parentRunId``, ``route_bench.sweep_id``, ``route_bench.role=job``,
   ``route_bench.config_hash``, ``route_bench.policy``). A single run (no -m) has role ``single``
-  and no parent.
+  and no parent. Every job run also carries ``route_bench.dataset``, ``route_bench.arms``,
+  ``route_bench.budget_grid``, ``route_bench.git_commit``, a description (``mlflow.note.content``:
+  headline and summary) and its input dataset (``log_dataset``).
+- Run names (``harness.console.run_name``): a single run ``<policy> c=<c> seed=<seed>``; a sweep
+  job the policy name plus every key the sweep varies (``ridge(features=qpp) seed=1``).
 - Metric names: the protocol's slash-separated names passed through ``mlflow_name``. MLflow
   accepts only ``[/\\w.\\- :]`` in names, so ``@`` becomes ``_at_`` (``heldout/hit@10`` is
   logged as ``heldout/hit_at_10``); every other disallowed character becomes ``_``.
 - Frontier series: ``frontier/<frontier>/<column>`` with step = budget in percent.
+- Headline metrics (a few columns to compare runs by): ``headline/utility``,
+  ``headline/<metric>``, ``headline/extra_share``, ``headline/deployable_utility@<budget>``.
 
 Why one module: the naming rules above are a contract; writing them once keeps the app, the
 sweep callback and the report command from drifting apart.
@@ -19,8 +25,11 @@ sweep callback and the report command from drifting apart.
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import re
+import subprocess
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, TypeVar
@@ -34,8 +43,17 @@ TAG_CONFIG_HASH = "route_bench.config_hash"
 TAG_POLICY = "route_bench.policy"
 TAG_ERROR = "route_bench.error"
 TAG_PARENT = "mlflow.parentRunId"
+TAG_NOTE = "mlflow.note.content"  # the run's description in the MLflow UI (Markdown)
+TAG_GIT_COMMIT = "route_bench.git_commit"
+TAG_MLFLOW_GIT_COMMIT = "mlflow.source.git.commit"  # shown by the UI; set only when known
+TAG_DATASET = "route_bench.dataset"
+TAG_ARMS = "route_bench.arms"
+TAG_BUDGET_GRID = "route_bench.budget_grid"
+NOTE_MAX_CHARS = 8000  # MLflow's limit of a tag value
+DATASET_DIGEST_CHARS = 16  # MLflow keeps at most 36 characters of a dataset digest
 PARAM_MAX_CHARS = 500  # a readable cut; MLflow's own limit is 6000. The full config is config.yaml
-HASH_EXCLUDED_KEYS = ("tracking", "hydra")
+# keys that never change a job's numbers (``verbose`` only changes what is printed)
+HASH_EXCLUDED_KEYS = ("tracking", "hydra", "verbose")
 
 T = TypeVar("T")
 
@@ -81,6 +99,36 @@ def experiment_name(cfg: Mapping[str, Any]) -> str:
 def config_hash(cfg: Mapping[str, Any]) -> str:
     """Digest of the resolved job config minus tracking/launcher/hydra keys: same job, same hash."""
     return digest_of({k: v for k, v in cfg.items() if k not in HASH_EXCLUDED_KEYS})[:16]
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str:
+    """``git rev-parse HEAD`` of the harness's source checkout, "unknown" without git or a
+    checkout (an installed wheel)."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        proc = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    commit = proc.stdout.strip()
+    return commit if proc.returncode == 0 and re.fullmatch(r"[0-9a-f]{40,64}", commit) else "unknown"
+
+
+def description(title: str, text: str, limit: int = NOTE_MAX_CHARS) -> str:
+    """A run description (Markdown): a title line, then ``text`` as a code block, cut to MLflow's
+    tag limit with a pointer to the full text (the ``summary.txt`` artifact)."""
+    head, tail = f"{title}\n\n```\n", "\n```\n"
+    cut = "\n... (cut; the full text is the artifact summary.txt)"
+    room = limit - len(head) - len(tail)
+    body = text if len(text) <= room else text[: max(0, room - len(cut))] + cut
+    return head + body + tail
+
+
+def note_text(note: str) -> str:
+    """The text block of a ``description`` (what a finished run's summary said), else ``note``."""
+    start = note.find("```\n")
+    end = note.rfind("\n```")
+    return note[start + 4 : end] if 0 <= start < end else note
 
 
 def _short(value: Any) -> str:
@@ -233,6 +281,30 @@ class Tracker:
             chunk = items[i : i + 100]
             self._retry(lambda: self.client.log_batch(run_id, tags=chunk))
 
+    def set_note(self, run_id: str, text: str) -> None:
+        """The run's description (tag ``mlflow.note.content``), cut to MLflow's 8000 characters."""
+        from mlflow.entities import RunTag
+
+        tag = RunTag(TAG_NOTE, str(text)[:NOTE_MAX_CHARS])
+        self._retry(lambda: self.client.log_batch(run_id, tags=[tag]))
+
+    def log_dataset(
+        self, run_id: str, name: str, digest: str, source_type: str, source: Mapping[str, Any],
+        profile: Mapping[str, Any] | None = None, context: str = "eval",
+    ) -> None:
+        """Record the run's input dataset (the UI's Datasets column): name, digest (cut to
+        DATASET_DIGEST_CHARS), source and a profile (sizes). Logged as an MLflow dataset entity,
+        so nothing is read or downloaded."""
+        from mlflow.entities import Dataset, DatasetInput, InputTag
+
+        entity = Dataset(
+            name=str(name), digest=str(digest)[:DATASET_DIGEST_CHARS], source_type=str(source_type),
+            source=json.dumps(dict(source), sort_keys=True, default=str),
+            profile=json.dumps(dict(profile), sort_keys=True, default=str) if profile else None,
+        )
+        item = DatasetInput(dataset=entity, tags=[InputTag(key="mlflow.data.context", value=context)])
+        self._retry(lambda: self.client.log_inputs(run_id, datasets=[item]))
+
     def log_metrics(self, run_id: str, metrics: Iterable[tuple[str, float, int]]) -> int:
         """Log ``(name, value, step)`` triples in batches of 1000; names via ``mlflow_name``.
         Non-finite values are logged as they are (MLflow stores NaN); None is skipped."""
@@ -251,6 +323,23 @@ class Tracker:
 
     def log_artifacts(self, run_id: str, local_dir: str | os.PathLike) -> None:
         self._retry(lambda: self.client.log_artifacts(run_id, str(local_dir)))
+
+    def log_table(self, run_id: str, frame: Any, artifact_file: str) -> None:
+        """A DataFrame as an MLflow table (``MlflowClient.log_table``: JSON ``orient="split"``,
+        listed in the run's ``mlflow.loggedArtifacts`` tag, so the UI shows it as a table).
+        ``log_table`` APPENDS to an existing file of that name; a rerun of a sweep (same parent
+        run) must replace it instead, so an existing file is overwritten in the same format."""
+        import tempfile
+
+        folder = os.path.dirname(artifact_file) or None
+        existing = {a.path for a in self._retry(lambda: self.client.list_artifacts(run_id, folder))}
+        if artifact_file not in existing:
+            self._retry(lambda: self.client.log_table(run_id, data=frame, artifact_file=artifact_file))
+            return
+        with tempfile.TemporaryDirectory(prefix="route-bench-table-") as tmp:
+            path = Path(tmp) / os.path.basename(artifact_file)
+            frame.to_json(path, orient="split", index=False, date_format="iso")
+            self._retry(lambda: self.client.log_artifact(run_id, str(path), folder))
 
     def fail_run(self, run_id: str, error_text: str, artifact_dir: str | os.PathLike | None = None) -> None:
         """Mark a run FAILED with the error as tag (first 5000 chars) and ``error.txt``."""

@@ -1,0 +1,273 @@
+"""What a person sees of a sweep: one line per job, run names that carry every swept key, the
+full per-job text in the Hydra job's log file, and ``result.json`` in the job's folder.
+
+Why: the default sweep has 44 jobs; printing each job's protocol summaries (about 35 lines)
+buries the one thing a person watches, how far the sweep is and what each job scored. The
+full text is not lost: it goes to the job's log file (``<hydra job folder>/app.log``), to the
+run's ``summary.txt`` and to the run's description in MLflow; ``verbose=true`` prints it too.
+
+The sweep callback knows the whole sweep before any job starts: ``sweep_plan`` expands the
+sweeper's params and the command line's overrides the way Hydra's basic sweeper does, giving the
+number of jobs and the keys whose values differ between jobs. It hands them, with the sweep's
+start time, to every job through ``hydra.job.env_set`` (the variables below).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+ENV_SWEEP_JOBS = "ROUTE_BENCH_SWEEP_JOBS"  # number of jobs of the sweep
+ENV_SWEEP_START = "ROUTE_BENCH_SWEEP_START"  # epoch seconds when the jobs started
+ENV_SWEPT_KEYS = "ROUTE_BENCH_SWEPT_KEYS"  # comma-separated keys whose values differ between jobs
+
+# keys that change what is printed, never a result: not part of a run name or the sweep id
+PRESENTATION_KEYS = ("verbose",)
+JOB_LOGGER = "route_bench.job"
+HEADLINE_BUDGET = 0.25  # the budget of the console line's deployable utility (nearest in the grid)
+
+
+# ---- the sweep plan (launching process) ------------------------------------------------------
+def _key(key: str) -> str:
+    """An override's key without its ``+``/``++``/``~`` prefix."""
+    return key.lstrip("+~")
+
+
+def _ignored(key: str) -> bool:
+    return key.startswith("hydra") or key in PRESENTATION_KEYS
+
+
+def sweep_plan(task_overrides: Sequence[str], sweeper_params: Mapping[str, Any] | None) -> tuple[int, list[str]]:
+    """(number of jobs, swept keys in order) of a basic-sweeper multirun.
+
+    Same expansion as ``hydra._internal.core_plugins.basic_sweeper.BasicSweeper``: the sweeper's
+    params first, then the command line's overrides (a later override of a key replaces an
+    earlier one), the cartesian product of the values. A key is *swept* when its value differs
+    between jobs; Hydra's own keys (launcher, ...) and ``verbose`` never count.
+    """
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    args = [f"{k}={v}" for k, v in (sweeper_params or {}).items()] + [str(o) for o in task_overrides]
+    overrides = OverridesParser.create().parse_overrides(args)
+    jobs = [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+    values: dict[str, set[str]] = {}
+    for job in jobs:
+        for item in job:
+            key, _, value = item.partition("=")
+            if key.startswith("~"):
+                continue
+            values.setdefault(_key(key), set()).add(value)
+    swept = [k for k, v in values.items() if len(v) > 1 and not _ignored(k)]
+    return len(jobs), swept
+
+
+def sweep_env(n_jobs: int | None, swept: Sequence[str] | None, start: float | None = None) -> dict[str, str]:
+    """The variables ``sweep_plan``'s result travels in (empty where it is unknown)."""
+    env: dict[str, str] = {}
+    if n_jobs is not None:
+        env[ENV_SWEEP_JOBS] = str(int(n_jobs))
+    if swept is not None:
+        env[ENV_SWEPT_KEYS] = ",".join(swept)
+    env[ENV_SWEEP_START] = repr(time.time() if start is None else float(start))
+    return env
+
+
+def swept_keys_from_env() -> list[str] | None:
+    raw = os.environ.get(ENV_SWEPT_KEYS)
+    if raw is None:
+        return None
+    return [k for k in raw.split(",") if k]
+
+
+# ---- run names ---------------------------------------------------------------------------------
+def _number(x: float) -> str:
+    """Short, but never two different floats the same text (``0.0`` -> ``0``, ``0.02``)."""
+    short = f"{x:g}"
+    return short if float(short) == x else repr(x)
+
+
+def _select(cfg: Mapping, dotted: str) -> tuple[bool, Any]:
+    node: Any = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def display_value(cfg: Mapping, key: str, given: str | None) -> str:
+    """A swept key's value in a run name: the resolved scalar (floats short), else (a config
+    group's option, a list) the text of the job's own override."""
+    found, value = _select(cfg, key)
+    if found and isinstance(value, bool):
+        return str(value).lower()
+    if found and isinstance(value, float):
+        return _number(value)
+    if found and value is None:
+        return "null"
+    if found and isinstance(value, (int, str)):
+        return str(value)
+    if given is not None:
+        return given
+    if found and isinstance(value, Mapping) and "name" in value:
+        return str(value["name"])
+    return json.dumps(value, separators=(",", ":"), default=str) if found else "?"
+
+
+def _short_key(key: str) -> str:
+    return "c" if key == "cost.c" else key
+
+
+def run_name(cfg: Mapping, swept: Sequence[str] | None = None, job_overrides: Iterable[str] | None = None) -> str:
+    """``<policy> c=<cost> seed=<seed>`` for a single run (``swept`` None); in a sweep the policy
+    name plus every swept key, policy keys in parentheses: ``ridge c=0.02``,
+    ``ridge(features=qpp) seed=1``, ``plugin(weight=2) budget=fine``."""
+    policy = str((cfg.get("policy") or {}).get("name", "policy"))
+    if swept is None:
+        return f"{policy} c={float(cfg['cost']['c']):g} seed={cfg['seed']}"
+    given: dict[str, str] = {}
+    for item in job_overrides or ():
+        key, _, value = str(item).partition("=")
+        if not key.startswith("~"):
+            given[_key(key)] = value
+    inner, outer = [], []
+    for key in swept:
+        if key == "policy" or _ignored(key):
+            continue  # the policy's name leads
+        text = display_value(cfg, key, given.get(key))
+        if key.startswith("policy."):
+            if text != policy:  # policy.plugin / policy.name already named it
+                inner.append(f"{key[len('policy.'):]}={text}")
+        else:
+            outer.append(f"{_short_key(key)}={text}")
+    return " ".join([policy + (f"({','.join(inner)})" if inner else ""), *outer])
+
+
+# ---- headline ----------------------------------------------------------------------------------
+def headline_budget(grid: Sequence[float]) -> float | None:
+    """The grid's budget nearest 0.25 (the comparison table's deployable column)."""
+    grid = [float(g) for g in grid or ()]
+    return min(grid, key=lambda g: (abs(g - HEADLINE_BUDGET), g)) if grid else None
+
+
+def _budget_key(rho: float) -> str:
+    return f"{rho:.2f}"  # harness.protocols.budget.budget_key
+
+
+def headline_metrics(metrics: Mapping[str, float], metric: str, grid: Sequence[float]) -> dict[str, float]:
+    """``headline/...``: held-out utility, outcome and extra share (protocol A), deployable
+    utility at every budget of the grid (protocol B); only those the job computed."""
+    out: dict[str, float] = {}
+    for name, src in (("utility", "heldout/utility"), (metric, f"heldout/{metric}"), ("extra_share", "heldout/extra_share")):
+        if src in metrics:
+            out[f"headline/{name}"] = float(metrics[src])
+    for rho in grid or ():
+        src = f"budget/{_budget_key(float(rho))}/deployable/utility"
+        if src in metrics:
+            out[f"headline/deployable_utility@{_budget_key(float(rho))}"] = float(metrics[src])
+    return out
+
+
+def headline(metrics: Mapping[str, float], metric: str, grid: Sequence[float]) -> str:
+    """A few numbers: ``held-out U=0.7917 hit@10=0.7917 extra=0.375 | deploy@0.25 U=0.6061``."""
+    parts = []
+    if "heldout/utility" in metrics:
+        parts.append(
+            f"held-out U={metrics['heldout/utility']:.4f} {metric}={metrics.get(f'heldout/{metric}', math.nan):.4f}"
+            f" extra={metrics.get('heldout/extra_share', math.nan):.3f}"
+        )
+    rho = headline_budget(grid)
+    if rho is not None and f"budget/{_budget_key(rho)}/deployable/utility" in metrics:
+        parts.append(f"deploy@{rho:g} U={metrics[f'budget/{_budget_key(rho)}/deployable/utility']:.4f}")
+    elif "budget/fixed/utility" in metrics:
+        parts.append(f"fixed decision U={metrics['budget/fixed/utility']:.4f} (protocol B)")
+    if not parts and "gain/selective/quality" in metrics:
+        parts.append(f"selective {metric}={metrics['gain/selective/quality']:.4f}"
+                     f" spearman={metrics.get('gain/spearman', math.nan):.3f} (protocol C)")
+    return " | ".join(parts) if parts else "done (see the summary)"
+
+
+# ---- progress ----------------------------------------------------------------------------------
+def fmt_duration(seconds: float) -> str:
+    if not math.isfinite(seconds) or seconds < 0:
+        return "?"
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+def job_position(job: Any) -> tuple[int | None, int | None]:
+    """(k, N): this job's number from 1 (``hydra.job.num`` + 1) and the sweep's job count."""
+    k = None
+    if job is not None:
+        try:
+            k = int(job.job.num) + 1
+        except Exception:  # noqa: BLE001 - not a multirun job
+            k = None
+    raw = os.environ.get(ENV_SWEEP_JOBS)
+    n = int(raw) if raw and raw.isdigit() else None
+    return k, n
+
+
+def eta_text(k: int | None, n: int | None, now: float | None = None) -> str:
+    """Remaining time of the sweep, assuming the remaining jobs take as long as the done ones."""
+    raw = os.environ.get(ENV_SWEEP_START)
+    if k is None or n is None or not raw:
+        return "eta ?"
+    try:
+        start = float(raw)
+    except ValueError:
+        return "eta ?"
+    elapsed = (time.time() if now is None else now) - start
+    if k >= n:
+        return f"eta 0s, {fmt_duration(elapsed)} in all"
+    return f"eta {fmt_duration(elapsed / max(k, 1) * (n - k))}"
+
+
+def progress_line(job: Any, name: str, text: str) -> str:
+    """``[k/N] <run name> -> <text>  (eta <time>)``."""
+    k, n = job_position(job)
+    return f"[{k if k is not None else '?'}/{n if n is not None else '?'}] {name} -> {text}  ({eta_text(k, n)})"
+
+
+# ---- the job's log file and result.json ---------------------------------------------------------
+def job_logger() -> logging.Logger:
+    """A logger that writes only to the job's log file (Hydra's ``file`` handler on the root
+    logger: ``<job folder>/<job name>.log``), never to the console; without Hydra it drops INFO."""
+    log = logging.getLogger(JOB_LOGGER)
+    log.propagate = False
+    log.setLevel(logging.INFO)
+    log.handlers = [h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
+    return log
+
+
+def job_dir(job: Any) -> Path | None:
+    """The Hydra job's output folder (None outside a Hydra job)."""
+    if job is None:
+        return None
+    try:
+        out = job.runtime.output_dir
+    except Exception:  # noqa: BLE001
+        return None
+    return Path(out) if out and Path(out).is_dir() else None
+
+
+def write_result(job: Any, body: Mapping[str, Any]) -> Path | None:
+    """``result.json`` in the Hydra job folder: which MLflow run holds this job's results."""
+    folder = job_dir(job)
+    if folder is None:
+        return None
+    from harness.io import atomic_write_text
+
+    target = folder / "result.json"
+    atomic_write_text(target, json.dumps(dict(body), indent=1, sort_keys=True, default=str) + "\n")
+    return target

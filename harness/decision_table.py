@@ -1,0 +1,450 @@
+"""The decision table: which policy to deploy at a budget and a cost, and is the difference real?
+
+Why: protocol B reports each policy's frontiers on its own; the question a team asks is the
+comparison at ONE operating point (a cost c and a budget rho): which deployable rule spends the
+budget best, how sure are we, and what random and the oracle would do with the same usage. This
+module is pure (job records in, one DataFrame out); ``harness.tracking.comparisons`` reads the
+records from MLflow (``frontiers.parquet`` and ``budget_decisions.parquet`` of each job), the
+sweep callback logs the table on the parent run and the report command rebuilds it.
+
+Rows and cells
+- A *cell* is a set of jobs that differ only in policy and seed (the cell logic of
+  ``harness.tracking.comparisons``; its name, e.g. ``cost.c=0.02``, and its cost are columns).
+- Per cell, one row per policy and budget for every ranking policy (``kind`` "deployable" or
+  "oracle"), and one row per fixed decision (always-keep / always-extra: ``kind`` "fixed",
+  budget NaN, usage 0 or 1), which is a reference point shown with every budget, never marked
+  and never tested.
+- Numbers per row (``JobRecord.frontiers``, one row per seed and split): deployable ``utility``
+  and ``outcome`` (mean and sd), realized ``usage`` (mean and sd), ``violation_rate`` (share of
+  seeds x splits with usage > rho), ``random_utility`` and ``oracle_utility`` at the
+  deployable rule's realized usage (mean), exact-frontier utility (mean and sd), and
+  ``cal_utility``: the deployable rule's expected utility on the CALIBRATION half (mean). The
+  mean and sd run over all seeds x splits together (population sd, ddof = 0, as protocol B's
+  ``_std`` metrics; with one seed they equal the job's ``budget/<rho>/deployable/utility`` and
+  ``..._std``).
+
+The reference and the test
+- Reference (per cell and budget) = the deployable policy with the best mean ``cal_utility``:
+  what a team can see BEFORE deploying. Never the best test outcome: choosing the test-best
+  and testing the others against it on the same test questions is the winner's curse that Holm
+  does not correct (``harness.compare``). A tie within 1e-12 is named in ``reference_tied``
+  (broken by name, never silently). Without ``cal_utility`` (runs logged before it existed)
+  the test utility is used and ``reference_from`` says "test (optimistic)".
+- Per policy: the per-question expected test utility (``budget_decisions.parquet``, deployable
+  frontier) minus the reference's, paired on (seed, split, qid). ``diff_vs_ref`` > 0: better
+  than the reference. 95% document-bootstrap percentile interval (``stats.doc_bootstrap_means``;
+  a document's questions of all seeds and splits move together), p from
+  ``stats.sign_flip_test`` on document totals (exact up to 16 non-zero documents), Holm-adjusted
+  across the deployable policies of the cell and budget (the reference and the oracle are not
+  in the family), and the minimum detectable difference. These are ``harness.compare``'s
+  pieces (``pair_frame``, ``choose_reference``, ``paired_difference``), shared, not copied.
+- ``mark``: "ref"; "<" / ">" worse / better than the reference at Holm-adjusted alpha; "="
+  cannot be told apart (identical decisions included); "" for the oracle (an upper bound,
+  shown, never tested) and the fixed decisions; "?" when no paired test was possible (``note``
+  says why, e.g. the decisions were not logged).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+from harness.compare import choose_reference, pair_frame, paired_difference
+from harness.errors import HarnessError
+from harness.stats import holm_adjust
+
+NOT_DEPLOYABLE = ("oracle",)
+PAIR_KEYS = ("seed", "split", "qid")
+BUDGET_DIGITS = 9
+# the answer first (who, where, mark, utility), the evidence after it; ``cell`` last (empty when
+# the sweep has one cell)
+COLUMNS = (
+    "cost", "budget", "policy", "kind", "mark", "utility", "utility_sd", "cal_utility", "outcome", "outcome_sd",
+    "usage", "usage_sd", "violation_rate", "random_utility", "oracle_utility", "exact_utility", "exact_utility_sd",
+    "diff_vs_ref", "ci_low", "ci_high", "p", "p_holm", "mdd", "n_runs", "reference", "reference_from",
+    "reference_tied", "note", "cell",
+)
+MARKS = ("ref", "=", "<", ">")
+
+
+@dataclass
+class JobRecord:
+    """One job of a sweep as the decision table needs it: its policy label, seed, cost, cell
+    name, protocol B's ``frontiers`` table and its per-question ``decisions`` (None when not
+    logged: the row then gets no paired test)."""
+
+    policy: str
+    seed: int
+    cost: float
+    frontiers: pd.DataFrame
+    decisions: pd.DataFrame | None = None
+    cell: str = ""
+
+    @property
+    def fixed(self) -> bool:
+        f = self.frontiers
+        return bool(len(f)) and bool((f["frontier"] == "fixed").all())
+
+    def oracle(self, not_deployable: tuple[str, ...]) -> bool:
+        if self.policy in not_deployable:
+            return True
+        d = self.decisions
+        return d is not None and "oracle" in d.columns and bool(d["oracle"].astype(bool).any())
+
+
+def _mean(values) -> float:
+    v = np.asarray(values, dtype=float)
+    return float(v.mean()) if len(v) else math.nan
+
+
+def _sd(values) -> float:
+    v = np.asarray(values, dtype=float)
+    return float(v.std()) if len(v) else math.nan
+
+
+def _stack(records: list[JobRecord], attr: str) -> pd.DataFrame:
+    frames = [getattr(r, attr).assign(seed=int(r.seed)) for r in records if getattr(r, attr) is not None]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _empty_row(cell: str, cost: float, budget: float, policy: str, kind: str) -> dict:
+    row = {c: math.nan for c in COLUMNS}
+    row.update(cell=cell, cost=cost, budget=budget, policy=policy, kind=kind, mark="", reference="",
+               reference_from="", reference_tied="", note="")
+    return row
+
+
+def _budget_row(cell, cost, budget, policy, kind, fr: pd.DataFrame) -> dict:
+    dep = fr[fr["frontier"] == "deployable"]
+    exact = fr[fr["frontier"] == "exact"]
+    usage = dep["realized_usage"].astype(float)
+    row = _empty_row(cell, cost, budget, policy, kind)
+    row.update(
+        n_runs=len(dep),
+        cal_utility=_mean(dep["cal_utility"]) if "cal_utility" in dep.columns else math.nan,
+        utility=_mean(dep["utility"]),
+        utility_sd=_sd(dep["utility"]),
+        outcome=_mean(dep["outcome"]),
+        outcome_sd=_sd(dep["outcome"]),
+        usage=_mean(usage),
+        usage_sd=_sd(usage),
+        violation_rate=_mean(dep["violated"].astype(float)),
+        random_utility=_mean(dep["random_matched"].astype(float) - cost * usage),
+        oracle_utility=_mean(dep["oracle_matched"].astype(float) - cost * usage),
+        exact_utility=_mean(exact["utility"]),
+        exact_utility_sd=_sd(exact["utility"]),
+    )
+    return row
+
+
+def _fixed_row(cell, cost, policy, fr: pd.DataFrame) -> dict:
+    usage = fr["realized_usage"].astype(float)
+    row = _empty_row(cell, cost, math.nan, policy, "fixed")
+    row.update(
+        n_runs=len(fr),
+        utility=_mean(fr["utility"]),
+        utility_sd=_sd(fr["utility"]),
+        outcome=_mean(fr["outcome"]),
+        outcome_sd=_sd(fr["outcome"]),
+        usage=_mean(usage),
+        usage_sd=_sd(usage),
+        random_utility=_mean(fr["random_matched"].astype(float) - cost * usage),
+        oracle_utility=_mean(fr["oracle_matched"].astype(float) - cost * usage),
+    )
+    return row
+
+
+def _test_budget(rows: list[dict], decisions: dict[str, pd.DataFrame | None], oracles: set[str], *,
+                 n_boot: int, seed: int, alpha: float, power: float) -> None:
+    """Choose the reference among ``rows`` (one budget of one cell) and fill in the paired
+    test of every other row, in place."""
+    deployable = [r for r in rows if r["policy"] not in oracles]
+    if not deployable:
+        for r in rows:
+            r.update(mark="?", note="no deployable policy at this budget")
+        return
+    cal = {r["policy"]: r["cal_utility"] for r in deployable}
+    if all(math.isfinite(v) for v in cal.values()):
+        basis, reference_from = cal, "calibration"
+    else:
+        basis, reference_from = {r["policy"]: r["utility"] for r in deployable}, "test (optimistic)"
+    ref, tied = choose_reference(basis, basis)
+    for r in rows:
+        r.update(reference=ref, reference_from=reference_from, reference_tied=", ".join(tied[1:]))
+    have = {p: d for p, d in decisions.items() if d is not None and not d.empty}
+    frame = None
+    reason = "no per-question decisions (budget_decisions.parquet)"
+    if ref in have:
+        try:
+            frame, _ = pair_frame(have, PAIR_KEYS)
+        except HarnessError as exc:
+            reason = str(exc)
+    else:
+        reason += f" for the reference {ref}"
+    groups = frame["doc_id"].astype(str).to_numpy() if frame is not None else None
+    for r in rows:
+        label = r["policy"]
+        if label == ref:
+            r.update(mark="ref", diff_vs_ref=0.0)
+            if tied[1:]:
+                r["note"] = f"tied on calibration utility with {', '.join(tied[1:])}; reference by name"
+            continue
+        if frame is None or label not in have:
+            r.update(mark="" if label in oracles else "?", note=reason)
+            continue
+        d = frame[label].to_numpy(dtype=float) - frame[ref].to_numpy(dtype=float)
+        stats = paired_difference(d, groups, n_boot=n_boot, seed=seed, alpha=alpha, power=power)
+        r.update(diff_vs_ref=float(d.mean()), ci_low=stats["ci_low"], ci_high=stats["ci_high"], p=stats["p"],
+                 mdd=stats["mdd"])
+        if stats["same"]:
+            r["note"] = "same decisions as the reference"
+        if label in oracles:
+            r["note"] = "upper bound, not deployable: shown, not tested"
+        elif label in tied:
+            r["note"] = f"tied with {ref} on calibration utility"
+    family = [r for r in rows if r["policy"] != ref and r["policy"] not in oracles and frame is not None
+              and r["policy"] in have]
+    if family:
+        adjusted = holm_adjust([r["p"] for r in family])
+        for r, p in zip(family, adjusted):
+            r["p_holm"] = float(p)
+            if p < alpha:
+                r["mark"] = ">" if r["diff_vs_ref"] > 0 else "<"
+            else:
+                r["mark"] = "="
+
+
+def decision_table(
+    records: Iterable[JobRecord],
+    *,
+    alpha: float = 0.05,
+    n_boot: int = 1000,
+    seed: int = 0,
+    power: float = 0.8,
+    not_deployable: tuple[str, ...] = NOT_DEPLOYABLE,
+) -> pd.DataFrame:
+    """The decision table of a sweep's jobs (module docstring): one row per cell, policy and
+    budget, plus one per fixed decision and cell; columns ``COLUMNS``. Within a cell and budget
+    the reference comes first, then by deployable test utility (ties by name); the fixed
+    decisions close each cell. ``attrs["alpha"]``, ``attrs["n_boot"]`` record the test."""
+    records = list(records)
+    groups: dict[tuple[str, float], list[JobRecord]] = {}
+    for r in records:
+        groups.setdefault((r.cell, float(r.cost)), []).append(r)
+    out: list[dict] = []
+    for (cell, cost), members in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        by_policy: dict[str, list[JobRecord]] = {}
+        for r in members:
+            by_policy.setdefault(r.policy, []).append(r)
+        for label, recs in by_policy.items():
+            seeds = [int(r.seed) for r in recs]
+            if len(set(seeds)) != len(seeds):
+                raise HarnessError(f"decision table: policy {label!r} has two jobs with one seed in cell {cell!r}")
+        oracles = {label for label, recs in by_policy.items() if any(r.oracle(not_deployable) for r in recs)}
+        fixed = sorted(label for label, recs in by_policy.items() if all(r.fixed for r in recs))
+        ranking = sorted(label for label in by_policy if label not in fixed)
+        frontiers = {label: _stack(by_policy[label], "frontiers") for label in by_policy}
+        decisions_all = {
+            label: (_stack(by_policy[label], "decisions") if all(r.decisions is not None for r in by_policy[label]) else None)
+            for label in ranking
+        }
+        budgets = sorted(
+            {round(float(b), BUDGET_DIGITS) for label in ranking for b in frontiers[label]["budget"].dropna()}
+        )
+        for budget in budgets:
+            rows, decisions = [], {}
+            for label in ranking:
+                f = frontiers[label]
+                at = f[f["budget"].astype(float).round(BUDGET_DIGITS) == budget]
+                if at.empty:
+                    continue
+                kind = "oracle" if label in oracles else "deployable"
+                rows.append(_budget_row(cell, cost, budget, label, kind, at))
+                dec = decisions_all[label]
+                if dec is not None:
+                    dec = dec[(dec["frontier"] == "deployable") & (dec["budget"].astype(float).round(BUDGET_DIGITS) == budget)]
+                decisions[label] = dec
+            _test_budget(rows, decisions, oracles, n_boot=n_boot, seed=seed, alpha=alpha, power=power)
+            ref = rows[0]["reference"] if rows else ""
+            rows.sort(key=lambda r: (r["policy"] != ref, r["kind"] == "oracle", -r["utility"], r["policy"]))
+            out += rows
+        for label in fixed:
+            out.append(_fixed_row(cell, cost, label, frontiers[label]))
+    table = pd.DataFrame(out, columns=list(COLUMNS))
+    table.attrs.update(alpha=alpha, n_boot=n_boot)
+    return table
+
+
+# ---------------------------------------------------------------- filters and rendering
+
+
+def select(table: pd.DataFrame, *, budget: float | None = None, cost: float | None = None) -> pd.DataFrame:
+    """Rows at ``budget`` and / or ``cost`` (values as the table holds them, within 1e-9); the
+    fixed decisions of the selected costs stay (they are references at every budget). Raises
+    HarnessError naming the flag and the values the table has when a value is not in it."""
+    out = table
+    if cost is not None:
+        costs = sorted(set(table["cost"].astype(float)))
+        if not any(abs(c - cost) <= 1e-9 for c in costs):
+            raise HarnessError(f"--cost {cost:g} is not in this sweep; its costs: {', '.join(f'{c:g}' for c in costs)}")
+        out = out[(out["cost"].astype(float) - cost).abs() <= 1e-9]
+    if budget is not None:
+        budgets = sorted(set(table["budget"].dropna().astype(float)))
+        if not any(abs(b - budget) <= 1e-9 for b in budgets):
+            raise HarnessError(
+                f"--budget {budget:g} is not in this sweep; its budgets: {', '.join(f'{b:g}' for b in budgets)}"
+            )
+        b = out["budget"].astype(float)
+        out = out[b.isna() | ((b - budget).abs() <= 1e-9)]
+    return out.reset_index(drop=True)
+
+
+def _pm() -> str:
+    """"±" where the console can print it, else "+-"."""
+    enc = getattr(sys.stdout, "encoding", None) or "ascii"
+    try:
+        "±".encode(enc)
+        return "±"
+    except (LookupError, UnicodeEncodeError):
+        return "+-"
+
+
+def _num(v, digits: int = 4) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if isinstance(v, (bool, np.bool_)):
+        return str(bool(v))
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        if v != 0 and abs(v) < 1e-4:
+            return f"{v:.1e}"
+        return f"{float(v):.{digits}f}"
+    return str(v)
+
+
+def _cell_title(cell: str, cost: float) -> str:
+    return cell if cell else f"cost.c={cost:g}"
+
+
+def legend(table: pd.DataFrame) -> str:
+    alpha = table.attrs.get("alpha", 0.05)
+    return (
+        f"ref: the deployable policy with the best calibration-half utility | =: cannot be told apart | "
+        f"< >: worse / better than ref (paired by question, sign-flip by document, Holm alpha {alpha:g}) | "
+        "ub: oracle, upper bound, not tested | fixed: one arm everywhere, a reference"
+    )
+
+
+def format_console(table: pd.DataFrame) -> str:
+    """Per cell (cost), one line per policy with the budgets as columns, each cell
+    "utility±sd mark" (deployable test utility, sd over splits x seeds); fixed decisions as one
+    value at their usage; a legend and the named reference ties under it."""
+    if table.empty:
+        return "Decision table: no protocol B results in this sweep"
+    pm = _pm()
+    blocks = []
+    for (cost, cell), part in table.groupby(["cost", "cell"], sort=True):
+        budgets = sorted(set(part["budget"].dropna().astype(float)))
+        ranking = part[part["kind"] != "fixed"]
+        n_runs = ranking["n_runs"].max() if len(ranking) else part["n_runs"].max()
+        header = ["policy"] + [f"rho={b:g}" for b in budgets]
+        lines: list[list[str]] = []
+        order = list(dict.fromkeys(ranking.sort_values("utility", ascending=False, kind="stable")["policy"]))
+        for label in order:
+            rows = ranking[ranking["policy"] == label]
+            cells = []
+            for b in budgets:
+                at = rows[(rows["budget"].astype(float) - b).abs() <= 1e-9]
+                if at.empty:
+                    cells.append("")
+                    continue
+                r = at.iloc[0]
+                mark = r["mark"] if r["kind"] != "oracle" else "ub"
+                cells.append(f"{r['utility']:.3f}{pm}{r['utility_sd']:.3f} {mark}".rstrip())
+            lines.append([label + (" (upper bound)" if (rows["kind"] == "oracle").any() else "")] + cells)
+        widths = [max(len(x[i]) for x in [header] + lines) for i in range(len(header))]
+        body = ["  ".join(x[i].ljust(widths[i]) for i in range(len(header))).rstrip() for x in [header] + lines]
+        for r in part[part["kind"] == "fixed"].itertuples():  # one value at every budget: not widened
+            body.append(f"{r.policy.ljust(widths[0])}  {r.utility:.3f}{pm}{r.utility_sd:.3f} fixed (usage {r.usage:g}, any budget)")
+        title = (
+            f"Decision table at {_cell_title(cell, cost)}: deployable test utility {pm} sd over "
+            f"{int(n_runs) if n_runs == n_runs else 0} test halves (splits x seeds), marked against the reference "
+            "at each budget"
+        )
+        ties = [
+            f"tie for the reference at rho={float(r.budget):g}: {r.reference} = {r.reference_tied} "
+            f"(calibration utility; {r.reference} used)"
+            for r in part[(part["mark"] == "ref") & (part["reference_tied"] != "")].itertuples()
+        ]
+        unresolved = sorted({f"{r.policy}: {r.note}" for r in part[part["mark"] == "?"].itertuples() if r.note})
+        if (part["reference_from"] == "test (optimistic)").any():
+            ties.append("reference chosen on TEST utility (these runs logged no cal_utility): optimistic")
+        blocks.append("\n".join([title, *body, legend(table), *ties, *(f"not tested: {u}" for u in unresolved)]))
+    return "\n\n".join(blocks)
+
+
+HEADERS = {
+    "cell": "cell", "cost": "cost", "budget": "budget", "policy": "policy", "kind": "kind", "n_runs": "splits x seeds",
+    "cal_utility": "calibration utility", "utility": "utility", "utility_sd": "utility sd", "outcome": "outcome",
+    "outcome_sd": "outcome sd", "usage": "usage", "usage_sd": "usage sd", "violation_rate": "violation rate",
+    "random_utility": "random utility (matched usage)", "oracle_utility": "oracle utility (matched usage)",
+    "exact_utility": "exact-frontier utility", "exact_utility_sd": "exact-frontier utility sd",
+    "diff_vs_ref": "policy - ref", "ci_low": "95% CI low", "ci_high": "95% CI high", "p": "p", "p_holm": "Holm p",
+    "mdd": "MDD", "mark": "mark", "reference": "reference", "reference_from": "reference chosen on",
+    "reference_tied": "tied for reference", "note": "note",
+}
+
+
+def _text_cells(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    header = [HEADERS[c] for c in COLUMNS]
+    rows = []
+    for r in table[list(COLUMNS)].itertuples(index=False):
+        cells = []
+        for col, v in zip(COLUMNS, r):
+            if col in ("cost", "budget"):
+                cells.append("" if v is None or math.isnan(float(v)) else f"{float(v):g}")
+            else:
+                cells.append(_num(v))
+        rows.append(cells)
+    return header, rows
+
+
+def format_text(table: pd.DataFrame) -> str:
+    """Every column, fixed width (the report command's stdout), with the legend."""
+    header, rows = _text_cells(table)
+    widths = [max(len(x[i]) for x in [header] + rows) for i in range(len(header))]
+    lines = ["  ".join(x[i].ljust(widths[i]) for i in range(len(header))).rstrip() for x in [header] + rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines + [legend(table)])
+
+
+def format_markdown(table: pd.DataFrame) -> str:
+    header, rows = _text_cells(table)
+    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
+    lines = ["| " + " | ".join(esc(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines + ["", legend(table)])
+
+
+def format_html(table: pd.DataFrame, *, standalone: bool = False) -> str:
+    import html
+
+    e = html.escape
+    header, rows = _text_cells(table)
+    out = ['<table id="decision-table">', "<thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr></thead>",
+           "<tbody>"]
+    for row in rows:
+        out.append("<tr>" + "".join(f'<td data-col="{c}">{e(v)}</td>' for c, v in zip(COLUMNS, row)) + "</tr>")
+    out += ["</tbody>", "</table>", f"<p>{e(legend(table))}</p>"]
+    if not standalone:
+        return "\n".join(out)
+    head = ('<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>Decision table</title>\n'
+            "<style>table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:3px 6px}</style>\n</head>\n"
+            "<body>\n<h1>Decision table</h1>")
+    return "\n".join([head, *out, "</body>", "</html>", ""])

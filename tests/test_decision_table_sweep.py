@@ -1,0 +1,163 @@
+"""The decision table end to end: a synthetic sweep through the real CLI logs it on the parent
+run (CSV, Markdown, HTML and an MLflow table) and prints it; the report command rebuilds and
+filters it; headless Chromium sees it in the MLflow UI (screenshot in ``test-artifacts/``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from harness.tracking import mlflow_tracker as mt
+from tests.test_app_sweep import SMALL, run_cli, runs_by_role, store_uri
+from tests.test_mlflow_ui_browser import ARTIFACTS, FLAGS, chromium  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.slow
+
+POLICIES = ("always_keep", "ridge", "random", "oracle")
+SWEEP = ["-m", *SMALL, f"policy={','.join(POLICIES)}", "cost.c=0,0.02", "protocol=threshold_budget"]
+BUDGETS = (0.1, 0.25, 0.5, 0.75, 0.9)
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dtsweep")
+    proc = run_cli(SWEEP, root, root / "cache")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    client, parents, jobs = runs_by_role(store_uri(root))
+    assert len(parents) == 1 and len(jobs) == len(POLICIES) * 2
+    return {"root": root, "proc": proc, "client": client, "parent": parents[0], "jobs": jobs}
+
+
+def _download(client, run_id, name, folder):
+    return client.download_artifacts(run_id, name, str(folder))
+
+
+def test_parent_run_holds_the_decision_table(sweep, tmp_path):
+    client, parent = sweep["client"], sweep["parent"]
+    arts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"decision_table.csv", "decision_table.json", "decision_table.md", "decision_table.html"} <= arts
+    logged = json.loads(client.get_run(parent.info.run_id).data.tags["mlflow.loggedArtifacts"])
+    assert {"path": "decision_table.json", "type": "table"} in logged  # the UI's table view
+    table = pd.read_csv(_download(client, parent.info.run_id, "decision_table.csv", tmp_path))
+    with open(_download(client, parent.info.run_id, "decision_table.json", tmp_path)) as fh:
+        body = json.load(fh)
+    assert body["columns"] == list(table.columns) and len(body["data"]) == len(table)
+    # 2 costs x (3 ranking policies x 5 budgets + 1 fixed decision)
+    assert len(table) == 2 * (3 * len(BUDGETS) + 1)
+    # every deployable number is the job's own logged metric (one seed: mean and sd over splits)
+    jobs = {(j.data.tags[mt.TAG_POLICY], float(j.data.params["cost.c"])): j for j in sweep["jobs"]}
+    for row in table.itertuples():
+        m = jobs[(row.policy, row.cost)].data.metrics
+        if row.kind == "fixed":
+            assert np.isnan(row.budget) and row.usage == 0.0 and pd.isna(row.mark)
+            assert row.utility == pytest.approx(m["budget/fixed/utility"])
+            continue
+        b = f"{row.budget:.2f}"
+        assert row.utility == pytest.approx(m[f"budget/{b}/deployable/utility"])
+        assert row.utility_sd == pytest.approx(m[f"budget/{b}/deployable/utility_std"])
+        assert row.usage == pytest.approx(m[f"budget/{b}/deployable/realized_usage"])
+        assert row.violation_rate == pytest.approx(m[f"budget/{b}/deployable/violation_rate"])
+        assert row.exact_utility == pytest.approx(m[f"budget/{b}/exact/utility"])
+        assert row.random_utility == pytest.approx(m[f"budget/{b}/deployable/random_matched/utility"])
+        assert row.oracle_utility == pytest.approx(m[f"budget/{b}/deployable/oracle_matched/utility"])
+    # the reference of each cost and budget is the calibration best among ridge and random
+    for (cost, budget), part in table[table.kind != "fixed"].groupby(["cost", "budget"]):
+        deployable = part[part.kind == "deployable"]
+        best = deployable.loc[deployable.cal_utility.idxmax(), "policy"]
+        assert (part.reference == best).all() and part.loc[part.policy == best, "mark"].item() == "ref"
+        assert part.loc[part.policy == "oracle", "mark"].isna().all()
+        assert set(deployable.mark) <= {"ref", "=", "<", ">"}
+    # the child runs carry the per-question decisions the table is paired on
+    ridge = jobs[("ridge", 0.02)]
+    dec = pd.read_parquet(_download(client, ridge.info.run_id, "budget_decisions.parquet", tmp_path))
+    frontiers = pd.read_parquet(_download(client, ridge.info.run_id, "frontiers.parquet", tmp_path))
+    got = dec.groupby(["split", "budget", "frontier"]).utility.mean()
+    want = frontiers.set_index(["split", "budget", "frontier"]).utility.loc[got.index]
+    np.testing.assert_allclose(got.to_numpy(), want.to_numpy(), atol=1e-12)
+
+
+def test_console_shows_the_decision_table(sweep):
+    out = sweep["proc"].stdout
+    for cost in ("0.0", "0.02"):
+        assert f"Decision table at cost.c={cost}: deployable test utility" in out
+    block = out[out.index("Decision table at cost.c=0.02"):]
+    lines = block.splitlines()
+    assert lines[1].split() == ["policy"] + [f"rho={b:g}" for b in BUDGETS]
+    rows = {line.split()[0]: line for line in lines[2:6]}
+    assert set(rows) == {"ridge", "random", "oracle", "always_keep"}
+    assert rows["ridge"].count(" ref") + rows["random"].count(" ref") == len(BUDGETS)
+    assert "fixed (usage 0" in rows["always_keep"] and rows["oracle"].count(" ub") == len(BUDGETS)
+    assert any(line.startswith("ref: the deployable policy with the best calibration-half utility") for line in lines)
+    assert "Downloading artifacts" not in sweep["proc"].stderr  # no progress-bar noise
+
+
+def test_report_filters_one_cell(sweep, tmp_path):
+    root = sweep["root"]
+
+    def report(*args):
+        return subprocess.run([sys.executable, "-m", "harness", "report", "--latest", *args], cwd=root,
+                              capture_output=True, text=True, timeout=300)
+
+    proc = report("--budget", "0.25", "--cost", "0.02", "--out", str(tmp_path / "rep"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("Decision table of sweep ") and lines[0].endswith("(budget 0.25, cost 0.02)")
+    header = lines[1].split()
+    assert header[:6] == ["cost", "budget", "policy", "kind", "mark", "utility"]
+    body = [line for line in lines[3:] if line.startswith("0.02")]
+    start, end = lines[1].index("policy"), lines[1].index("kind")
+    assert sorted(line[start:end].strip() for line in body) == sorted(POLICIES)
+    assert all(line.split()[1] == "0.25" for line in body if " fixed " not in line)
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Decision table (budget 0.25, cost 0.02)" in md
+    assert "decision-table" in (tmp_path / "rep" / "report.html").read_text()
+
+    whole = report("--out", str(tmp_path / "all"))
+    assert whole.returncode == 0 and "Decision table of sweep" not in whole.stdout
+    md = (tmp_path / "all" / "report.md").read_text()
+    assert "## Decision table\n" in md and md.count("| 0.02 | 0.1 |") == 3
+
+    bad = report("--budget", "0.3", "--cost", "0.02", "--out", str(tmp_path / "bad"))
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.strip().splitlines() == [
+        "error: --budget 0.3 is not in this sweep; its budgets: 0.1, 0.25, 0.5, 0.75, 0.9"
+    ]
+    bad = report("--cost", "0.05", "--out", str(tmp_path / "bad"))
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines() == ["error: --cost 0.05 is not in this sweep; its costs: 0, 0.02"]
+    assert not (tmp_path / "bad" / "report.md").exists()
+
+
+def test_mlflow_ui_shows_the_decision_table(sweep, chromium):  # noqa: F811 - the fixture
+    """The parent run's artifact view of decision_table.json (an MLflow table: "View as table")
+    in the real UI, served by ``mlflow server`` over the sweep's own SQLite store."""
+    from harness.tracking.server import start_server
+
+    parent = sweep["parent"]
+    exp = parent.info.experiment_id
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "mlflow_ui_decision_table.png"
+    shot.unlink(missing_ok=True)
+    with start_server(sweep["root"] / "mlruns") as srv:
+        assert MlflowClient(srv.url).get_run(parent.info.run_id).info.run_id == parent.info.run_id
+        url = f"{srv.url}/#/experiments/{exp}/runs/{parent.info.run_id}/artifacts/decision_table.json"
+        # wide enough that the mark and utility columns are in the screenshot, next to the
+        # MLflow assistant panel
+        flags = [f for f in FLAGS if not f.startswith("--window-size")] + ["--window-size=2400,1100"]
+        cmd = [chromium, *flags, f"--user-data-dir={sweep['root'] / 'ud-dt'}", "--virtual-time-budget=20000",
+               f"--screenshot={shot}", "--dump-dom", url]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=sweep["root"])
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        page = proc.stdout
+    assert "decision_table.json" in page
+    assert "View as table" in page, page[-2000:]
+    for text in ("policy", "mark", "utility", "cal_utility", "ridge", "always_keep"):
+        assert text in page, f"{text!r} not on the parent run's decision-table view"
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
