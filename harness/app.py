@@ -491,9 +491,20 @@ def run_job(cfg: DictConfig | Mapping, *, in_sweep: bool | None = None, job: Any
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> dict:
     """Hydra entry point (``python -m harness [overrides]``, ``-m`` for sweeps)."""
+    import sys
+
     from hydra.core.hydra_config import HydraConfig
 
-    return run_job(cfg, job=HydraConfig.get())
+    from harness.errors import HarnessError
+
+    try:
+        return run_job(cfg, job=HydraConfig.get())
+    except HarnessError as exc:  # a single run (a sweep job returns FAILED instead of raising)
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        # one line naming the key, file or field, no traceback; exit 2 like the subcommands
+        print(f"error: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":  # pragma: no cover

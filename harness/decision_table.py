@@ -334,9 +334,10 @@ def _cell_title(cell: str, cost: float) -> str:
 
 def legend(table: pd.DataFrame) -> str:
     alpha = table.attrs.get("alpha", 0.05)
+    alpha = f"{alpha:g}" if isinstance(alpha, (int, float)) else str(alpha)
     return (
         f"ref: the deployable policy with the best calibration-half utility | =: cannot be told apart | "
-        f"< >: worse / better than ref (paired by question, sign-flip by document, Holm alpha {alpha:g}) | "
+        f"< >: worse / better than ref (paired by question, sign-flip by document, Holm alpha {alpha}) | "
         "ub: oracle, upper bound, not tested | fixed: one arm everywhere, a reference"
     )
 

@@ -95,3 +95,24 @@ def test_every_budget_choice_composes_and_validates(choice):
     grid = list(cfg.budget.grid)
     assert cfg.budget.name == choice and grid == sorted(grid) and all(0 < b < 1 for b in grid)
     assert 0 < cfg.budget.dkw_delta < 1 and cfg.budget.tol >= 0
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [("protocol.alpha=nan", "protocol.alpha"), ("protocol.power=1", "protocol.power"),
+     ("protocol.repeats=0", "protocol.repeats"), ("protocol.nested_folds=1", "protocol.nested_folds"),
+     ("budget.calibration=foo", "budget.calibration"), ("budget.cal_folds=1", "budget.cal_folds"),
+     ("protocol.min_discordant=0", "protocol.min_discordant"), ("protocol.gain_threshold=inf", "protocol.gain_threshold"),
+     ("budget.tol=nan", "budget.tol")],
+)
+def test_single_run_bad_value_is_one_line_and_exit_2(tmp_path, override, key):
+    env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("HYDRA_FULL_ERROR", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "dataset=synthetic", override, f"tracking.uri=sqlite:///{tmp_path / 'm.db'}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"config key '{key}'" in errors[0]
+    assert "Traceback" not in proc.stderr

@@ -161,3 +161,22 @@ def test_mlflow_ui_shows_the_decision_table(sweep, chromium):  # noqa: F811 - th
         assert text in page, f"{text!r} not on the parent run's decision-table view"
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_each_cell_is_tested_at_its_own_alpha(tmp_path):
+    """protocol.alpha is part of a cell: a sweep over two levels marks each cell at its own."""
+    args = ["-m", *SMALL, "policy=ridge,random", "protocol=threshold_budget", "protocol.alpha=0.01,0.3"]
+    proc = run_cli(args, tmp_path, tmp_path / "cache")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    for level in ("0.01", "0.3"):
+        head = f"Policies vs the reference at protocol.alpha={level}"
+        block = out[out.index(head):].split("\n\n")[0]
+        assert f"Holm-adjusted alpha {level}" in block
+    assert "Holm alpha per cell (protocol.alpha)" in out
+    client, parents, _ = runs_by_role(store_uri(tmp_path))
+    table = pd.read_csv(_download(client, parents[0].info.run_id, "decision_table.csv", tmp_path))
+    strict = table[(table["cell"] == "protocol.alpha=0.01") & (table["mark"].isin(["<", ">"]))]
+    assert (strict["p_holm"] < 0.01).all()  # a mark at 0.01 needs p < 0.01
+    loose = table[(table["cell"] == "protocol.alpha=0.3") & (table["mark"] == "=")]
+    assert (loose["p_holm"] >= 0.3).all()

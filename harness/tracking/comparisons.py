@@ -44,12 +44,20 @@ class CellComparison:
     cell: str
     table: pd.DataFrame | None
     reason: str = ""
+    alpha: float | None = None  # the cell's own protocol.alpha (None: the caller's)
 
     def text(self, alpha: float = 0.05) -> str:
         head = f"Policies vs the reference at {self.cell or 'this sweep'} (held-out utility, paired by question)"
         if self.table is None:
             return f"{head}\n  not compared: {self.reason}"
-        return f"{head}\n{format_comparison(self.table, alpha)}"
+        return f"{head}\n{format_comparison(self.table, self.alpha if self.alpha is not None else alpha)}"
+
+
+def cell_test_settings(members: list, alpha: float = 0.05, power: float = 0.8) -> tuple[float, float]:
+    """(alpha, power) a cell's runs were configured with (``protocol.alpha`` / ``protocol.power``
+    are part of the cell key, so one cell has one of each); the given values where not logged."""
+    params = members[0].data.params if members else {}
+    return float(params.get("protocol.alpha", alpha)), float(params.get("protocol.power", power))
 
 
 def _cell_key(params: dict[str, str]) -> tuple:
@@ -162,12 +170,23 @@ def decision_records(client: Any, runs: list, folder: Path) -> list:
 
 
 def sweep_decision_table(client: Any, runs: list, *, n_boot: int = 1000, alpha: float = 0.05) -> pd.DataFrame:
-    """The decision table of a sweep's runs (``harness.decision_table.decision_table``)."""
+    """The decision table of a sweep's runs (``harness.decision_table.decision_table``), each
+    cell tested at its own runs' ``protocol.alpha`` and ``protocol.power``."""
     from harness.decision_table import decision_table
 
+    by_setting: dict[tuple[float, float], list] = {}
+    for r in runs:
+        by_setting.setdefault(cell_test_settings([r], alpha), []).append(r)
+    tables = []
     with tempfile.TemporaryDirectory(prefix="route-bench-decisions-") as tmp:
-        records = decision_records(client, runs, Path(tmp))
-    return decision_table(records, n_boot=n_boot, alpha=alpha)
+        for i, ((a, pw), members) in enumerate(sorted(by_setting.items())):
+            records = decision_records(client, members, Path(tmp) / str(i))
+            tables.append(decision_table(records, n_boot=n_boot, alpha=a, power=pw))
+    if len(tables) == 1:
+        return tables[0]
+    table = pd.concat(tables, ignore_index=True)
+    table.attrs.update(alpha="per cell (protocol.alpha)", n_boot=n_boot)
+    return table
 
 
 def sweep_comparisons(client: Any, runs: list, *, n_boot: int = 1000, alpha: float = 0.05) -> list[CellComparison]:
@@ -192,13 +211,15 @@ def sweep_comparisons(client: Any, runs: list, *, n_boot: int = 1000, alpha: flo
                 continue
             decisions = {label: pd.concat(frames, ignore_index=True) for label, frames in per_policy.items()}
             try:
+                cell_alpha, cell_power = cell_test_settings(members, alpha)
                 table = compare_with_reference(
-                    decisions, dev_scores=development_scores(members, labels), n_boot=n_boot, alpha=alpha
+                    decisions, dev_scores=development_scores(members, labels), n_boot=n_boot,
+                    alpha=cell_alpha, power=cell_power,
                 )
             except HarnessError as exc:
                 out.append(CellComparison(name, None, str(exc)))
                 continue
-            out.append(CellComparison(name, table))
+            out.append(CellComparison(name, table, alpha=cell_alpha))
     return out
 
 
