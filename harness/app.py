@@ -308,7 +308,7 @@ def frontier_png(frontiers, target: Path, metric: str, cfg: Mapping) -> Path:
     from harness.io import CacheCorrupt, atomic_write, atomic_write_bytes, ensure_verified, sha256_bytes, verify_file
     from harness.plots import frontier_points, plot_frontiers
 
-    plot_style = 2
+    plot_style = 3  # 3: split-sd bands, random and oracle references, fixed points
     title = f"{cfg['policy'].get('name', 'policy')} seed={cfg['seed']}"
     points = frontier_points(frontiers).to_dict("list")
     # "file": cached PNGs carry a digest sidecar since 2; older unverified ones are not read

@@ -201,12 +201,16 @@ def _test_budget(rows: list[dict], decisions: dict[str, pd.DataFrame | None], or
         stats = paired_difference(d, groups, n_boot=n_boot, seed=seed, alpha=alpha, power=power)
         r.update(diff_vs_ref=float(d.mean()), ci_low=stats["ci_low"], ci_high=stats["ci_high"], p=stats["p"],
                  mdd=stats["mdd"])
-        if stats["same"]:
-            r["note"] = "same decisions as the reference"
+        notes = []
         if label in oracles:
-            r["note"] = "upper bound, not deployable: shown, not tested"
+            r["p"] = math.nan  # an upper bound is shown, not tested
+            notes.append("upper bound, not deployable: shown, not tested")
         elif label in tied:
-            r["note"] = f"tied with {ref} on calibration utility"
+            notes.append(f"tied with {ref} on calibration utility")
+        if stats["same"]:
+            notes.append("same decisions as the reference")
+        if notes:
+            r["note"] = "; ".join(notes)
     family = [r for r in rows if r["policy"] != ref and r["policy"] not in oracles and frame is not None
               and r["policy"] in have]
     if family:

@@ -19,7 +19,16 @@ Choices (the SPEC is silent on reporting):
 - Frontier plots use the logged series ``frontier/<frontier>/<metric>`` (step = budget in %)
   against ``frontier/<frontier>/realized_usage`` at the same step; where a run lacks the series
   the scalar metrics ``budget/<rho>/<frontier>/...`` are used; for the exact frontier without a
-  usage series, usage = budget (the exact frontier spends floor(rho * n) calls).
+  usage series, usage = budget (the exact frontier spends floor(rho * n) calls). Bands: +- the
+  logged sd over splits (``budget/<rho>/<frontier>/<metric>_std``) where present; references:
+  random and oracle at the exact frontier's usage (mean over jobs); fixed decisions
+  (``budget/fixed/...``) as points; x from 0 to 1, y holding the references.
+- ``--latest``: the sweep with the newest job run, within one experiment (that run's, or
+  ``--experiment``'s); the report and stdout say which and why, and name the other experiments
+  holding sweeps.
+- Warnings (report and stdout): the base arm at ceiling on held-out (``heldout/base/<metric>``
+  >= 0.999 in a job), and a held-out set that cannot resolve any hit difference vs always-base
+  (``heldout/extra_vs_base/min_p`` > the job's ``protocol.alpha``).
 - The HTML embeds the PNG as a data URI (one self-contained file to share); the Markdown links
   the PNG next to it.
 - The decision table (``harness.decision_table``, rebuilt from the jobs' protocol B artifacts)
@@ -82,6 +91,7 @@ class JobRow:
     cost: str
     metrics: dict[str, float]
     series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    alpha: float = 0.05  # the job's protocol.alpha param (default 0.05)
 
 
 @dataclass
@@ -97,6 +107,8 @@ class SweepReport:
     alpha: float = 0.05
     decision_table: object = None  # pandas.DataFrame (harness.decision_table), None before it is built
     decision_filter: str = ""  # e.g. "budget 0.25, cost 0.02" when the table was filtered
+    picked: str = ""  # why --latest picked this sweep (empty for --sweep)
+    warnings: list[str] = field(default_factory=list)  # see sweep_warnings
 
 
 # ---------------------------------------------------------------- tracking store access
@@ -151,16 +163,44 @@ def _search(client, exp_ids: list[str], filter_string: str, order_by=None) -> li
             return out
 
 
-def find_latest_sweep_id(client, exp_ids: list[str], uri: str) -> str:
-    """The sweep whose newest job run started last (a rerun reuses its sweep's parent run, so
-    the parent's own start time would point at the sweep first launched, not the last one run)."""
+def _newest_job(client, exp_ids: list[str]):
     runs = client.search_runs(
         exp_ids, filter_string=f"tags.`{ROLE_TAG}` = 'job'", max_results=1,
         order_by=["attributes.start_time DESC"],
     )
-    if not runs or not runs[0].data.tags.get(SWEEP_TAG):
+    return runs[0] if runs and runs[0].data.tags.get(SWEEP_TAG) else None
+
+
+def find_latest_sweep_id(client, exp_ids: list[str], uri: str) -> str:
+    """The sweep whose newest job run started last (a rerun reuses its sweep's parent run, so
+    the parent's own start time would point at the sweep first launched, not the last one run)."""
+    run = _newest_job(client, exp_ids)
+    if run is None:
         raise SweepNotFound(f"no sweep (job run tagged {SWEEP_TAG}) in tracking store {uri}")
-    return runs[0].data.tags[SWEEP_TAG]
+    return run.data.tags[SWEEP_TAG]
+
+
+def pick_latest_sweep(client, exps: list, uri: str, explicit: bool) -> tuple[str, object, str]:
+    """``--latest``: (sweep id, its experiment, why). The sweep whose newest job run started
+    last, in ONE experiment (the one of that run; with ``--experiment``, that one): a sweep id is
+    only compared within its experiment. ``why`` names the experiment and, without
+    ``--experiment``, the other experiments that hold sweeps."""
+    run = _newest_job(client, [e.experiment_id for e in exps])
+    if run is None:
+        raise SweepNotFound(f"no sweep (job run tagged {SWEEP_TAG}) in tracking store {uri}")
+    sweep_id = run.data.tags[SWEEP_TAG]
+    exp = next(e for e in exps if e.experiment_id == run.info.experiment_id)
+    why = f"picked sweep {sweep_id}: the sweep with the most recent job run in experiment {exp.name!r}"
+    if explicit:
+        return sweep_id, exp, why + " (--experiment)"
+    others = [e.name for e in exps
+              if e.experiment_id != exp.experiment_id and _newest_job(client, [e.experiment_id]) is not None]
+    if others:
+        why += (f"; other experiments: {', '.join(repr(n) for n in sorted(others))} "
+                f"({len(others) + 1} experiments hold sweeps; --experiment NAME picks the latest of one)")
+    else:
+        why += "; other experiments: none hold sweeps"
+    return sweep_id, exp, why
 
 
 def pick_runs(children: list) -> list:
@@ -258,8 +298,10 @@ def load_sweep(
     exp_ids = [e.experiment_id for e in exps]
     if not exp_ids:
         raise SweepNotFound(f"tracking store {tracking_uri} has no experiments")
+    picked_why = ""
     if sweep_id is None:
-        sweep_id = find_latest_sweep_id(client, exp_ids, tracking_uri)
+        sweep_id, exp, picked_why = pick_latest_sweep(client, exps, tracking_uri, experiment is not None)
+        exp_ids = [exp.experiment_id]
     quoted = sweep_id.replace("'", "\\'")
     runs = _search(client, exp_ids, f"tags.`{SWEEP_TAG}` = '{quoted}'")
     if not runs:
@@ -296,6 +338,7 @@ def load_sweep(
                 cost=r.data.params.get("cost.c", ""),
                 metrics=metrics,
                 series=_series(client, r.info.run_id, sorted(keys)),
+                alpha=float(r.data.params.get("protocol.alpha", 0.05)),
             )
         )
     from harness.tracking.comparisons import sweep_comparisons
@@ -307,7 +350,7 @@ def load_sweep(
     from harness.tracking.comparisons import sweep_decision_table
 
     decisions = sweep_decision_table(client, picked, n_boot=n_boot, alpha=alpha)
-    return SweepReport(
+    rep = SweepReport(
         comparisons=comparisons,
         decision_table=decisions,
         alpha=alpha,
@@ -318,7 +361,51 @@ def load_sweep(
         rows=rows,
         columns=build_columns(all_keys, outcome),
         outcome_metric=outcome,
+        picked=picked_why,
     )
+    rep.warnings = sweep_warnings(rep)
+    return rep
+
+
+CEILING = 0.999
+NO_DIFFERENCE = "no policy can be shown to differ from always-base in hits on these held-out questions"
+
+
+def sweep_warnings(rep: SweepReport) -> list[str]:
+    """Warning lines for what the held-out questions cannot show:
+    - the base arm at ceiling (``heldout/base/<outcome>`` >= 0.999 in some job): the extra arm
+      can rescue (almost) no question there, only harm;
+    - ``heldout/extra_vs_base/min_p`` > the job's ``protocol.alpha``: the arms differ on too few
+      held-out questions for any McNemar p vs always-base to reach alpha (protocol A)."""
+    out = []
+    if rep.outcome_metric:
+        key = f"heldout/base/{rep.outcome_metric}"
+        hits = [(r.run_name, r.metrics[key]) for r in rep.rows
+                if key in r.metrics and r.metrics[key] >= CEILING]
+        if hits:
+            worst = max(v for _, v in hits)
+            out.append(
+                f"the base arm is at ceiling on the held-out questions: always-base "
+                f"{display_name(rep.outcome_metric)} {worst:.4f} (>= {CEILING}) in {_jobs_text(hits)}; "
+                f"the extra arm can rescue no question there, only harm"
+            )
+    key = "heldout/extra_vs_base/min_p"
+    weak = [(r.run_name, r.metrics[key]) for r in rep.rows
+            if key in r.metrics and not math.isnan(r.metrics[key]) and r.metrics[key] > r.alpha]
+    if weak:
+        lowest = min(v for _, v in weak)
+        alphas = sorted({r.alpha for r in rep.rows if r.run_name in dict(weak)})
+        out.append(
+            f"{NO_DIFFERENCE} (the smallest reachable McNemar p vs always-base is {lowest:.4f} > "
+            f"alpha {', '.join(f'{a:g}' for a in alphas)} in {_jobs_text(weak)})"
+        )
+    return out
+
+
+def _jobs_text(items: list[tuple[str, float]]) -> str:
+    names = sorted({n for n, _ in items})
+    head = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return f"{len(names)} job{'s' if len(names) != 1 else ''} ({head})"
 
 
 # ---------------------------------------------------------------- table + plot
@@ -364,16 +451,21 @@ def cell_text(row: JobRow, col: Column) -> str:
     return text
 
 
-def frontier_points(row: JobRow, frontier: str, outcome: str) -> list[tuple[float, float]]:
-    """(realized usage, outcome) points of one job's frontier, sorted by usage."""
+def _frontier_triples(row: JobRow, frontier: str, outcome: str) -> list[tuple[float, float, float]]:
+    """(realized usage, outcome, sd over splits) of one job's frontier, sorted by usage; sd is
+    the logged scalar ``budget/<rho>/<frontier>/<outcome>_std`` (NaN where not logged)."""
     s_out = dict(row.series.get(f"frontier/{frontier}/{outcome}", []))
     s_use = dict(row.series.get(f"frontier/{frontier}/realized_usage", []))
+
+    def sd(rho: str) -> float:
+        return row.metrics.get(f"budget/{rho}/{frontier}/{outcome}_std", math.nan)
+
     pts = []
     if s_out:
         for step, y in s_out.items():
             x = s_use.get(step, step / 100.0 if frontier == "exact" else None)
             if x is not None:
-                pts.append((x, y))
+                pts.append((x, y, sd(f"{step / 100:.2f}")))
     else:
         for k, y in row.metrics.items():
             m = re.fullmatch(rf"budget/([0-9.]+)/{frontier}/{re.escape(outcome)}", k)
@@ -382,18 +474,21 @@ def frontier_points(row: JobRow, frontier: str, outcome: str) -> list[tuple[floa
             use_key = f"budget/{m.group(1)}/{frontier}/realized_usage"
             x = row.metrics.get(use_key, float(m.group(1)) if frontier == "exact" else None)
             if x is not None:
-                pts.append((x, y))
+                pts.append((x, y, sd(m.group(1))))
     return sorted(pts)
 
 
-def frontier_lines(rep: SweepReport, frontier: str) -> list[tuple[str, list[tuple[float, float]]]]:
-    """(label, points) per distinct curve. Frontiers do not depend on the cost, so the jobs of one
-    policy at several costs usually draw the same curve: it is drawn once, labelled by the policy
-    (by the run name when one policy has several different curves, e.g. several seeds)."""
-    curves: dict[str, list[tuple[str, list[tuple[float, float]]]]] = {}
+def frontier_points(row: JobRow, frontier: str, outcome: str) -> list[tuple[float, float]]:
+    """(realized usage, outcome) points of one job's frontier, sorted by usage."""
+    return [(x, y) for x, y, _ in _frontier_triples(row, frontier, outcome)]
+
+
+def _curves(rep: SweepReport, frontier: str) -> list[tuple[str, list[tuple[float, float, float]]]]:
+    curves: dict[str, list[tuple[str, list]]] = {}
     for row in rep.rows:
-        pts = frontier_points(row, frontier, rep.outcome_metric)
-        if pts and all(pts != seen for _, seen in curves.get(row.policy, [])):
+        pts = _frontier_triples(row, frontier, rep.outcome_metric)
+        xy = [(x, y) for x, y, _ in pts]
+        if pts and all(xy != [(x, y) for x, y, _ in seen] for _, seen in curves.get(row.policy, [])):
             curves.setdefault(row.policy, []).append((row.run_name, pts))
     lines = []
     for policy, items in curves.items():
@@ -401,40 +496,132 @@ def frontier_lines(rep: SweepReport, frontier: str) -> list[tuple[str, list[tupl
     return lines
 
 
+def frontier_lines(rep: SweepReport, frontier: str) -> list[tuple[str, list[tuple[float, float]]]]:
+    """(label, points) per distinct curve. Frontiers do not depend on the cost, so the jobs of one
+    policy at several costs usually draw the same curve: it is drawn once, labelled by the policy
+    (by the run name when one policy has several different curves, e.g. several seeds)."""
+    return [(label, [(x, y) for x, y, _ in pts]) for label, pts in _curves(rep, frontier)]
+
+
+def reference_points(rep: SweepReport, which: str) -> list[tuple[float, float]]:
+    """``which`` ("random_matched" / "oracle_matched") at the exact frontier's usage, per budget
+    the mean over the jobs that logged it (series ``frontier/exact/<which>``, else the scalars
+    ``budget/<rho>/exact/<which>/<outcome>``); x = exact usage (else the budget)."""
+    by_rho: dict[str, list[tuple[float, float]]] = {}
+    for row in rep.rows:
+        s_ref = dict(row.series.get(f"frontier/exact/{which}", []))
+        s_use = dict(row.series.get("frontier/exact/realized_usage", []))
+        if s_ref:
+            for step, y in s_ref.items():
+                by_rho.setdefault(f"{step / 100:.2f}", []).append((s_use.get(step, step / 100.0), y))
+            continue
+        for k, y in row.metrics.items():
+            m = re.fullmatch(rf"budget/([0-9.]+)/exact/{which}/{re.escape(rep.outcome_metric or '')}", k)
+            if m:
+                x = row.metrics.get(f"budget/{m.group(1)}/exact/realized_usage", float(m.group(1)))
+                by_rho.setdefault(m.group(1), []).append((x, y))
+    pts = [(sum(x for x, _ in v) / len(v), sum(y for _, y in v) / len(v)) for v in by_rho.values()]
+    return sorted(p for p in pts if not (math.isnan(p[0]) or math.isnan(p[1])))
+
+
+def fixed_points(rep: SweepReport) -> list[tuple[str, float, float]]:
+    """(policy, usage, outcome) of the fixed-decision jobs (always-keep / always-extra:
+    ``budget/fixed/<outcome>`` at ``budget/fixed/realized_usage``), one per distinct point."""
+    out = []
+    for row in rep.rows:
+        y = row.metrics.get(f"budget/fixed/{rep.outcome_metric}")
+        x = row.metrics.get("budget/fixed/realized_usage")
+        if y is not None and x is not None and (row.policy, x, y) not in out:
+            out.append((row.policy, x, y))
+    return out
+
+
+LINE_STYLES = ("-", "--", "-.", ":")
+
+
+def line_style(i: int) -> tuple:
+    """Colour and line style of the i-th curve: tab10's qualitative colours, then the same
+    colours with the next line style (so curves 1 and 11 differ by style)."""
+    import matplotlib.pyplot as plt
+
+    return plt.get_cmap("tab10")(i % 10), LINE_STYLES[(i // 10) % len(LINE_STYLES)]
+
+
+def draw_frontiers(rep: SweepReport, axes) -> bool:
+    """Draw the panels (one per frontier in FRONTIERS_PLOTTED) into ``axes``; False if no data.
+
+    Per curve: the mean over splits with a band of +- the logged sd over splits (where the job
+    logged ``budget/<rho>/<frontier>/<outcome>_std``); references random and oracle at matched
+    usage; fixed decisions as single points; x from 0 to 1 and a y-range that holds the
+    references (shared by the panels)."""
+    from harness.plots import padded_limits
+
+    if rep.outcome_metric is None:
+        return False
+    data = {fr: _curves(rep, fr) for fr in FRONTIERS_PLOTTED}
+    fixed = fixed_points(rep)
+    if not any(data.values()) and not fixed:
+        return False
+    refs = {"random (matched usage)": (reference_points(rep, "random_matched"), ":", "dimgray"),
+            "oracle (matched usage)": (reference_points(rep, "oracle_matched"), "-.", "black")}
+    labels = list(dict.fromkeys(label for lines in data.values() for label, _ in lines))
+    style = {lab: line_style(i) for i, lab in enumerate(labels)}
+    y_all: list[float] = []
+    for ax, fr in zip(axes, FRONTIERS_PLOTTED):
+        for label, pts in data[fr]:
+            xs, ys, sds = zip(*pts)
+            color, ls = style[label]
+            if any(not math.isnan(v) for v in sds):
+                sd = [0.0 if math.isnan(v) else v for v in sds]
+                lo, hi = [y - d for y, d in zip(ys, sd)], [y + d for y, d in zip(ys, sd)]
+                ax.fill_between(xs, lo, hi, color=color, alpha=0.15, linewidth=0)
+                y_all += lo + hi
+            ax.plot(xs, ys, marker="o", ms=3.5, color=color, linestyle=ls, label=label)
+            y_all += list(ys)
+        for name, (pts, ls, color) in refs.items():
+            if pts:
+                xs, ys = zip(*pts)
+                ax.plot(xs, ys, linestyle=ls, color=color, lw=1.6, label=name)
+                y_all += list(ys)
+        for policy, x, y in fixed:
+            ax.plot([x], [y], marker="*", ms=12, linestyle="none", color="tab:red", clip_on=False,
+                    label=f"{policy} (fixed, usage {x:g})")
+            y_all.append(y)
+        banded = bool(ax.collections)
+        ax.set_title(f"{fr} frontier" + (" (bands: +- sd over splits)" if banded else ""), fontsize=10)
+        ax.set_xlabel("realized usage of the extra arm")
+        ax.set_xlim(0, 1)
+        ax.grid(alpha=0.3)
+    lim = padded_limits(y_all)
+    if lim is not None:
+        for ax in axes:
+            ax.set_ylim(*lim)
+    axes[0].set_ylabel(display_name(rep.outcome_metric))
+    return True
+
+
 def plot_frontiers(rep: SweepReport, path: Path) -> bool:
     """Write the frontier PNG (one panel per frontier, one line per distinct curve, the legend
     beside the panels); False if no data."""
     if rep.outcome_metric is None:
-        return False
-    data = {fr: frontier_lines(rep, fr) for fr in FRONTIERS_PLOTTED}
-    if not any(data.values()):
         return False
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = list(dict.fromkeys(label for lines in data.values() for label, _ in lines))
-    cmap = plt.get_cmap("tab20")
-    style = {lab: (cmap(i % 20), ("-", "--", ":")[(i // 20) % 3]) for i, lab in enumerate(labels)}
     fig, axes = plt.subplots(1, len(FRONTIERS_PLOTTED), figsize=(12, 4.6), sharey=True)
-    for ax, fr in zip(axes, FRONTIERS_PLOTTED):
-        for label, pts in data[fr]:
-            xs, ys = zip(*pts)
-            color, ls = style[label]
-            ax.plot(xs, ys, marker="o", ms=3.5, color=color, linestyle=ls, label=label)
-        ax.set_title(f"{fr} frontier")
-        ax.set_xlabel("realized usage of the extra arm")
-        ax.set_xlim(0, 1)
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel(display_name(rep.outcome_metric))
-    handles = {h.get_label(): h for ax in axes for h in ax.get_lines()}
-    fig.legend([handles[lab] for lab in labels], labels, loc="center left", bbox_to_anchor=(1.0, 0.5),
-               fontsize=8, frameon=False)
-    fig.suptitle(f"sweep {rep.sweep_id} ({rep.experiment})")
-    fig.tight_layout()
-    atomic_write(path, lambda p: fig.savefig(p, format="png", dpi=110, bbox_inches="tight"))
-    plt.close(fig)
+    try:
+        if not draw_frontiers(rep, axes):
+            return False
+        handles = {h.get_label(): h for ax in axes for h in ax.get_lines()}
+        fig.legend(list(handles.values()), list(handles), loc="center left", bbox_to_anchor=(1.0, 0.5),
+                   fontsize=8, frameon=False)
+        fig.suptitle(f"sweep {rep.sweep_id} ({rep.experiment})")
+        fig.tight_layout()
+        atomic_write(path, lambda p: fig.savefig(p, format="png", dpi=110, bbox_inches="tight"))
+    finally:
+        plt.close(fig)
     return True
 
 
@@ -455,7 +642,9 @@ def render_markdown(rep: SweepReport, plot_name: str | None) -> str:
         f"- tracking URI: `{rep.tracking_uri}`",
         f"- parent run: `{rep.parent_run_id or '(none)'}`",
         f"- jobs: {len(rep.rows)}",
+        *([f"- {rep.picked}"] if rep.picked else []),
         "",
+        *[line for w in rep.warnings for line in (f"> **warning:** {w}", "")],
         "Best value per column in **bold** (highest, or lowest for violation rates) when one job holds it; "
         "see \"Policy vs policy\" for which differences are real.",
         "",
@@ -499,7 +688,7 @@ def render_html(rep: SweepReport, plot_bytes: bytes | None) -> str:
         '<meta charset="utf-8">',
         f"<title>Sweep {e(rep.sweep_id)}</title>",
         "<style>table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:3px 6px}"
-        "td.best{font-weight:bold;background:#e6f4e6}</style>",
+        "td.best{font-weight:bold;background:#e6f4e6}p.warning{background:#fff3cd;padding:4px 8px}</style>",
         "</head>",
         "<body>",
         f"<h1>Sweep {e(rep.sweep_id)}</h1>",
@@ -508,7 +697,9 @@ def render_html(rep: SweepReport, plot_bytes: bytes | None) -> str:
         f"<li>tracking URI: <code>{e(rep.tracking_uri)}</code></li>",
         f"<li>parent run: <code>{e(rep.parent_run_id or '(none)')}</code></li>",
         f"<li>jobs: {len(rep.rows)}</li>",
+        *([f"<li>{e(rep.picked)}</li>"] if rep.picked else []),
         "</ul>",
+        *[f'<p class="warning"><strong>warning:</strong> {e(w)}</p>' for w in rep.warnings],
         "<p>Best value per column marked (highest, or lowest for violation rates) when one job holds it; "
         "see Policy vs policy for which differences are real.</p>",
         '<table id="comparison">',
@@ -573,7 +764,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--sweep", help="sweep id (tag route_bench.sweep_id)")
-    which.add_argument("--latest", action="store_true", help="the sweep with the most recently started job run")
+    which.add_argument("--latest", action="store_true", help="the sweep with the most recently started job run (in one experiment; see --experiment)")
     p.add_argument("--experiment", help="restrict to this MLflow experiment name")
     p.add_argument(
         "--tracking-uri",
@@ -613,6 +804,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if rep.picked:
+        print(rep.picked)
+    for w in rep.warnings:
+        print(f"warning: {w}")
     if rep.decision_filter:
         from harness.decision_table import format_text
 

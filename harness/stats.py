@@ -32,6 +32,18 @@ def _doc_index(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return docs, inverse
 
 
+def _per_question(caller: str, values, groups) -> tuple[np.ndarray, np.ndarray]:
+    """(values as floats, groups) checked to be 1-D, aligned and non-empty, or a HarnessError
+    naming the caller."""
+    v = np.asarray(values, dtype=float)
+    g = np.asarray(groups)
+    if v.ndim != 1 or len(v) != len(g):
+        raise HarnessError(f"{caller}: values ({v.shape}) and groups ({g.shape}) must align")
+    if len(v) == 0:
+        raise HarnessError(f"{caller}: no questions")
+    return v, g
+
+
 def bootstrap_draws(n_docs: int, n_boot: int, seed: int) -> np.ndarray:
     """The (n_boot x n_docs) matrix of drawn document indices (with replacement).
 
@@ -56,10 +68,7 @@ def _bootstrap_means(values: np.ndarray, doc_of: np.ndarray, draws: np.ndarray) 
 def doc_bootstrap_means(values_by_question, groups, n_boot: int = 1000, seed: int = 0) -> np.ndarray:
     """The ``n_boot`` document-resampled means behind ``doc_bootstrap_ci`` (same draws, same
     seed), for comparing several statistics on the same resamples."""
-    values = np.asarray(values_by_question, dtype=float)
-    groups = np.asarray(groups)
-    if values.ndim != 1 or len(values) != len(groups) or len(values) == 0:
-        raise HarnessError(f"doc_bootstrap_means: values ({values.shape}) and groups ({groups.shape}) must align and be non-empty")
+    values, groups = _per_question("doc_bootstrap_means", values_by_question, groups)
     if n_boot < 1:
         raise ConfigError("n_boot", f"must be >= 1, got {n_boot}")
     docs, doc_of = _doc_index(groups)
@@ -83,12 +92,7 @@ def doc_bootstrap_ci(
     other callable falls back to a loop over resamples. Percentiles use numpy's default
     ('linear') method. Returns (point estimate on the original questions, lo, hi).
     """
-    values = np.asarray(values_by_question, dtype=float)
-    groups = np.asarray(groups)
-    if values.ndim != 1 or len(values) != len(groups):
-        raise HarnessError(f"doc_bootstrap_ci: values ({values.shape}) and groups ({groups.shape}) must align")
-    if len(values) == 0:
-        raise HarnessError("doc_bootstrap_ci: no questions to resample")
+    values, groups = _per_question("doc_bootstrap_ci", values_by_question, groups)
     if n_boot < 1:
         raise ConfigError("n_boot", f"must be >= 1, got {n_boot}")
     if not 0 < alpha < 1:
@@ -188,12 +192,7 @@ def min_detectable_difference(diffs, groups, alpha: float = 0.05, power: float =
     2.80 * sqrt(b + c) / n, the normal approximation of McNemar's power. No variation at all
     gives 0: nothing can be measured (callers say so, not "perfect resolution").
     """
-    d = np.asarray(diffs, dtype=float)
-    g = np.asarray(groups)
-    if d.ndim != 1 or len(d) != len(g):
-        raise HarnessError(f"min_detectable_difference: diffs ({d.shape}) and groups ({g.shape}) must align")
-    if len(d) == 0:
-        raise HarnessError("min_detectable_difference: no questions")
+    d, g = _per_question("min_detectable_difference", diffs, groups)
     if not (0 < alpha < 1 and 0 < power < 1):
         raise ConfigError("alpha/power", f"must be in (0, 1), got alpha={alpha}, power={power}")
     _, doc_of = _doc_index(g)
@@ -237,12 +236,7 @@ def sign_flip_test(diffs, groups, n_perm: int = 20_000, seed: int = 0) -> float:
     where the exact test says 2 * 0.5^4 = 0.125. For 0/1 differences with one question per
     document this IS the exact McNemar test (p = ``mcnemar_exact``'s p).
     """
-    d = np.asarray(diffs, dtype=float)
-    g = np.asarray(groups)
-    if d.ndim != 1 or len(d) != len(g):
-        raise HarnessError(f"sign_flip_test: diffs ({d.shape}) and groups ({g.shape}) must align")
-    if len(d) == 0:
-        raise HarnessError("sign_flip_test: no questions")
+    d, g = _per_question("sign_flip_test", diffs, groups)
     _, doc_of = _doc_index(g)
     totals = np.bincount(doc_of, weights=d)
     totals = totals[np.abs(totals) > 1e-12]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from html.parser import HTMLParser
 
+import numpy as np
+
 import pytest
 
 from harness import report
@@ -222,3 +224,159 @@ def test_a_tie_marks_nobody_even_with_float_noise():
     assert "heldout/utility" not in best  # a and b tie at the top: nobody is marked
     assert best["frontier/exact_auc"] == 0.05  # one job alone holds the lowest value
     assert report.cell_text(row("d", float("nan")), cols[0]) == "undefined"
+
+
+def _other_sweep(uri: str, experiment: str, sweep_id: str, metrics: dict, alpha: str | None = None) -> str:
+    """One FINISHED job run (and its parent) of ``sweep_id`` in ``experiment``, started now."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(experiment)
+    exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
+    tags = {"route_bench.sweep_id": sweep_id}
+    parent = client.create_run(exp_id, run_name=f"sweep {sweep_id}", tags={**tags, "route_bench.role": "sweep"})
+    run = client.create_run(
+        exp_id, run_name="ridge c=0.02 seed=0",
+        tags={**tags, "route_bench.role": "job", "mlflow.parentRunId": parent.info.run_id,
+              "route_bench.config_hash": f"h-{experiment}", "route_bench.policy": "ridge"},
+    )
+    if alpha is not None:
+        client.log_param(run.info.run_id, "protocol.alpha", alpha)
+    for k, v in metrics.items():
+        client.log_metric(run.info.run_id, k, v)
+    client.set_terminated(run.info.run_id, status="FINISHED")
+    client.set_terminated(parent.info.run_id, status="FINISHED")
+    return run.info.run_id
+
+
+def test_latest_picks_one_experiment_and_says_why(tmp_path, capsys):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    populate_sweep(uri, artifact_location=(tmp_path / "artifacts").as_uri(), tmp_dir=tmp_path)
+    # a newer sweep, in another experiment, that reuses the same sweep id: only its own
+    # experiment's runs belong to it
+    rid = _other_sweep(uri, "other/keep-vs-extra", SWEEP_ID, {"heldout/hit_at_10": 0.6})
+    capsys.readouterr()
+    assert report.main(["--latest", "--tracking-uri", uri, "--out", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.startswith("picked sweep"))
+    assert f"picked sweep {SWEEP_ID}" in line
+    assert "the sweep with the most recent job run in experiment 'other/keep-vs-extra'" in line
+    assert f"other experiments: '{EXPERIMENT}'" in line and "2 experiments hold sweeps" in line
+    rep = report.load_sweep(uri, None)
+    assert rep.experiment == "other/keep-vs-extra" and [r.run_id for r in rep.rows] == [rid]
+    assert line in (tmp_path / "o" / "report.md").read_text()
+    # with --experiment: that experiment's latest sweep, and the line says it was asked for
+    assert report.main(["--latest", "--experiment", EXPERIMENT, "--tracking-uri", uri,
+                        "--out", str(tmp_path / "p")]) == 0
+    out = capsys.readouterr().out
+    assert f"most recent job run in experiment '{EXPERIMENT}' (--experiment)" in out
+    assert sorted(r.run_name for r in report.load_sweep(uri, None, EXPERIMENT).rows) == sorted(JOBS)
+
+
+def test_single_experiment_latest_names_no_other(store, tmp_path, capsys):
+    uri, _ = store
+    assert report.main(["--latest", "--tracking-uri", uri, "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"in experiment '{EXPERIMENT}'; other experiments: none hold sweeps" in out
+    assert "warning" not in out  # the layout's sweep: no ceiling, no min_p logged
+    assert "warning" not in (tmp_path / "report.md").read_text()
+    assert report.main(["--sweep", SWEEP_ID, "--tracking-uri", uri, "--out", str(tmp_path / "s")]) == 0
+    assert "picked sweep" not in capsys.readouterr().out
+
+
+def test_warnings_ceiling_and_unresolvable_heldout(tmp_path, capsys):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    _other_sweep(uri, "ceiling/exp", "sw-ceil", {
+        "heldout/hit_at_10": 0.999, "heldout/base/hit_at_10": 0.9995,
+        "heldout/extra_vs_base/min_p": 0.25,
+    })
+    capsys.readouterr()
+    assert report.main(["--sweep", "sw-ceil", "--tracking-uri", uri, "--out", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    warns = [ln for ln in out.splitlines() if ln.startswith("warning: ")]
+    assert len(warns) == 2
+    assert "base arm is at ceiling" in warns[0] and "hit@10 0.9995" in warns[0]
+    assert warns[1].startswith(f"warning: {report.NO_DIFFERENCE}")
+    assert "0.2500 > alpha 0.05" in warns[1]
+    md = (tmp_path / "o" / "report.md").read_text()
+    html_text = (tmp_path / "o" / "report.html").read_text()
+    assert md.count("> **warning:**") == 2 and report.NO_DIFFERENCE in md
+    assert html_text.count('<p class="warning">') == 2 and report.NO_DIFFERENCE in html_text
+
+    # below the ceiling, and a min_p the job's own alpha can reach: no warning
+    _other_sweep(uri, "fine/exp", "sw-fine", {
+        "heldout/hit_at_10": 0.8, "heldout/base/hit_at_10": 0.75,
+        "heldout/extra_vs_base/min_p": 0.08,
+    }, alpha="0.1")
+    assert report.load_sweep(uri, "sw-fine").warnings == []
+    # the same min_p against the default alpha 0.05 warns
+    _other_sweep(uri, "strict/exp", "sw-strict", {
+        "heldout/hit_at_10": 0.8, "heldout/base/hit_at_10": 0.75,
+        "heldout/extra_vs_base/min_p": 0.08,
+    })
+    (w,) = report.load_sweep(uri, "sw-strict").warnings
+    assert w.startswith(report.NO_DIFFERENCE)
+
+
+def test_sweep_plot_bands_references_fixed_points_and_limits():
+    import math
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import PolyCollection
+
+    from harness.report import JobRow, SweepReport, draw_frontiers
+
+    steps, usage = (25, 50, 75), (0.25, 0.5, 0.75)
+    hits = (0.735, 0.745, 0.757)
+    metrics = {}
+    for step, h in zip(steps, hits):
+        metrics[f"budget/{step / 100:.2f}/exact/hit_at_10_std"] = 0.004
+    series = {
+        "frontier/exact/hit_at_10": list(zip(steps, hits)),
+        "frontier/exact/realized_usage": list(zip(steps, usage)),
+        "frontier/exact/random_matched": [(s, 0.70 + 0.1 * u) for s, u in zip(steps, usage)],
+        "frontier/exact/oracle_matched": [(s, min(1.0, 0.70 + 0.3 * u)) for s, u in zip(steps, usage)],
+        "frontier/deployable/hit_at_10": list(zip(steps, hits)),
+        "frontier/deployable/realized_usage": list(zip(steps, usage)),
+    }
+    rows = [
+        JobRow("r", "ridge", "FINISHED", "ridge", "0", metrics, series),
+        JobRow("b", "always_keep", "FINISHED", "always_keep", "0",
+               {"budget/fixed/hit_at_10": 0.70, "budget/fixed/realized_usage": 0.0}),
+        JobRow("e", "always_extra", "FINISHED", "always_extra", "0",
+               {"budget/fixed/hit_at_10": 0.80, "budget/fixed/realized_usage": 1.0}),
+    ]
+    rep = SweepReport("s", "uri", "exp", None, rows, [], "hit_at_10")
+    fig, axes = plt.subplots(1, 2, sharey=True)
+    try:
+        assert draw_frontiers(rep, axes)
+        exact, deployable = axes
+        lines = {ln.get_label(): ln for ln in exact.get_lines()}
+        (band,) = [c for c in exact.collections if isinstance(c, PolyCollection)]
+        ys = np.concatenate([p.vertices[:, 1] for p in band.get_paths()])
+        assert ys.min() == pytest.approx(0.735 - 0.004) and ys.max() == pytest.approx(0.757 + 0.004)
+        # the deployable frontier logged no _std: no band
+        assert not [c for c in deployable.collections if isinstance(c, PolyCollection)]
+        rnd, orc = lines["random (matched usage)"], lines["oracle (matched usage)"]
+        assert np.allclose(rnd.get_xdata(), usage) and np.allclose(rnd.get_ydata(), [0.725, 0.75, 0.775])
+        assert np.allclose(orc.get_ydata(), [0.775, 0.85, 0.925])
+        fixed = {ln.get_label(): ln for ln in exact.get_lines() if "(fixed" in ln.get_label()}
+        assert sorted((float(ln.get_xdata()[0]), float(ln.get_ydata()[0])) for ln in fixed.values()) == [
+            (0.0, 0.70), (1.0, 0.80)]
+        assert all(ln.get_linestyle() == "None" for ln in fixed.values())
+        for ax in axes:
+            assert ax.get_xlim() == (0.0, 1.0)
+            lo, hi = ax.get_ylim()
+            assert lo <= 0.70 and hi >= 0.925  # references and fixed points, not only the band
+        assert not math.isnan(lo)
+    finally:
+        plt.close(fig)
+
+
+def test_line_styles_distinct_beyond_ten():
+    styles = [report.line_style(i) for i in range(25)]
+    assert len(set((tuple(c), ls) for c, ls in styles)) == 25
+    assert len({tuple(c) for c, _ in styles[:10]}) == 10
