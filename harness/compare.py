@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from harness.errors import HarnessError
-from harness.stats import doc_bootstrap_means, holm_adjust, min_detectable_difference, sign_flip_test
+from harness.stats import holm_adjust, paired_comparison
 
 TIE_TOL = 1e-12
 PAIR_KEYS = ("seed", "repeat", "qid")
@@ -97,26 +97,6 @@ def choose_reference(basis: Mapping[str, float], candidates) -> tuple[str, list[
     return tied[0], tied
 
 
-def paired_difference(
-    d, groups, *, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05, power: float = 0.8
-) -> dict:
-    """The statistics of one paired per-question difference ``d`` (documents ``groups`` as
-    clusters): ``same`` (d = 0 everywhere), the 95% document-bootstrap percentile interval
-    (``doc_bootstrap_means``, ``n_boot`` resamples from ``seed``), the exact / seeded sign-flip
-    p on document totals (1.0 when ``same``) and the minimum detectable difference."""
-    d = np.asarray(d, dtype=float)
-    same = bool(np.all(d == 0))
-    boot = doc_bootstrap_means(d, groups, n_boot=n_boot, seed=seed)
-    lo, hi = np.percentile(boot, [2.5, 97.5])  # always 95% (SPEC 5); alpha sets the tests only
-    return {
-        "same": same,
-        "ci_low": float(lo),
-        "ci_high": float(hi),
-        "p": sign_flip_test(d, groups, seed=seed) if not same else 1.0,
-        "mdd": min_detectable_difference(d, groups, alpha=alpha, power=power),
-    }
-
-
 def compare_with_reference(
     decisions: Mapping[str, pd.DataFrame],
     *,
@@ -157,8 +137,8 @@ def compare_with_reference(
         if label == ref:
             row.update(ci_low=0.0, ci_high=0.0, p=math.nan, mdd=math.nan)
         else:
-            stats = paired_difference(d, groups, n_boot=n_boot, seed=seed, alpha=alpha, power=power)
-            row.update({k: v for k, v in stats.items() if k != "same"})
+            stats = paired_comparison(d, groups, n_boot=n_boot, seed=seed, alpha=alpha, power=power)
+            row.update({k: stats[k] for k in ("ci_low", "ci_high", "p", "mdd")})
         rows.append(row)
     out = pd.DataFrame(rows)
     family = out["policy"].isin(not_deployable) | (out["policy"] == ref)

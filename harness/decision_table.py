@@ -37,7 +37,7 @@ The reference and the test
   ``stats.sign_flip_test`` on document totals (exact up to 16 non-zero documents), Holm-adjusted
   across the deployable policies of the cell and budget (the reference and the oracle are not
   in the family), and the minimum detectable difference. These are ``harness.compare``'s
-  pieces (``pair_frame``, ``choose_reference``, ``paired_difference``), shared, not copied.
+  pieces (``pair_frame``, ``choose_reference``) and ``stats.paired_comparison``, shared, not copied.
 - ``mark``: "ref"; "<" / ">" worse / better than the reference at Holm-adjusted alpha; "="
   cannot be told apart (identical decisions included); "" for the oracle (an upper bound,
   shown, never tested) and the fixed decisions; "?" when no paired test was possible (``note``
@@ -54,9 +54,9 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from harness.compare import choose_reference, pair_frame, paired_difference
+from harness.compare import choose_reference, pair_frame
 from harness.errors import HarnessError
-from harness.stats import holm_adjust
+from harness.stats import holm_adjust, paired_comparison
 
 NOT_DEPLOYABLE = ("oracle",)
 PAIR_KEYS = ("seed", "split", "qid")
@@ -119,33 +119,11 @@ def _empty_row(cell: str, cost: float, budget: float, policy: str, kind: str) ->
     return row
 
 
-def _budget_row(cell, cost, budget, policy, kind, fr: pd.DataFrame) -> dict:
-    dep = fr[fr["frontier"] == "deployable"]
-    exact = fr[fr["frontier"] == "exact"]
-    usage = dep["realized_usage"].astype(float)
-    row = _empty_row(cell, cost, budget, policy, kind)
-    row.update(
-        n_runs=len(dep),
-        cal_utility=_mean(dep["cal_utility"]) if "cal_utility" in dep.columns else math.nan,
-        utility=_mean(dep["utility"]),
-        utility_sd=_sd(dep["utility"]),
-        outcome=_mean(dep["outcome"]),
-        outcome_sd=_sd(dep["outcome"]),
-        usage=_mean(usage),
-        usage_sd=_sd(usage),
-        violation_rate=_mean(dep["violated"].astype(float)),
-        random_utility=_mean(dep["random_matched"].astype(float) - cost * usage),
-        oracle_utility=_mean(dep["oracle_matched"].astype(float) - cost * usage),
-        exact_utility=_mean(exact["utility"]),
-        exact_utility_sd=_sd(exact["utility"]),
-    )
-    return row
-
-
-def _fixed_row(cell, cost, policy, fr: pd.DataFrame) -> dict:
+def _operating_point(fr: pd.DataFrame, cost: float) -> dict:
+    """Mean and sd over seeds x splits of one operating point's rows (a deployable budget or a
+    fixed decision): utility, outcome, usage, and random / oracle utility at that usage."""
     usage = fr["realized_usage"].astype(float)
-    row = _empty_row(cell, cost, math.nan, policy, "fixed")
-    row.update(
+    return dict(
         n_runs=len(fr),
         utility=_mean(fr["utility"]),
         utility_sd=_sd(fr["utility"]),
@@ -156,6 +134,25 @@ def _fixed_row(cell, cost, policy, fr: pd.DataFrame) -> dict:
         random_utility=_mean(fr["random_matched"].astype(float) - cost * usage),
         oracle_utility=_mean(fr["oracle_matched"].astype(float) - cost * usage),
     )
+
+
+def _budget_row(cell, cost, budget, policy, kind, fr: pd.DataFrame) -> dict:
+    dep = fr[fr["frontier"] == "deployable"]
+    exact = fr[fr["frontier"] == "exact"]
+    row = _empty_row(cell, cost, budget, policy, kind)
+    row.update(
+        _operating_point(dep, cost),
+        cal_utility=_mean(dep["cal_utility"]) if "cal_utility" in dep.columns else math.nan,
+        violation_rate=_mean(dep["violated"].astype(float)),
+        exact_utility=_mean(exact["utility"]),
+        exact_utility_sd=_sd(exact["utility"]),
+    )
+    return row
+
+
+def _fixed_row(cell, cost, policy, fr: pd.DataFrame) -> dict:
+    row = _empty_row(cell, cost, math.nan, policy, "fixed")
+    row.update(_operating_point(fr, cost))
     return row
 
 
@@ -198,7 +195,7 @@ def _test_budget(rows: list[dict], decisions: dict[str, pd.DataFrame | None], or
             r.update(mark="" if label in oracles else "?", note=reason)
             continue
         d = frame[label].to_numpy(dtype=float) - frame[ref].to_numpy(dtype=float)
-        stats = paired_difference(d, groups, n_boot=n_boot, seed=seed, alpha=alpha, power=power)
+        stats = paired_comparison(d, groups, n_boot=n_boot, seed=seed, alpha=alpha, power=power)
         r.update(diff_vs_ref=float(d.mean()), ci_low=stats["ci_low"], ci_high=stats["ci_high"], p=stats["p"],
                  mdd=stats["mdd"])
         notes = []

@@ -219,6 +219,7 @@ def holm_adjust(pvalues) -> np.ndarray:
 
 
 SIGN_FLIP_EXACT_MAX = 16  # up to 2**16 sign patterns are enumerated; beyond, Monte Carlo
+SIGN_FLIP_ZERO_TOL = 1e-12  # a document total within this of 0 does not count
 
 
 def sign_flip_test(diffs, groups, n_perm: int = 20_000, seed: int = 0) -> float:
@@ -239,7 +240,7 @@ def sign_flip_test(diffs, groups, n_perm: int = 20_000, seed: int = 0) -> float:
     d, g = _per_question("sign_flip_test", diffs, groups)
     _, doc_of = _doc_index(g)
     totals = np.bincount(doc_of, weights=d)
-    totals = totals[np.abs(totals) > 1e-12]
+    totals = totals[np.abs(totals) > SIGN_FLIP_ZERO_TOL]
     k = len(totals)
     if k == 0:
         return 1.0
@@ -255,6 +256,33 @@ def sign_flip_test(diffs, groups, n_perm: int = 20_000, seed: int = 0) -> float:
         signs = rng.integers(0, 2, size=(m, k)) * 2 - 1
         hits += int(np.sum(np.abs(signs @ totals) >= observed - tol))
     return float((1 + hits) / (1 + n_perm))
+
+
+def paired_comparison(
+    diffs, groups, *, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05, power: float = 0.8,
+    n_perm: int = 20_000,
+) -> dict:
+    """Every number of one paired comparison of per-question differences ``diffs`` (documents
+    ``groups`` as clusters), written once for protocol A, the policy-vs-policy table and the
+    decision table: ``point`` (mean), the 95% document-bootstrap percentile interval
+    (``ci_low``, ``ci_high``: ``doc_bootstrap_ci``'s draws), the sign-flip ``p`` (1.0 when
+    every difference is 0), the minimum detectable difference ``mdd`` at ``alpha`` and
+    ``power``, the documents whose total differs from 0 (``discordant_docs``) and ``same``
+    (every per-question difference exactly 0)."""
+    d, g = _per_question("paired_comparison", diffs, groups)
+    point, lo, hi = doc_bootstrap_ci(d, g, n_boot=n_boot, seed=seed)
+    same = bool(np.all(d == 0))
+    _, doc_of = _doc_index(g)
+    totals = np.bincount(doc_of, weights=d)
+    return {
+        "point": point,
+        "ci_low": lo,
+        "ci_high": hi,
+        "p": 1.0 if same else sign_flip_test(d, g, n_perm=n_perm, seed=seed),
+        "mdd": min_detectable_difference(d, g, alpha=alpha, power=power),
+        "discordant_docs": int(np.sum(np.abs(totals) > SIGN_FLIP_ZERO_TOL)),
+        "same": same,
+    }
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Numbers independent of batching: a question's scores do not depend on the shard or batch size.
 
 The packaged MiniLM (fp32) encodes each text in batches of texts of one token length, without
-padding, with enough token rows per forward pass (``harness.retrieval.arms.encode_texts``):
+padding, with enough token rows per forward pass (``DenseEncoder.encode``):
 every text's vector and token embeddings are then bit-identical whatever the other texts of
 its call. That is what lets the outcome-table key leave ``arms.shard_size`` out, so these tests
 compare EXACTLY, not approximately.
@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.retrieval.arms import EXACT_MIN_TOKENS, batch_independent, encode_texts
-from harness.retrieval.encoder import DenseEncoder
+from harness.retrieval.arms import batch_independent
+from harness.retrieval.encoder import EXACT_MIN_TOKENS, DenseEncoder, same_length_batches
 from harness.retrieval.table import build_outcome_table
 from tests.test_retrieval_table import ARMS_CFG, MAXSIM, FakeEncoder, tiny_dataset
 
@@ -44,7 +44,7 @@ def test_each_text_is_encoded_the_same_whatever_its_batch(minilm):
     ds = _fixture()
     texts = [u.text for us in ds.documents.values() for u in us][:60] + [q.text for q in ds.questions]
     texts += ["", "a", "[SEP]", "ok then"]  # shorter than EXACT_MIN_TOKENS: filled with copies
-    ref = encode_texts(minilm, texts)
+    ref = minilm.encode(texts)
     rng = random.Random(0)
     for batch_size in (1, 3, 16, 64):
         enc = DenseEncoder(precision="fp32", batch_size=batch_size)
@@ -52,7 +52,7 @@ def test_each_text_is_encoded_the_same_whatever_its_batch(minilm):
         order = list(range(len(texts)))
         rng.shuffle(order)
         part = order[: len(order) // 2 + batch_size]  # another subset, another order
-        got = encode_texts(enc, [texts[i] for i in part])
+        got = enc.encode([texts[i] for i in part])
         for row, i in enumerate(part):
             assert np.array_equal(got.vectors[row], ref.vectors[i]), (batch_size, texts[i][:40])
             assert np.array_equal(got.tokens[row], ref.tokens[i]), (batch_size, texts[i][:40])
@@ -63,6 +63,9 @@ def test_each_text_is_encoded_the_same_whatever_its_batch(minilm):
     assert np.allclose(plain.vectors, ref.vectors, atol=1e-5)
     assert all(np.allclose(x, y, atol=1e-5) for x, y in zip(plain.tokens, ref.tokens))
     assert EXACT_MIN_TOKENS >= 12
+    # the plan of forward passes: one length per pass, input order, short passes filled
+    plan = same_length_batches(np.array([3, 40, 3, 3, 40]), 2)
+    assert plan == [([1, 4], [1, 4]), ([0, 2], [0, 2] + [2] * 20), ([3], [3] * 22)]
 
 
 @pytest.mark.slow

@@ -139,3 +139,28 @@ def test_retry_on_locked_database_then_gives_up(tracker, monkeypatch):
     with pytest.raises(ValueError):
         tracker._retry(other)
     assert len(calls) == 1  # non-transient errors are not retried
+
+
+def test_two_jobs_logging_one_dataset_both_link_it(tracker, monkeypatch):
+    """Parallel jobs insert the same dataset row; the loser's UNIQUE violation is retried, and
+    then the store finds the row and only links it (seen with the joblib launcher)."""
+    monkeypatch.setattr(mt.time, "sleep", lambda s: None)
+    exp = tracker.ensure_experiment("e/dataset-race", mt.artifact_location(tracker.uri))
+    runs = [tracker.start_job_run(exp, f"j{i}", {}) for i in range(2)]
+    real = tracker.client.log_inputs
+    raced = []
+
+    def racing(run_id, datasets=None):
+        if not raced:  # the other job wins the insert between our check and our insert
+            raced.append(1)
+            real(runs[1], datasets=datasets)
+            raise RuntimeError("(sqlite3.IntegrityError) UNIQUE constraint failed: datasets.experiment_id, "
+                               "datasets.name, datasets.digest")
+        return real(run_id, datasets=datasets)
+
+    monkeypatch.setattr(tracker.client, "log_inputs", racing)
+    tracker.log_dataset(runs[0], "qasper_yesno", "a" * 64, "local", {"path": "t.parquet"}, {"questions": 3})
+    for run_id in runs:
+        inputs = tracker.client.get_run(run_id).inputs.dataset_inputs
+        assert [d.dataset.name for d in inputs] == ["qasper_yesno"]
+    assert not mt._is_dataset_race(RuntimeError("UNIQUE constraint failed: runs.run_uuid"))

@@ -127,13 +127,11 @@ from harness.io import atomic_write_text, canonical_json, digest_of, sha256_file
 from harness.protocols.common import PolicyFactory, fit_policy, fmt, policy_label, score_task, text_table
 from harness.stats import (
     SIGN_FLIP_EXACT_MAX,
-    doc_bootstrap_ci,
     grouped_kfold,
     grouped_split,
     mcnemar_exact,
-    min_detectable_difference,
     min_mcnemar_p,
-    sign_flip_test,
+    paired_comparison,
 )
 from harness.task import RoutingTask
 from policies.base import check_json_state
@@ -144,7 +142,6 @@ MANIFEST_FILE = "manifest.json"
 UTILITY_TIE_TOL = 1e-12
 MIN_BOOTSTRAP = 1000  # SPEC 5: at least 1,000 document-level resamples
 N_PERM = 20_000  # random sign patterns of the sign-flip test beyond SIGN_FLIP_EXACT_MAX documents
-SIGN_FLIP_ZERO_TOL = 1e-12  # a document total within this of 0 is not discordant (as stats.sign_flip_test)
 MDD_ZERO_TOL = 1e-12  # an MDD below this is float noise of a spread that is 0 (e.g. a constant cost shift)
 
 
@@ -407,22 +404,13 @@ def _is_binary(*outcomes) -> bool:
     return all(np.isin(np.asarray(o, dtype=float), (0.0, 1.0)).all() for o in outcomes)
 
 
-def _comparison_stats(
-    diffs: np.ndarray, groups: np.ndarray, *, n_perm: int, seed: int, alpha: float, power: float
-) -> dict[str, float]:
-    """The per-comparison numbers that need no bootstrap: MDD, sign-flip p, the discordant
-    documents it rests on, and whether every per-question difference is exactly 0. Used for one
-    split and for the pooled decisions of R > 1 (documents as clusters in both)."""
-    d = np.asarray(diffs, dtype=float)
-    g = np.asarray(groups).astype(str)
-    _, doc_of = np.unique(g, return_inverse=True)
-    totals = np.bincount(doc_of, weights=d)
-    return {
-        "mdd": min_detectable_difference(d, g, alpha=alpha, power=power),
-        "p": sign_flip_test(d, g, n_perm=n_perm, seed=seed),
-        "discordant_docs": int(np.sum(np.abs(totals) > SIGN_FLIP_ZERO_TOL)),
-        "all_zero": int(np.all(d == 0)),
-    }
+def _comparison_metrics(diffs: np.ndarray, groups: np.ndarray, **kwargs) -> dict[str, float]:
+    """``heldout/diff_vs_<name>/utility`` and its sub-metrics from ``stats.paired_comparison``:
+    the same numbers for one split and for the pooled decisions of R > 1 (documents as clusters
+    in both)."""
+    c = paired_comparison(diffs, np.asarray(groups).astype(str), **kwargs)
+    return {"": c["point"], "/ci_low": c["ci_low"], "/ci_high": c["ci_high"], "/mdd": c["mdd"], "/p": c["p"],
+            "/discordant_docs": c["discordant_docs"], "/all_zero": int(c["same"])}
 
 
 def evaluate_heldout(
@@ -470,14 +458,10 @@ def evaluate_heldout(
         f"heldout/oracle_bound/{m}": float(np.maximum(t.base, t.extra).mean()),
     }
     for name, other in (("base", u_base), ("extra", u_extra)):
-        point, lo, hi = doc_bootstrap_ci(u_pol - other, t.groups, n_boot=n_boot, seed=seed)
-        metrics[f"heldout/diff_vs_{name}/utility"] = point
-        metrics[f"heldout/diff_vs_{name}/utility/ci_low"] = lo
-        metrics[f"heldout/diff_vs_{name}/utility/ci_high"] = hi
-        for key, value in _comparison_stats(
-            u_pol - other, t.groups, n_perm=n_perm, seed=seed, alpha=alpha, power=power
+        for key, value in _comparison_metrics(
+            u_pol - other, t.groups, n_boot=n_boot, n_perm=n_perm, seed=seed, alpha=alpha, power=power
         ).items():
-            metrics[f"heldout/diff_vs_{name}/utility/{key}"] = value
+            metrics[f"heldout/diff_vs_{name}/utility{key}"] = value
     binary = _is_binary(t.base, t.extra)
     for name, other in (("base", t.base), ("extra", t.extra)):
         if binary:
@@ -794,12 +778,11 @@ def _aggregate_repeats(
     utility = pooled["utility"].to_numpy(float)
     for name, other in (("base", pooled["base"].to_numpy(float)), ("extra", pooled["extra"].to_numpy(float) - cost)):
         pre = f"heldout/diff_vs_{name}/utility"
-        _, lo, hi = doc_bootstrap_ci(utility - other, groups, n_boot=n_boot, seed=seed)
-        out[f"{pre}/ci_low"], out[f"{pre}/ci_high"] = lo, hi
-        for key, value in _comparison_stats(
-            utility - other, groups, n_perm=n_perm, seed=seed, alpha=alpha, power=power
+        for key, value in _comparison_metrics(
+            utility - other, groups, n_boot=n_boot, n_perm=n_perm, seed=seed, alpha=alpha, power=power
         ).items():
-            out[f"{pre}/{key}"] = value
+            if key:  # the point estimate stays the mean over repeats
+                out[f"{pre}{key}"] = value
     return out
 
 

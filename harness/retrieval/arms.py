@@ -9,19 +9,12 @@ Efficiency: each unit of a shard is encoded once, all questions of the shard onc
 scores are cached per (question, unit) so hybrid only scores the pairs keep did not, and all
 pairs of one arm are scored in one reranker call.
 
-Numbers independent of batching (:func:`encode_texts`): a text's vector and token embeddings
-must not depend on which other texts share its shard or its batch, or a table would change
-with ``arms.shard_size`` and ``encoder.batch_size``. Padding to the longest text of a batch
-changes the float results of attention and pooling, and the matrix-multiply kernels take
-another path for very few rows, so the DenseEncoder is called on batches of texts of ONE token
-length only (no padding) with at least ``EXACT_MIN_TOKENS`` token rows per forward pass (short
-texts are repeated to fill). Measured on the packaged MiniLM, fp32, 40 qasper_yesno questions
-(30 papers, 2,571 units) built with shard sizes 8, 16 and 25: with the former length-sorted
-padded batches 12 of 105 non-timing columns differed (MaxSim scores by up to 2.9e-6, dense
-cosines by up to 1.8e-7, the dense QPP features with them; enough to reorder a near-tie in a
-top 10 on the full set); with this batching all 105 are bit-identical, and each text's numbers
-are identical under any batch composition, size and order (tests/test_batching.py). No padding
-also means less work: the build's forward time fell by about 10% on an idle 2-core machine.
+Numbers independent of batching: ``DenseEncoder.encode`` runs forward passes over texts of one
+token length only (see ``harness.retrieval.encoder``), so a text's numbers do not depend on its
+shard or batch. Measured on 40 qasper_yesno questions (30 papers, 2,571 units) built with shard
+sizes 8, 16 and 25: with the former length-sorted padded batches 12 of 105 non-timing columns
+differed (MaxSim scores by up to 2.9e-6, dense cosines by up to 1.8e-7, the dense QPP features
+with them); now all 105 are bit-identical (tests/test_batching.py).
 
 Cost accounting (milliseconds per question; measured wall time, so it varies between builds;
 the cached table freezes one measurement):
@@ -39,10 +32,9 @@ the cached table freezes one measurement):
 
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -234,11 +226,8 @@ def run_arm(arm: Arm, q: QuestionState, pairs: PairScores, params: ArmParams, un
                      cost, marginal, np.asarray(cands))
 
 
-EXACT_MIN_TOKENS = 64  # token rows per forward pass: below ~12 MKL's sgemm rounds differently
-
-
 def batch_independent(encoder) -> bool:
-    """True when :func:`encode_texts` gives each text numbers that depend on that text alone.
+    """True when ``encoder.encode`` gives each text numbers that depend on that text alone.
 
     The packaged :class:`DenseEncoder` in fp32 (proven by tests/test_batching.py); bf16 is not
     proven, so it is False there. Another encoder (a test fake, a plugin) says so with a
@@ -249,55 +238,6 @@ def batch_independent(encoder) -> bool:
     if isinstance(encoder, DenseEncoder):
         return encoder.precision == "fp32"
     return bool(getattr(encoder, "batch_independent", False))
-
-
-@contextlib.contextmanager
-def _one_forward(encoder, rows: int) -> Iterator[None]:
-    """Let ``encoder.encode`` put ``rows`` texts into ONE forward pass (restored afterwards)."""
-    old = encoder.batch_size
-    encoder.batch_size = max(int(old), rows)
-    try:
-        yield
-    finally:
-        encoder.batch_size = old
-
-
-def encode_texts(encoder, texts: Sequence[str]):
-    """Encode ``texts`` so that each text's numbers do not depend on the other texts.
-
-    For the DenseEncoder: texts are grouped by token length (as the encoder truncates them);
-    each group is cut into batches of ``encoder.batch_size`` texts in input order, and a batch
-    with fewer than ``EXACT_MIN_TOKENS`` token rows is filled with copies of its last text. So
-    every forward pass holds texts of one length, without padding, and enough rows for the
-    matrix kernels' row-independent path. Other encoders are called as they are.
-    """
-    from harness.retrieval.encoder import DenseEncoder, EncodedTexts
-
-    texts = list(texts)
-    if not isinstance(encoder, DenseEncoder) or not texts:
-        return encoder.encode(texts)
-    t0 = time.perf_counter()
-    tok = encoder._loaded().tokenizer
-    lengths = np.array([len(ids) for ids in tok(texts, truncation=True, max_length=int(encoder.max_seq_length))["input_ids"]],
-                       dtype=np.int64)
-    vectors: list[np.ndarray | None] = [None] * len(texts)
-    tokens: list[np.ndarray | None] = [None] * len(texts)
-    size = int(encoder.batch_size)
-    for length in sorted(set(lengths.tolist()), reverse=True):
-        members = np.flatnonzero(lengths == length).tolist()
-        need = -(-EXACT_MIN_TOKENS // max(int(length), 1))  # rows for EXACT_MIN_TOKENS tokens
-        for start in range(0, len(members), size):
-            chunk = members[start : start + size]
-            rows = chunk + [chunk[-1]] * max(0, need - len(chunk))
-            with _one_forward(encoder, len(rows)):
-                out = encoder.encode([texts[i] for i in rows])
-            for r, i in enumerate(chunk):
-                if int(out.n_tokens[r]) != int(length):  # pragma: no cover - tokenizer disagrees with itself
-                    raise RuntimeError(f"text {i}: {out.n_tokens[r]} tokens in the batch, {length} alone")
-                vectors[i] = out.vectors[r]
-                tokens[i] = out.tokens[r]
-    return EncodedTexts(np.stack(vectors).astype(np.float32), tokens, lengths,  # type: ignore[arg-type]
-                        time.perf_counter() - t0)
 
 
 @dataclass
@@ -326,7 +266,7 @@ def compute_shard(
     stats = ShardStats(units=len(units), questions=len(questions))
 
     # 1. encode units once, questions once; apportion encode time (see module docstring)
-    enc_u = encode_texts(encoder, [u.text for u in units])
+    enc_u = encoder.encode([u.text for u in units])
     tok_u = np.maximum(np.asarray(enc_u.n_tokens, dtype=np.float64), 1.0)
     unit_ms = enc_u.seconds * 1000.0 * tok_u / tok_u.sum() if len(units) else tok_u
     if on_pools_encoded:
@@ -338,7 +278,7 @@ def compute_shard(
     q_per_pool: dict[str, int] = {}
     for q in questions:
         q_per_pool[q.pool_id] = q_per_pool.get(q.pool_id, 0) + 1
-    enc_q = encode_texts(encoder, [q.text for q in questions])
+    enc_q = encoder.encode([q.text for q in questions])
     tok_q = np.maximum(np.asarray(enc_q.n_tokens, dtype=np.float64), 1.0)
     q_ms = enc_q.seconds * 1000.0 * tok_q / tok_q.sum() if len(questions) else tok_q
     stats.encoder_calls = 2

@@ -167,6 +167,12 @@ def _is_transient(exc: BaseException) -> bool:
     return "database is locked" in text or "database is busy" in text or "unable to open database" in text
 
 
+def _is_dataset_race(exc: BaseException) -> bool:
+    """Two parallel jobs logging the same dataset: the slower insert of the shared dataset row
+    fails on its UNIQUE key. Retried, the store finds the row and only links it to the run."""
+    return "unique constraint failed: datasets." in str(exc).lower()
+
+
 class Tracker:
     """A thin, retrying wrapper of ``MlflowClient`` bound to one tracking URI.
 
@@ -181,13 +187,13 @@ class Tracker:
         self.retries = max(1, int(retries))
         self.client = self._retry(lambda: MlflowClient(tracking_uri=uri))
 
-    def _retry(self, call: Callable[[], T]) -> T:
+    def _retry(self, call: Callable[[], T], transient: Callable[[BaseException], bool] = _is_transient) -> T:
         delay = 0.2
         for attempt in range(self.retries):
             try:
                 return call()
             except Exception as exc:  # noqa: BLE001 - re-raised unless transient
-                if attempt == self.retries - 1 or not _is_transient(exc):
+                if attempt == self.retries - 1 or not transient(exc):
                     raise
                 time.sleep(delay)
                 delay *= 2
@@ -303,7 +309,8 @@ class Tracker:
             profile=json.dumps(dict(profile), sort_keys=True, default=str) if profile else None,
         )
         item = DatasetInput(dataset=entity, tags=[InputTag(key="mlflow.data.context", value=context)])
-        self._retry(lambda: self.client.log_inputs(run_id, datasets=[item]))
+        self._retry(lambda: self.client.log_inputs(run_id, datasets=[item]),
+                    transient=lambda exc: _is_transient(exc) or _is_dataset_race(exc))
 
     def log_metrics(self, run_id: str, metrics: Iterable[tuple[str, float, int]]) -> int:
         """Log ``(name, value, step)`` triples in batches of 1000; names via ``mlflow_name``.
