@@ -4,6 +4,15 @@
 (imported lazily, so ``python -m harness policies`` does not pay for MLflow or torch); any other
 argument list (``-m``, overrides, ``--cfg job``) goes to the Hydra app unchanged; ``--help``
 first prints ``usage()`` (the subcommands and the preset sweep), then Hydra's config help.
+
+Bad input, in every entry point, ends in ONE line on stderr, ``error: <Kind>: <message>`` naming
+the config key, file, field or option (with "did you mean" hints for names), and exit code 2;
+no traceback (``run_guarded``). Hydra's composition errors (an unknown config group option, a
+typo'd key, bad override syntax) are caught around the Hydra app and said the same way, and a
+sweep (``-m``) validates all its jobs before it opens anything
+(``harness.runner.sweep.validate_sweep_jobs``). ``--debug`` as the
+first argument, or ``HYDRA_FULL_ERROR=1``, prints the traceback too. An unexpected failure (a
+bug) is one line and exit code 1.
 """
 
 from __future__ import annotations
@@ -26,6 +35,10 @@ subcommands:
 
 preset sweep (python -m harness -m; experiment=none switches it off, experiment=smoke is tiny):
 {sweep}
+
+errors:
+  --debug (first argument)       an error shows its traceback (also HYDRA_FULL_ERROR=1); without it,
+                                 bad input is one line "error: <Kind>: <message>" and exit code 2
 
 options (key=value):
   verbose=true                   a sweep prints every job's full summaries (default: one line per job;
@@ -69,13 +82,18 @@ def table_main(argv: Sequence[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
         print(table_main.__doc__)
         return 0
-    from hydra import compose, initialize_config_dir
+    from harness.errors import UsageError
+
+    for a in argv:
+        if "=" not in a or a.startswith("-"):
+            raise UsageError(f"table: unexpected argument {a!r}; usage: python -m harness table build [key=value ...]")
     from omegaconf import OmegaConf
 
     from harness import app
+    from harness.config import validate
 
-    with initialize_config_dir(config_dir=str(app.CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=argv)
+    cfg = compose_config(argv)
+    validate(cfg)  # before any work, like the app
     plain = OmegaConf.to_container(cfg, resolve=True)
     plain.pop("hydra", None)
     table = app.build_table(plain)
@@ -96,50 +114,137 @@ def table_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def _one_line_errors(command):
-    """Bad input ends in one line naming what was wrong and exit code 2, not a traceback
-    (``HYDRA_FULL_ERROR=1`` shows the traceback)."""
+from harness.config import as_bad_input, compose_config  # noqa: E402 - re-exported for the commands
 
-    def run(argv: Sequence[str]) -> int:
-        import os
 
-        from hydra.errors import HydraException
+def _restore_env(name: str, value: str | None) -> None:
+    import os
 
-        from harness.errors import HarnessError
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
+
+class _HydraRaises:
+    """While active, Hydra's ``run_and_report`` (which prints a long message or a trimmed traceback
+    and exits 1 on a composition error) lets the exception through to ``run_guarded``."""
+
+    def __enter__(self):
         try:
-            return command(argv)
-        except (HarnessError, HydraException) as exc:
-            if os.environ.get("HYDRA_FULL_ERROR") == "1":
-                raise
-            print(f"error: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
+            import hydra._internal.utils as hydra_utils
+        except ImportError:  # pragma: no cover - other Hydra layouts: Hydra reports as before
+            self.module = None
+            return self
+        self.module, self.saved = hydra_utils, getattr(hydra_utils, "run_and_report", None)
+        if self.saved is not None:
+            hydra_utils.run_and_report = lambda func: func()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.module is not None and self.saved is not None:
+            self.module.run_and_report = self.saved
+
+
+def run_guarded(command, argv: Sequence[str], *, debug: bool, overrides: Sequence[str] = ()) -> int:
+    """Run one entry point; a bad input ends in ONE stderr line ``error: <Kind>: <message>`` and
+    exit 2, an unexpected failure in one line and exit 1. ``debug`` (``--debug``, or
+    ``HYDRA_FULL_ERROR=1``) prints the traceback first."""
+    import os
+    import traceback
+
+    from harness.errors import DEBUG_ENV, one_line
+
+    full = debug or os.environ.get("HYDRA_FULL_ERROR") == "1"
+    saved_env, saved_debug, saved_argv = os.environ.get("HYDRA_FULL_ERROR"), os.environ.get(DEBUG_ENV), list(sys.argv)
+    if full:  # the app and the subcommands re-raise instead of printing their line
+        os.environ["HYDRA_FULL_ERROR"] = "1"
+        os.environ[DEBUG_ENV] = "1"
+    try:
+        with _HydraRaises():
+            return int(command(argv) or 0)
+    except SystemExit as exc:
+        cause = exc.__cause__
+        if exc.code not in (0, None) and cause is not None and as_bad_input(cause, overrides) is not None:
+            if full:
+                traceback.print_exception(cause)
+            return 2  # the sweep callback printed its one line
+        if isinstance(exc.code, int) or exc.code is None:
+            return int(exc.code or 0)  # the app printed its one line (or argparse --help)
+        raise
+    except KeyboardInterrupt:  # Ctrl-C in a subcommand (a sweep ends its runs itself): one line
+        if full:
+            traceback.print_exc()
+        sys.stdout.flush()
+        print("error: Interrupted: SIGINT (Ctrl-C); finished work is kept (a table build resumes "
+              "from its shards)", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - every failure becomes one line
+        bad = as_bad_input(exc, overrides)
+        if full:
+            traceback.print_exc()
+        sys.stdout.flush()
+        if bad is not None:
+            print(one_line(bad), file=sys.stderr)
             return 2
+        print(f"{one_line(exc)} (unexpected; rerun with --debug first for the traceback)", file=sys.stderr)
+        return 1
+    finally:
+        _restore_env("HYDRA_FULL_ERROR", saved_env)
+        _restore_env(DEBUG_ENV, saved_debug)
+        sys.argv = saved_argv
 
-    return run
 
+def app_main(argv: Sequence[str]) -> int:
+    """The Hydra app (one job, ``-m`` a sweep); Hydra's own options are checked first."""
+    from hydra._internal.utils import get_args_parser
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in SUBCOMMANDS:
-        cmd, rest = argv[0], argv[1:]
-        if cmd == "data":
-            from harness.data.cli import main as sub
-        elif cmd == "policies":
-            from policies.registry import main as sub
-        elif cmd == "report":
-            from harness.report import main as sub
-        else:
-            sub = _one_line_errors(table_main)
-        return int(sub(rest) or 0)
-    from harness import app
+    from harness.runner import job
+    from harness.errors import UsageError
 
-    if any(a in ("-h", "--help") for a in argv):
+    parser = get_args_parser()
+
+    def error(message: str):
+        raise UsageError(f"python -m harness: {message} (see python -m harness --help)")
+
+    parser.error = error  # type: ignore[method-assign]
+    args = parser.parse_args(list(argv))
+    if args.help:
         print(usage())
         print("== The Hydra app: config groups and the composed config ==")
         sys.stdout.flush()
+    import logging
+
+    # creating a fresh store logs schema migrations at INFO on stderr: noise, not a result
+    for name in ("mlflow.store.db.utils", "alembic.runtime.migration"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     sys.argv = [sys.argv[0] if sys.argv else "route-bench", *argv]
-    app.main()
+    job.main()
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``--debug`` (first argument, any entry point) shows the traceback of an error."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = bool(argv) and argv[0] == "--debug"
+    if debug:
+        argv = argv[1:]
+    if argv and argv[0] in SUBCOMMANDS:
+        cmd, rest = argv[0], argv[1:]
+        if cmd == "data":
+            from harness.data.cli import main as data_main
+
+            return run_guarded(data_main, rest, debug=debug)
+        if cmd == "policies":
+            from policies.registry import main as policies_main
+
+            return run_guarded(policies_main, rest, debug=debug)
+        if cmd == "report":
+            from harness.report import main as report_main
+
+            return run_guarded(report_main, rest, debug=debug)
+        return run_guarded(table_main, rest, debug=debug, overrides=[a for a in rest if "=" in a])
+    return run_guarded(app_main, argv, debug=debug, overrides=[a for a in argv if "=" in a and not a.startswith("-")])
 
 
 if __name__ == "__main__":

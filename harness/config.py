@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from harness.protocols.threshold import MIN_BOOTSTRAP
+from harness.stats import MIN_BOOTSTRAP
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"  # the app's config folder
 
 PROTOCOL_NAMES = ("threshold", "budget", "gain")
 CALIBRATIONS = ("oof", "in_sample")
@@ -31,8 +34,9 @@ CALIBRATIONS = ("oof", "in_sample")
 class ProtocolConfig:
     """Which protocols a job runs (SPEC sections 5-7) and their options.
 
-    ``run`` lists protocol names in order; the group files ``threshold``, ``budget``, ``gain``
-    and ``all`` only set it. ``n_boot`` must be >= 1000 (SPEC 5).
+    ``run`` lists protocol names in order (built-ins and plugins, ``harness.protocols.registry``);
+    the group files ``threshold``, ``budget``, ``gain`` and ``all`` only set it. ``n_boot`` must
+    be >= 1000 (SPEC 5).
     """
 
     name: str = "all"
@@ -53,6 +57,8 @@ class ProtocolConfig:
     # power statements: significance level and power of the minimum detectable difference
     alpha: float = 0.05
     power: float = 0.8
+    # settings of plugin protocols: protocol.settings.<name>.<key>, typed by the protocol's Config
+    settings: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -121,53 +127,167 @@ class RootConfig:
 def register_configs() -> None:
     """Register the schemas (idempotent: ConfigStore overwrites same-named entries)."""
     ConfigStore.instance().store(name="route_bench_schema", node=RootConfig)
+    from policies.registry import register_policy_configs  # installed entry points as policy=<name>
+
+    register_policy_configs()
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _in_range(key: str, value: Any, low: float | None = None, high: float | None = None, *,
+              low_open: bool = False, high_open: bool = False, integer: bool = False) -> None:
+    """ConfigError naming ``key`` unless ``value`` is a finite number (an integer if asked) in the
+    interval given by ``low``/``high`` (``*_open``: that end excluded). NaN and inf always fail."""
+    from harness.errors import ConfigError
+
+    lo = "" if low is None else ("(" if low_open else "[") + f"{low:g}"
+    hi = "" if high is None else f"{high:g}" + (")" if high_open else "]")
+    if low is not None and high is not None:
+        want = f"in {lo}, {hi}"
+    elif low is not None:
+        want = f"{'>' if low_open else '>='} {low:g}"
+    else:
+        want = f"{'<' if high_open else '<='} {high:g}"
+    what = "an integer" if integer else "a finite number"
+    ok = _is_number(value) and math.isfinite(value) and (not integer or float(value).is_integer())
+    if ok and low is not None:
+        ok = value > low if low_open else value >= low
+    if ok and high is not None:
+        ok = value < high if high_open else value <= high
+    if not ok:
+        raise ConfigError(key, f"must be {what} {want}, got {value!r}")
+
+
+def _check_missing(cfg: Any, prefix: str = "") -> None:
+    """A ``???`` value left anywhere (e.g. ``policy=plugin`` without ``policy.plugin``)."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    from harness.errors import ConfigError
+
+    if isinstance(cfg, DictConfig):
+        items = [(str(k), k) for k in cfg.keys()]
+    elif isinstance(cfg, ListConfig):
+        items = [(f"[{i}]", i) for i in range(len(cfg))]
+    else:
+        return
+    for name, k in items:
+        if prefix == "" and name == "hydra":
+            continue
+        key = f"{prefix}{name}" if name.startswith("[") or not prefix else f"{prefix}.{name}"
+        if OmegaConf.is_missing(cfg, k):
+            raise ConfigError(key, f"is required but not set (???); set {key}=...")
+        node = cfg._get_node(k)
+        if isinstance(node, (DictConfig, ListConfig)):
+            _check_missing(node, key)
+
+
+def metric_names(k: int) -> list[str]:
+    """The per-arm outcome metrics an outcome table holds for top ``k`` (``harness.retrieval.arms``
+    writes them: hit@1..k, recall@k, mrr@k)."""
+    return [f"hit@{j}" for j in range(1, k + 1)] + [f"recall@{k}", f"mrr@{k}"]
+
+
+SYNTHETIC_K = 10  # the synthetic table's metrics are @10 (harness.synthetic)
+
+
+def _check_arms(arms: Any, synthetic: bool) -> None:
+    from harness.arm_blocks import block_arms
+    from harness.errors import ConfigError, did_you_mean
+    from harness.retrieval.arms import ARMS
+
+    base, extra = arms.get("base", "keep"), arms.get("extra", "hybrid")
+    plugged = block_arms(arms.get("blocks") or [])  # arms of listed and installed blocks
+    known = [*ARMS, *sorted(a for a in plugged if a not in ARMS)]
+    for key, arm in (("arms.base", base), ("arms.extra", extra)):
+        if arm not in known:
+            raise ConfigError(key, f"unknown arm {arm!r}{did_you_mean(arm, known)}; the outcome table has {', '.join(ARMS)}"
+                                   + (f", arm blocks add {', '.join(sorted(plugged))}" if plugged else ""))
+    if base == extra:
+        raise ConfigError("arms.extra", f"must differ from arms.base (both are {base!r}): the task compares two arms")
+    if base not in ARMS or extra not in ARMS:
+        from harness.arm_blocks import blocks_for
+
+        blocks_for(arms, list(ARMS))  # the blocks a job would add can be made (parameters, identity)
+        return  # a block's arm: its block names its outcome columns; the task checks the metric
+    k = arms.get("k", 10)
+    if not synthetic:
+        _in_range("arms.k", k, 1, integer=True)
+    metric = arms.get("metric", "hit@10")
+    known = metric_names(SYNTHETIC_K if synthetic else int(k))
+    if metric not in known:
+        table = "the synthetic table" if synthetic else f"an outcome table with arms.k={k}"
+        raise ConfigError("arms.metric", f"unknown metric {metric!r}{did_you_mean(metric, known)}; {table} has "
+                                         f"hit@1..hit@{known[-1].split('@')[1]}, {known[-2]}, {known[-1]}")
 
 
 def validate(cfg: Any) -> None:
-    """Range and name checks of the harness-owned groups; raises ConfigError naming the key."""
-    from harness.errors import ConfigError
+    """Every range and name check of a composed job config, before any work; raises ConfigError
+    naming the key (with "did you mean" hints for names). The one place these checks live: the
+    single-run app, ``table build``, a sweep's start and each sweep job call it."""
+    from dataclasses import fields
 
-    run = list(cfg.protocol.run)
-    for i, name in enumerate(run):
-        if name not in PROTOCOL_NAMES:
-            raise ConfigError(f"protocol.run[{i}]", f"unknown protocol {name!r}; choose from {PROTOCOL_NAMES}")
+    from harness.errors import ConfigError, did_you_mean
+
+    known_top = [f.name for f in fields(RootConfig)]
+    for key in cfg.keys():
+        if key != "hydra" and key not in known_top:
+            raise ConfigError(str(key), f"unknown top-level key{did_you_mean(key, known_top)}; known: {', '.join(known_top)}")
+    _check_missing(cfg)
+    _in_range("seed", cfg.seed, 0, integer=True)
+    p, b = cfg.protocol, cfg.budget
+    run = list(p.run)
+    from harness.protocols.registry import make_protocol, settings_of
+
+    settings = dict(p.settings or {})
+    for i, name in enumerate(run):  # built-ins and installed plugins (did-you-mean on a typo)
+        protocol = make_protocol(str(name), f"protocol.run[{i}]")
+        settings_of(protocol, settings.get(name))  # its typed settings, checked under their keys
+    if len(set(run)) != len(run):
+        raise ConfigError("protocol.run", f"names a protocol twice: {run}")
+    for name in settings:
+        if name not in run:
+            raise ConfigError(f"protocol.settings.{name}", f"settings of a protocol that protocol.run does not list ({run})")
     if not run:
         raise ConfigError("protocol.run", "is empty; name at least one protocol")
-    if not 0.0 < cfg.protocol.dev_frac < 1.0:
-        raise ConfigError("protocol.dev_frac", f"must be in (0, 1), got {cfg.protocol.dev_frac}")
-    if cfg.protocol.n_folds < 2:
-        raise ConfigError("protocol.n_folds", f"must be >= 2, got {cfg.protocol.n_folds}")
-    if cfg.protocol.n_boot < MIN_BOOTSTRAP:
-        raise ConfigError("protocol.n_boot", f"SPEC 5 asks for at least {MIN_BOOTSTRAP} bootstrap resamples, got {cfg.protocol.n_boot}")
-    if cfg.protocol.repeats < 1:
-        raise ConfigError("protocol.repeats", f"must be >= 1, got {cfg.protocol.repeats}")
-    if cfg.protocol.nested_folds != 0 and cfg.protocol.nested_folds < 2:
-        raise ConfigError("protocol.nested_folds", f"must be 0 (off) or >= 2, got {cfg.protocol.nested_folds}")
-    if cfg.protocol.gain_threshold is not None and not math.isfinite(cfg.protocol.gain_threshold):
-        raise ConfigError("protocol.gain_threshold", f"must be a finite number or null, got {cfg.protocol.gain_threshold}")
-    if cfg.protocol.min_discordant < 1:
-        raise ConfigError("protocol.min_discordant", f"must be >= 1, got {cfg.protocol.min_discordant}")
+    _in_range("protocol.dev_frac", p.dev_frac, 0, 1, low_open=True, high_open=True)
+    _in_range("protocol.n_folds", p.n_folds, 2, integer=True)
+    if not (_is_number(p.n_boot) and p.n_boot >= MIN_BOOTSTRAP):
+        raise ConfigError("protocol.n_boot", f"SPEC 5 asks for at least {MIN_BOOTSTRAP} bootstrap resamples, got {p.n_boot}")
+    _in_range("protocol.repeats", p.repeats, 1, integer=True)
+    if p.nested_folds != 0:
+        _in_range("protocol.nested_folds", p.nested_folds, 2, integer=True)
+    if p.gain_threshold is not None and not math.isfinite(p.gain_threshold):
+        raise ConfigError("protocol.gain_threshold", f"must be a finite number or null, got {p.gain_threshold}")
+    _in_range("protocol.min_discordant", p.min_discordant, 1, integer=True)
     for key in ("alpha", "power"):
-        value = getattr(cfg.protocol, key)
-        if not 0.0 < value < 1.0:  # NaN fails too
-            raise ConfigError(f"protocol.{key}", f"must be in (0, 1), got {value}")
-    if not (cfg.cost.c >= 0 and math.isfinite(cfg.cost.c)):
-        raise ConfigError("cost.c", f"must be a finite number >= 0, got {cfg.cost.c}")
-    if cfg.budget.calibration not in CALIBRATIONS:
-        raise ConfigError("budget.calibration", f"unknown {cfg.budget.calibration!r}; choose from {CALIBRATIONS}")
-    if cfg.budget.cal_folds < 2:
-        raise ConfigError("budget.cal_folds", f"must be >= 2, got {cfg.budget.cal_folds}")
-    for i, rho in enumerate(cfg.budget.grid):
-        if not 0.0 < rho < 1.0:  # NaN fails too
-            raise ConfigError(f"budget.grid[{i}]", f"budget must be in (0, 1), got {rho}")
-    if not 0.0 < cfg.budget.dkw_delta < 1.0:
-        raise ConfigError("budget.dkw_delta", f"must be in (0, 1), got {cfg.budget.dkw_delta}")
-    if not (cfg.budget.tol >= 0 and math.isfinite(cfg.budget.tol)):
-        raise ConfigError("budget.tol", f"must be a finite number >= 0, got {cfg.budget.tol}")
-    if cfg.budget.n_splits < 1:
-        raise ConfigError("budget.n_splits", f"must be >= 1, got {cfg.budget.n_splits}")
+        _in_range(f"protocol.{key}", getattr(p, key), 0, 1, low_open=True, high_open=True)
+    _in_range("cost.c", cfg.cost.c, 0)
+    if b.calibration not in CALIBRATIONS:
+        raise ConfigError("budget.calibration", f"unknown {b.calibration!r}{did_you_mean(b.calibration, CALIBRATIONS)}; choose from {CALIBRATIONS}")
+    _in_range("budget.cal_folds", b.cal_folds, 2, integer=True)
+    grid = list(b.grid)
+    if not grid:
+        raise ConfigError("budget.grid", "is empty; give at least one budget in (0, 1], e.g. budget.grid=[0.25]")
+    for i, rho in enumerate(grid):
+        _in_range(f"budget.grid[{i}]", rho, 0, 1, low_open=True)
+        if rho in grid[:i]:
+            raise ConfigError(f"budget.grid[{i}]", f"budget {rho} appears twice")
+    _in_range("budget.dkw_delta", b.dkw_delta, 0, 1, low_open=True, high_open=True)
+    _in_range("budget.tol", b.tol, 0)
+    _in_range("budget.n_splits", b.n_splits, 1, integer=True)
+    _in_range("tracking.retries", cfg.tracking.retries, 1, integer=True)
+    if not str(cfg.tracking.store_dir).strip():
+        raise ConfigError("tracking.store_dir", "is empty; name a folder (default: mlruns)")
+    if cfg.tracking.uri is not None and not str(cfg.tracking.uri).strip():
+        raise ConfigError("tracking.uri", "is empty; give a tracking URI or null")
     if "name" not in cfg.dataset:
         raise ConfigError("dataset.name", "missing (each dataset config names itself)")
+    from harness.data import check_dataset_config
+
+    dataset = check_dataset_config(cfg.dataset)
+    _check_arms(cfg.arms, synthetic=dataset.get("loader") == "synthetic")
     if "name" not in cfg.policy:
         raise ConfigError("policy.name", "missing (each policy config names itself)")
 
@@ -183,5 +303,74 @@ __all__ = [
     "RootConfig",
     "register_configs",
     "validate",
+    "metric_names",
     "MISSING",
 ]
+
+
+# ---- configs composed outside the Hydra app (table build) -------------------------------------
+def compose_config(overrides: Sequence[str], return_hydra_config: bool = False):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides), return_hydra_config=return_hydra_config)
+
+
+# ---- a Hydra / OmegaConf error as the bad input it is -------------------------------------------
+def _hint_keys(overrides: Sequence[str], full_key: str) -> list[str]:
+    """The keys next to ``full_key`` in the config composed without the override that named it."""
+    from omegaconf import DictConfig, OmegaConf
+
+    parent = full_key.rpartition(".")[0]
+    rest = [o for o in overrides if o.lstrip("+~").partition("=")[0] != full_key]
+    try:
+        cfg = compose_config(rest)
+        node = OmegaConf.select(cfg, parent) if parent else cfg
+        return [str(k) for k in node.keys()] if isinstance(node, DictConfig) else []
+    except Exception:  # noqa: BLE001 - only a hint
+        return []
+
+
+def _group_options(group: str, options: Sequence[str] | None) -> list[str]:
+    found = {p.stem for p in (CONF_DIR / group).glob("*.yaml")}
+    return sorted(found | set(options or ()))
+
+
+def as_bad_input(exc: BaseException, overrides: Sequence[str] = ()) -> Exception | None:
+    """The HarnessError a bad input becomes (naming the key, file or option), else None."""
+    from hydra.errors import HydraException, MissingConfigException, OverrideParseException
+    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+
+    from harness.errors import ConfigError, HarnessError, StoreError, UsageError, did_you_mean, os_error_message
+
+    if isinstance(exc, HarnessError):
+        return exc
+    if isinstance(exc, MissingConfigException):
+        missing = str(exc.missing_cfg_file or "")
+        group, _, option = missing.rpartition("/")
+        if group:
+            options = _group_options(group, exc.options)
+            listed = ", ".join(options) if len(options) <= 12 else f"{len(options)} options in conf/{group}/"
+            return ConfigError(group, f"unknown option {option!r}{did_you_mean(option, options)}; choose from {listed}")
+        return ConfigError("config", (str(exc).splitlines() or ["config not found"])[0])
+    if isinstance(exc, OverrideParseException):
+        first = (str(exc).splitlines() or [""])[0]
+        return UsageError(f"cannot parse override {exc.override!r}: {first} (expected key=value; see hydra.cc override grammar)")
+    cause = exc.__cause__ if isinstance(exc, HydraException) else exc
+    if isinstance(cause, OmegaConfBaseException) and getattr(cause, "full_key", None):
+        key = str(cause.full_key)
+        first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+        if isinstance(cause, MissingMandatoryValue):
+            return ConfigError(key, f"is required but not set (???); set {key}=...")
+        if " not in " in first or "is not in struct" in first:
+            name = key.rpartition(".")[2]
+            known = _hint_keys(overrides, key)
+            listed = f"; known keys here: {', '.join(known)}" if known else ""
+            return ConfigError(key, f"unknown key{did_you_mean(name, known)}{listed}")
+        return ConfigError(key, first)
+    if isinstance(exc, (HydraException, OmegaConfBaseException)):
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return UsageError(first)
+    if isinstance(exc, OSError):
+        return StoreError(os_error_message(exc))
+    return None

@@ -6,9 +6,10 @@ buries the one thing a person watches, how far the sweep is and what each job sc
 full text is not lost: it goes to the job's log file (``<hydra job folder>/app.log``), to the
 run's ``summary.txt`` and to the run's description in MLflow; ``verbose=true`` prints it too.
 
-The sweep callback knows the whole sweep before any job starts: ``sweep_plan`` expands the
-sweeper's params and the command line's overrides the way Hydra's basic sweeper does, giving the
-number of jobs and the keys whose values differ between jobs. It hands them, with the sweep's
+The sweep callback knows the whole sweep before any job starts: ``sweep_jobs`` expands the
+sweeper's params and the command line's overrides the way Hydra's basic sweeper does (the
+callback composes and validates each job from it before the sweep opens its parent run), and
+``sweep_plan`` gives the number of jobs and the keys whose values differ between jobs. It hands them, with the sweep's
 start time, to every job through ``hydra.job.env_set`` (the variables below).
 """
 
@@ -42,20 +43,25 @@ def _ignored(key: str) -> bool:
     return key.startswith("hydra") or key in PRESENTATION_KEYS
 
 
-def sweep_plan(task_overrides: Sequence[str], sweeper_params: Mapping[str, Any] | None) -> tuple[int, list[str]]:
-    """(number of jobs, swept keys in order) of a basic-sweeper multirun.
-
-    Same expansion as ``hydra._internal.core_plugins.basic_sweeper.BasicSweeper``: the sweeper's
-    params first, then the command line's overrides (a later override of a key replaces an
-    earlier one), the cartesian product of the values. A key is *swept* when its value differs
-    between jobs; Hydra's own keys (launcher, ...) and ``verbose`` never count.
-    """
+def sweep_jobs(task_overrides: Sequence[str], sweeper_params: Mapping[str, Any] | None) -> list[list[str]]:
+    """Every job's override list, in launch order, as Hydra's basic sweeper expands a multirun:
+    the sweeper's params first, then the command line's overrides (a later override of a key
+    replaces an earlier one), the cartesian product of the values."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     args = [f"{k}={v}" for k, v in (sweeper_params or {}).items()] + [str(o) for o in task_overrides]
     overrides = OverridesParser.create().parse_overrides(args)
-    jobs = [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+    return [list(job) for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+
+
+def sweep_plan(task_overrides: Sequence[str], sweeper_params: Mapping[str, Any] | None) -> tuple[int, list[str]]:
+    """(number of jobs, swept keys in order) of a basic-sweeper multirun (``sweep_jobs``).
+
+    A key is *swept* when its value differs between jobs; Hydra's own keys (launcher, ...) and
+    ``verbose`` never count.
+    """
+    jobs = sweep_jobs(task_overrides, sweeper_params)
     values: dict[str, set[str]] = {}
     for job in jobs:
         for item in job:

@@ -55,7 +55,7 @@ import numpy as np
 import pandas as pd
 
 from harness.compare import choose_reference, pair_frame
-from harness.errors import HarnessError
+from harness.errors import HarnessError, UsageError
 from harness.stats import holm_adjust, paired_comparison
 
 NOT_DEPLOYABLE = ("oracle",)
@@ -287,17 +287,17 @@ def decision_table(
 def select(table: pd.DataFrame, *, budget: float | None = None, cost: float | None = None) -> pd.DataFrame:
     """Rows at ``budget`` and / or ``cost`` (values as the table holds them, within 1e-9); the
     fixed decisions of the selected costs stay (they are references at every budget). Raises
-    HarnessError naming the flag and the values the table has when a value is not in it."""
+    UsageError naming the flag and the values the table has when a value is not in it."""
     out = table
     if cost is not None:
         costs = sorted(set(table["cost"].astype(float)))
         if not any(abs(c - cost) <= 1e-9 for c in costs):
-            raise HarnessError(f"--cost {cost:g} is not in this sweep; its costs: {', '.join(f'{c:g}' for c in costs)}")
+            raise UsageError(f"--cost {cost:g} is not in this sweep; its costs: {', '.join(f'{c:g}' for c in costs)}")
         out = out[(out["cost"].astype(float) - cost).abs() <= 1e-9]
     if budget is not None:
         budgets = sorted(set(table["budget"].dropna().astype(float)))
         if not any(abs(b - budget) <= 1e-9 for b in budgets):
-            raise HarnessError(
+            raise UsageError(
                 f"--budget {budget:g} is not in this sweep; its budgets: {', '.join(f'{b:g}' for b in budgets)}"
             )
         b = out["budget"].astype(float)

@@ -53,11 +53,11 @@ from typing import Sequence
 
 from harness.errors import ConfigError, HarnessError
 from harness.io import atomic_write, atomic_write_text
+from harness.tracking.mlflow_tracker import pick_runs
 
 SWEEP_TAG = "route_bench.sweep_id"
 ROLE_TAG = "route_bench.role"
 POLICY_TAG = "route_bench.policy"
-HASH_TAG = "route_bench.config_hash"
 DEFAULT_TRACKING_URI = "sqlite:///mlruns/mlflow.db"
 FRONTIERS_PLOTTED = ("exact", "deployable")
 TIE_TOL = 1e-12
@@ -201,19 +201,6 @@ def pick_latest_sweep(client, exps: list, uri: str, explicit: bool) -> tuple[str
     else:
         why += "; other experiments: none hold sweeps"
     return sweep_id, exp, why
-
-
-def pick_runs(children: list) -> list:
-    """One run per config hash: latest FINISHED, else latest of any status (see module doc)."""
-    groups: dict[str, list] = {}
-    for r in children:
-        groups.setdefault(r.data.tags.get(HASH_TAG, r.info.run_id), []).append(r)
-    picked = []
-    for runs in groups.values():
-        runs = sorted(runs, key=lambda r: r.info.start_time or 0, reverse=True)
-        finished = [r for r in runs if r.info.status == "FINISHED"]
-        picked.append(finished[0] if finished else runs[0])
-    return sorted(picked, key=lambda r: (r.info.run_name or "", r.info.run_id))
 
 
 def _series(client, run_id: str, keys: list[str]) -> dict[str, list[tuple[int, float]]]:
@@ -758,7 +745,9 @@ def write_report(rep: SweepReport, out_dir: str | os.PathLike) -> dict[str, Path
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    from harness.errors import argument_parser
+
+    p = argument_parser(
         prog="python -m harness report",
         description="Write a comparison report (Markdown + HTML + frontier PNG) of one sweep.",
     )
@@ -794,15 +783,74 @@ def filter_decision_table(rep: SweepReport, budget: float | None, cost: float | 
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def check_store_reachable(uri: str, timeout: float = 5.0) -> None:
+    """An ``http(s)://`` tracking server must accept a connection within ``timeout`` seconds (MLflow's
+    client would retry for minutes); a StoreError naming ``--tracking-uri`` otherwise."""
+    import socket
+    from urllib.parse import urlparse
+
+    from harness.errors import StoreError
+
+    parsed = urlparse(uri)
+    if parsed.scheme not in ("http", "https"):
+        return
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
     try:
+        with socket.create_connection((parsed.hostname or "localhost", port), timeout=timeout):
+            pass
+    except OSError as exc:
+        raise StoreError(f"--tracking-uri: tracking server {uri} is unreachable ({exc.strerror or exc})") from None
+
+
+def check_out_dir(out: str | os.PathLike) -> Path:
+    """``--out`` can be created or written: the folder or its nearest existing parent is a writable
+    folder. Checked before the store is read, so nothing is written on an error."""
+    from harness.errors import StoreError
+
+    path = Path(out)
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise StoreError(f"--out {str(out)!r}: {str(probe)!r} is a file, expected a folder")
+    if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
+        raise StoreError(f"--out {str(out)!r}: folder {str(probe)!r} is not writable (permission denied)")
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m harness report``: one line ``error: <Kind>: ...`` and exit 2 on a bad flag, an
+    unknown sweep, an empty or unreachable store or an unwritable ``--out``."""
+    from harness.errors import StoreError, debugging, one_line
+
+    try:
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as exc:  # --help
+            return int(exc.code or 0)
+        check_out_dir(args.out)
         uri = resolve_tracking_uri(args.tracking_uri)
-        rep = load_sweep(uri, None if args.latest else args.sweep, args.experiment)
+        check_store_reachable(uri)
+        try:
+            rep = load_sweep(uri, None if args.latest else args.sweep, args.experiment)
+        except HarnessError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - MLflow / SQLAlchemy errors of a store it cannot read
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            raise StoreError(f"--tracking-uri: cannot read tracking store {uri}: {type(exc).__name__}: {first}") from exc
         filter_decision_table(rep, args.budget, args.cost)
-        paths = write_report(rep, args.out)
+        try:
+            paths = write_report(rep, args.out)
+        except OSError as exc:
+            from harness.errors import os_error_message
+
+            raise StoreError(f"--out {str(args.out)!r}: cannot write the report: {os_error_message(exc)}") from exc
     except HarnessError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        if debugging():
+            raise
+        print(one_line(exc), file=sys.stderr)
         return 2
     if rep.picked:
         print(rep.picked)

@@ -21,6 +21,8 @@ from harness.errors import ConfigError, HarnessError
 # Document-level bootstrap
 # --------------------------------------------------------------------------------------------
 
+MIN_BOOTSTRAP = 1000  # SPEC 5: at least 1,000 document-level resamples
+
 
 def _doc_index(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(sorted unique documents, document index of each question).

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from harness.errors import FeatureError
+from harness.errors import DataSizeError, FeatureError
 from harness.retrieval.feature_names import FEATURE_PREFIX
 
 GAIN_EPS = 0.01  # SPEC section 7
@@ -131,6 +131,7 @@ class RoutingTask:
         if is_hit_metric and "has_evidence" in table.columns:
             rows = table[table["has_evidence"].astype(bool)]
         rows = rows.sort_values("qid", kind="stable").reset_index(drop=True)
+        check_rows(rows, table, source, metric, base_arm, extra_arm, is_hit_metric)
         feats = rows[[c for c in rows.columns if c.startswith(FEATURE_PREFIX)]].copy()
         feats.columns = [c[len(FEATURE_PREFIX):] for c in feats.columns]
         if continuous is None:
@@ -159,3 +160,86 @@ class RoutingTask:
             extra_cost=extra_cost,
             cost_unit=str(cost_column) if base_cost is not None else "",
         )
+
+
+# every protocol splits by document into two non-empty parts (A: development / held-out, B and C:
+# two grouped halves), so a task needs at least this many documents
+MIN_DOCUMENTS = 2
+
+
+def check_rows(rows: pd.DataFrame, table: pd.DataFrame, source: str, metric: str, base_arm: str, extra_arm: str,
+               hit_metric: bool) -> None:
+    """The task's rows are usable: some question left (with gold evidence for hit metrics), both
+    outcomes finite, at least ``MIN_DOCUMENTS`` documents. A DataSizeError names the counts (a
+    data problem, not a protocol setting)."""
+    from harness.errors import DataError
+
+    if not len(rows):
+        if not len(table):
+            raise DataSizeError(source, None, "has no questions")
+        why = " with gold evidence" if hit_metric and "has_evidence" in table.columns else ""
+        raise DataSizeError(source, None, f"has no question{why} ({len(table)} questions in all, 0 usable for {metric}); "
+                                          "the dataset gives no gold units to score hits against")
+    for arm in (base_arm, extra_arm):
+        values = rows[f"{arm}.{metric}"].astype(float).to_numpy()
+        bad = ~np.isfinite(values)
+        if bad.any():
+            raise DataError(source, f"{arm}.{metric}", f"{int(bad.sum())} of {len(values)} values are not finite "
+                                                       f"(first at question {rows['qid'].iloc[int(np.argmax(bad))]!r})")
+    n_docs = rows["doc_id"].nunique()
+    if n_docs < MIN_DOCUMENTS:
+        raise DataSizeError(source, None, f"too few documents: {len(rows)} usable questions in {n_docs} document(s); "
+                                          f"every protocol splits by document and needs at least {MIN_DOCUMENTS}")
+
+
+def required_documents(protocol: dict, budget: dict, trainable: bool = True) -> dict[str, tuple[int, str]]:
+    """Per configured protocol, (the fewest documents it can split, why). Protocol A: a
+    development / held-out split by ``dev_frac`` with both parts non-empty and, for a trainable
+    policy, ``n_folds`` (and ``nested_folds``) grouped folds inside development; B (``oof``
+    calibration of a trainable policy): ``cal_folds`` folds in each grouped half; C: two halves
+    and (unless ``gain_threshold`` is given) ``n_folds`` folds in the fitting half. Folds balance
+    questions, not documents, so these are necessary counts (a protocol may still refuse an
+    unbalanced split, naming its key)."""
+    out: dict[str, tuple[int, str]] = {}
+    run = list(protocol.get("run", ()))
+    n_folds = int(protocol.get("n_folds", 5))
+    if "threshold" in run:
+        frac = float(protocol.get("dev_frac", 0.8))
+        nested = int(protocol.get("nested_folds", 0) or 0)
+        need_dev = 1
+        if trainable:
+            need_dev = max(n_folds, nested)
+            # nested: the largest outer fold held out, the rest must hold n_folds inner folds
+            while nested and need_dev - -(-need_dev // nested) < n_folds:
+                need_dev += 1
+        n = MIN_DOCUMENTS
+        while True:
+            dev = int(round(frac * n))
+            if 1 <= dev <= n - 1 and dev >= need_dev:
+                break
+            n += 1
+        why = f"dev_frac={frac:g} leaves both parts non-empty"
+        if trainable:
+            why += f" with >= {need_dev} development documents for {n_folds} folds" + (f" and {nested} nested folds" if nested else "")
+        out["threshold"] = (n, why)
+    if "budget" in run:
+        folds = int(budget.get("cal_folds", 5)) if trainable and budget.get("calibration", "oof") == "oof" else 1
+        out["budget"] = (max(MIN_DOCUMENTS, 2 * folds), "two grouped halves" + (f" of >= {folds} documents each for cal_folds={folds}" if folds > 1 else ""))
+    if "gain" in run:
+        # folds only to choose the selective threshold (a given protocol.gain_threshold needs none)
+        folds = n_folds if trainable and protocol.get("gain_threshold") is None else 1
+        out["gain"] = (max(MIN_DOCUMENTS, 2 * folds), "two grouped halves" + (f", the fitting half with >= {folds} documents for n_folds={folds}" if folds > 1 else ""))
+    return out
+
+
+def check_task_size(task: RoutingTask, protocol: dict, budget: dict, trainable: bool = True) -> None:
+    """DataSizeError (counts, not a blamed setting) when the task has fewer documents than a
+    configured protocol needs (``required_documents``); call it before running the protocols."""
+    n_docs = len(set(task.groups))
+    for name, (need, why) in required_documents(protocol, budget, trainable).items():
+        if n_docs < need:
+            raise DataSizeError(
+                task.source, None,
+                f"too few documents for protocol {name}: {task.n} usable questions in {n_docs} documents, it needs "
+                f"at least {need} ({why}); use a larger dataset or relax the protocol settings",
+            )

@@ -1,29 +1,20 @@
-"""Text normalisation and token-overlap scores shared by evidence matching and answer metrics.
+"""Text normalisation and token overlap for evidence matching (SPEC section 1).
 
-Two normalisations exist on purpose:
-
-* ``normalize_text`` (SPEC section 1): casefold + whitespace collapse. It decides whether an
-  evidence string *is* a unit, so it must not discard anything that distinguishes paragraphs.
-* ``squad_normalize`` (SPEC section 7): the SQuAD evaluation normalisation (lowercase, drop
-  punctuation and the articles a/an/the, collapse whitespace), used to score answers.
-
-``token_f1`` compares word tokens (``word_tokens``: runs of Unicode word characters of the
-``normalize_text`` form) and serves fuzzy evidence matching; ``answer_f1``/``max_token_f1``
-compare whitespace tokens of the SQuAD-normalised strings and serve answer quality.
-Empty-token convention (as the official SQuAD v2 script): if either side has no token, F1 is
-1.0 when both are empty and 0.0 otherwise.
+``normalize_text``: casefold + whitespace collapse. It decides whether an evidence string *is*
+a unit, so it must not discard anything that distinguishes paragraphs. ``token_f1`` compares
+word tokens (``word_tokens``: runs of Unicode word characters of the ``normalize_text`` form)
+and serves fuzzy evidence matching; if either side has no token, it is 1.0 when both are empty
+and 0.0 otherwise. Answers are scored elsewhere, by SQuAD's rules
+(``harness.generation.answers``).
 """
 
 from __future__ import annotations
 
 import re
-import string
 from collections import Counter
-from typing import Iterable, Sequence
+from typing import Sequence
 
 _WORD_RE = re.compile(r"\w+")
-_ARTICLES_RE = re.compile(r"\b(a|an|the)\b")
-_PUNCT = frozenset(string.punctuation)
 
 
 def normalize_text(s: str) -> str:
@@ -36,9 +27,9 @@ def word_tokens(s: str) -> list[str]:
     return _WORD_RE.findall(normalize_text(s))
 
 
-def _f1(a_tokens: Sequence[str], b_tokens: Sequence[str]) -> float:
-    if not a_tokens or not b_tokens:
-        return float(len(a_tokens) == len(b_tokens))
+def overlap_f1(a_tokens: Sequence[str], b_tokens: Sequence[str]) -> float:
+    """Harmonic mean of token precision and recall over the multiset intersection; 0 when the
+    intersection is empty (SQuAD v1.1's rule, also for two empty sides)."""
     common = Counter(a_tokens) & Counter(b_tokens)
     overlap = sum(common.values())
     if overlap == 0:
@@ -49,29 +40,9 @@ def _f1(a_tokens: Sequence[str], b_tokens: Sequence[str]) -> float:
 
 
 def token_f1(a: str, b: str) -> float:
-    """Token-overlap F1 (multiset intersection) between the word tokens of ``a`` and ``b``."""
-    return _f1(word_tokens(a), word_tokens(b))
-
-
-def squad_normalize(s: str) -> str:
-    """SQuAD answer normalisation: lowercase, remove punctuation, articles, extra whitespace."""
-    s = s.lower()
-    s = "".join(ch for ch in s if ch not in _PUNCT)
-    s = _ARTICLES_RE.sub(" ", s)
-    return " ".join(s.split())
-
-
-def answer_f1(pred: str, gold: str) -> float:
-    """SQuAD token F1 between one prediction and one reference answer."""
-    return _f1(squad_normalize(pred).split(), squad_normalize(gold).split())
-
-
-def exact_match(pred: str, golds: Iterable[str]) -> float:
-    """1.0 if the SQuAD-normalised prediction equals any normalised reference, else 0.0."""
-    p = squad_normalize(pred)
-    return float(any(p == squad_normalize(g) for g in golds))
-
-
-def max_token_f1(pred: str, golds: Iterable[str]) -> float:
-    """Best SQuAD token F1 of the prediction over the references (0.0 with no reference)."""
-    return max((answer_f1(pred, g) for g in golds), default=0.0)
+    """Token-overlap F1 (multiset intersection) between the word tokens of ``a`` and ``b``;
+    1.0 when both have no token, 0.0 when one has none."""
+    ta, tb = word_tokens(a), word_tokens(b)
+    if not ta or not tb:
+        return float(len(ta) == len(tb))
+    return overlap_f1(ta, tb)

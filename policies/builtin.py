@@ -13,7 +13,7 @@ import pandas as pd
 
 from harness.errors import ConfigError, HarnessError
 from harness.retrieval import feature_names
-from policies.base import Policy, ScoreContext
+from policies.base import INT, Policy, ScoreContext
 
 
 def resolve_features(spec, key: str = "policy.features") -> tuple[str, ...]:
@@ -83,6 +83,7 @@ class RandomPolicy(Policy):
     """
 
     name = "random"
+    state_params = {"seed_offset": INT}  # frozen with the state and checked when it is restored
 
     def __init__(self, seed_offset: int = 0):
         if not isinstance(seed_offset, int) or isinstance(seed_offset, bool):
@@ -93,16 +94,6 @@ class RandomPolicy(Policy):
         if len(ctx.qids) != len(X):
             raise HarnessError(f"random policy: {len(X)} rows but {len(ctx.qids)} question ids")
         return uniform_from_seed(int(ctx.seed), [str(q) for q in ctx.qids], stream=self.seed_offset)
-
-    def get_state(self) -> dict:
-        return {"seed_offset": self.seed_offset}
-
-    def set_state(self, state: dict) -> None:
-        if int(state.get("seed_offset", 0)) != self.seed_offset:
-            raise HarnessError(
-                f"random policy: frozen seed_offset {state.get('seed_offset')} differs from the "
-                f"configured {self.seed_offset}"
-            )
 
 
 class OraclePolicy(Policy):

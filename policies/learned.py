@@ -15,7 +15,7 @@ import pandas as pd
 from scipy.special import expit, softmax
 
 from harness.errors import ConfigError, HarnessError
-from policies.base import Policy, ScoreContext
+from policies.base import FLOAT, FLOATS, INT, INTS, JSON, MATRIX, NAMES, STR, Codec, Policy, ScoreContext
 from policies.builtin import resolve_features
 from policies.preprocess import (
     check_fit_inputs,
@@ -23,70 +23,67 @@ from policies.preprocess import (
     count_missing,
     delta_classes,
     feature_array,
-    floats,
     impute,
 )
 
 CLASSES = (-1, 0, 1)
 
 
+def _booster_to_json(booster, policy) -> str | None:
+    return None if booster is None else booster.model_to_string()
+
+
+def _booster_from_json(text, policy):
+    if text is None:
+        return None
+    import lightgbm as lgb
+
+    return lgb.Booster(model_str=text)
+
+
+#: a LightGBM booster, kept as its model text (never pickle); None for "no model"
+LIGHTGBM_MODEL = Codec("lightgbm_model", _booster_to_json, _booster_from_json)
+
+
 def _positive(value, key: str, integer: bool = False):
+    """Validate a hyperparameter (ConfigError naming ``key``) and return it unchanged."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
     if integer:
         ok = ok and float(value).is_integer()
     if not ok:
         kind = "a positive integer" if integer else "a positive number"
         raise ConfigError(key, f"expected {kind}, got {value!r}")
-    return int(value) if integer else float(value)
+    return value
 
 
 class _Learned(Policy):
-    """Shared bookkeeping: features, imputation counts, fitted check, state header."""
+    """Shared bookkeeping: features, imputation counts, fitted check, the state header.
+
+    The state header (``kind``, ``features``; ``n_imputed``, ``n_train``) is declared here and
+    extended by each subclass; ``get_state``/``set_state`` are the generic ones of Policy.
+    """
 
     trainable = True
     kind = "learned"
+    state_params = {"kind": STR, "features": NAMES}
+    fitted_attributes = {"n_imputed": INT, "n_train": INT}
 
     def __init__(self, features="baseline"):
         self.features = resolve_features(features)
-        self.n_imputed_: int | None = None  # values imputed in the development matrix at fit
-        self.n_imputed_scored_: int | None = None  # values imputed in the last scored matrix
-        self.n_train_: int | None = None
-        self._fitted = False
 
     def _prepare_fit(self, X: pd.DataFrame, delta) -> tuple[np.ndarray, np.ndarray]:
         d = check_fit_inputs(X, delta, self.name)
         arr = feature_array(X, self.features, self.name)
-        self.n_imputed_ = count_missing(arr)
+        self.n_imputed_ = count_missing(arr)  # values imputed in the development matrix at fit
         self.n_train_ = int(len(d))
         return arr, d
 
     def _prepare_score(self, X: pd.DataFrame) -> np.ndarray:
-        if not self._fitted:
+        if not self.is_fitted():
             raise HarnessError(f"policy {self.name!r} ({type(self).__name__}) scored before fit() or set_state()")
         arr = feature_array(X, self.features, self.name)
-        self.n_imputed_scored_ = count_missing(arr)
+        self.n_imputed_scored_ = count_missing(arr)  # values imputed in the last scored matrix
         return arr
-
-    def _header(self) -> dict[str, Any]:
-        if not self._fitted:
-            raise HarnessError(f"policy {self.name!r}: get_state() before fit()")
-        return {
-            "kind": self.kind,
-            "features": list(self.features),
-            "n_imputed": int(self.n_imputed_ or 0),
-            "n_train": int(self.n_train_ or 0),
-        }
-
-    def _check_header(self, state: dict[str, Any]) -> None:
-        if state.get("kind") != self.kind:
-            raise HarnessError(f"policy {self.name!r}: state is for kind {state.get('kind')!r}, expected {self.kind!r}")
-        if tuple(state.get("features", ())) != self.features:
-            raise HarnessError(
-                f"policy {self.name!r}: state was fitted on features {state.get('features')} "
-                f"but this policy reads {list(self.features)}"
-            )
-        self.n_imputed_ = int(state.get("n_imputed", 0))
-        self.n_train_ = int(state.get("n_train", 0))
 
 
 class RidgePolicy(_Learned):
@@ -99,6 +96,15 @@ class RidgePolicy(_Learned):
     name = "ridge"
     estimates_gain = True  # predicted delta
     kind = "ridge"
+    state_params = {**_Learned.state_params, "alpha": FLOAT}
+    fitted_attributes = {
+        **_Learned.fitted_attributes,
+        "medians": FLOATS,
+        "mean": FLOATS,
+        "scale": FLOATS,
+        "coef": FLOATS,
+        "intercept": FLOAT,
+    }
 
     def __init__(self, features="baseline", alpha: float = 20.0):
         super().__init__(features)
@@ -115,7 +121,7 @@ class RidgePolicy(_Learned):
             [
                 ("impute", SimpleImputer(strategy="median", keep_empty_features=True)),
                 ("scale", StandardScaler()),
-                ("ridge", Ridge(alpha=self.alpha)),
+                ("ridge", Ridge(alpha=float(self.alpha))),
             ]
         ).fit(arr, d)
         self.medians_ = np.asarray(pipe["impute"].statistics_, dtype=float)
@@ -123,33 +129,12 @@ class RidgePolicy(_Learned):
         self.scale_ = np.asarray(pipe["scale"].scale_, dtype=float)
         self.coef_ = np.asarray(pipe["ridge"].coef_, dtype=float).reshape(-1)
         self.intercept_ = float(pipe["ridge"].intercept_)
-        self._fitted = True
         return self
 
     def score(self, X: pd.DataFrame, ctx: ScoreContext) -> np.ndarray:
         arr = self._prepare_score(X)
         z = (impute(arr, self.medians_) - self.mean_) / self.scale_
         return z @ self.coef_ + self.intercept_
-
-    def get_state(self) -> dict[str, Any]:
-        return {
-            **self._header(),
-            "alpha": self.alpha,
-            "medians": floats(self.medians_),
-            "mean": floats(self.mean_),
-            "scale": floats(self.scale_),
-            "coef": floats(self.coef_),
-            "intercept": float(self.intercept_),
-        }
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        self._check_header(state)
-        self.medians_ = np.asarray(state["medians"], dtype=float)
-        self.mean_ = np.asarray(state["mean"], dtype=float)
-        self.scale_ = np.asarray(state["scale"], dtype=float)
-        self.coef_ = np.asarray(state["coef"], dtype=float)
-        self.intercept_ = float(state["intercept"])
-        self._fitted = True
 
 
 class QPPRouter(RidgePolicy):
@@ -194,6 +179,16 @@ class LogisticPolicy(_ClassScorer):
 
     name = "logistic"
     kind = "logistic"
+    state_params = {**_Learned.state_params, "C": FLOAT}
+    fitted_attributes = {
+        **_Learned.fitted_attributes,
+        "classes": INTS,
+        "medians": FLOATS,
+        "mean": FLOATS,
+        "scale": FLOATS,
+        "coef": MATRIX,  # one row per class (one row for two classes, none for one)
+        "intercept": FLOATS,
+    }
 
     def __init__(self, features="baseline", C: float = 1.0, max_iter: int = 1000):
         super().__init__(features)
@@ -217,12 +212,11 @@ class LogisticPolicy(_ClassScorer):
             self.coef_ = np.zeros((0, arr.shape[1]))
             self.intercept_ = np.zeros(0)
         else:
-            model = LogisticRegression(C=self.C, max_iter=self.max_iter).fit(z, y)
+            model = LogisticRegression(C=float(self.C), max_iter=int(self.max_iter)).fit(z, y)
             if list(model.classes_) != list(self.classes_):  # pragma: no cover - sklearn contract
                 raise HarnessError(f"logistic policy: unexpected classes {model.classes_}")
             self.coef_ = np.asarray(model.coef_, dtype=float)
             self.intercept_ = np.asarray(model.intercept_, dtype=float)
-        self._fitted = True
         return self
 
     def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
@@ -240,28 +234,6 @@ class LogisticPolicy(_ClassScorer):
     def score(self, X: pd.DataFrame, ctx: ScoreContext) -> np.ndarray:
         return self._score_from_proba(self.predict_proba(X))
 
-    def get_state(self) -> dict[str, Any]:
-        return {
-            **self._header(),
-            "C": self.C,
-            "classes": [int(c) for c in self.classes_],
-            "medians": floats(self.medians_),
-            "mean": floats(self.mean_),
-            "scale": floats(self.scale_),
-            "coef": [floats(row) for row in self.coef_],
-            "intercept": floats(self.intercept_),
-        }
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        self._check_header(state)
-        self.classes_ = np.asarray(state["classes"], dtype=int)
-        self.medians_ = np.asarray(state["medians"], dtype=float)
-        self.mean_ = np.asarray(state["mean"], dtype=float)
-        self.scale_ = np.asarray(state["scale"], dtype=float)
-        self.coef_ = np.asarray(state["coef"], dtype=float).reshape(-1, len(self.features))
-        self.intercept_ = np.asarray(state["intercept"], dtype=float)
-        self._fitted = True
-
 
 class GBMPolicy(_ClassScorer):
     """BUR-GBM: LightGBM on the delta class, score = P(+1) - P(-1).
@@ -277,6 +249,15 @@ class GBMPolicy(_ClassScorer):
 
     name = "gbm"
     kind = "gbm"
+    state_params = {**_Learned.state_params, "num_boost_round": INT}
+    fitted_attributes = {
+        **_Learned.fitted_attributes,
+        "classes": INTS,
+        "medians": FLOATS,
+        "seed": INT,  # fit's seed
+        "params": JSON,  # the LightGBM parameters the model was trained with
+        "model": LIGHTGBM_MODEL,  # the booster (None: a single class, constant score)
+    }
 
     def __init__(
         self,
@@ -296,16 +277,15 @@ class GBMPolicy(_ClassScorer):
         self.min_data_in_leaf = _positive(min_data_in_leaf, "policy.min_data_in_leaf", integer=True)
         if not isinstance(lambda_l2, (int, float)) or isinstance(lambda_l2, bool) or lambda_l2 < 0:
             raise ConfigError("policy.lambda_l2", f"expected a number >= 0, got {lambda_l2!r}")
-        self.lambda_l2 = float(lambda_l2)
-        self.booster_ = None
+        self.lambda_l2 = lambda_l2
 
     def _params(self, seed: int) -> dict[str, Any]:
         return {
-            "num_leaves": self.num_leaves,
-            "max_depth": self.max_depth,
-            "learning_rate": self.learning_rate,
-            "min_data_in_leaf": self.min_data_in_leaf,
-            "lambda_l2": self.lambda_l2,
+            "num_leaves": int(self.num_leaves),
+            "max_depth": int(self.max_depth),
+            "learning_rate": float(self.learning_rate),
+            "min_data_in_leaf": int(self.min_data_in_leaf),
+            "lambda_l2": float(self.lambda_l2),
             "deterministic": True,
             "force_row_wise": True,
             "num_threads": 1,
@@ -321,7 +301,8 @@ class GBMPolicy(_ClassScorer):
         y = self._class_labels(d)
         self.medians_ = column_medians(arr)
         self.seed_ = int(seed)
-        self.booster_ = None
+        self.params_ = self._params(seed)
+        model = None
         k = len(self.classes_)
         if k >= 2:
             params = self._params(seed)
@@ -333,43 +314,21 @@ class GBMPolicy(_ClassScorer):
                 params["num_class"] = k
                 label = np.searchsorted(self.classes_, y).astype(float)
             data = lgb.Dataset(impute(arr, self.medians_), label=label, params={"verbose": -1}, free_raw_data=True)
-            booster = lgb.train(params, data, num_boost_round=self.num_boost_round)
+            booster = lgb.train(params, data, num_boost_round=int(self.num_boost_round))
             # Score with the booster rebuilt from its own text, exactly what the frozen state holds.
-            self.booster_ = lgb.Booster(model_str=booster.model_to_string())
-        self._fitted = True
+            model = lgb.Booster(model_str=booster.model_to_string())
+        self.model_ = model  # last: a fit that fails before here leaves no model behind
         return self
 
     def predict_proba(self, X: pd.DataFrame) -> np.ndarray:
         """Class probabilities, columns in the order of ``classes_``."""
         arr = self._prepare_score(X)
-        if self.booster_ is None:
+        if self.model_ is None:
             return np.ones((len(arr), 1))
-        pred = np.asarray(self.booster_.predict(impute(arr, self.medians_), num_threads=1), dtype=float)
+        pred = np.asarray(self.model_.predict(impute(arr, self.medians_), num_threads=1), dtype=float)
         if len(self.classes_) == 2:
             return np.column_stack([1.0 - pred, pred])
         return pred.reshape(len(arr), len(self.classes_))
 
     def score(self, X: pd.DataFrame, ctx: ScoreContext) -> np.ndarray:
         return self._score_from_proba(self.predict_proba(X))
-
-    def get_state(self) -> dict[str, Any]:
-        return {
-            **self._header(),
-            "classes": [int(c) for c in self.classes_],
-            "medians": floats(self.medians_),
-            "seed": self.seed_,
-            "params": {k: v for k, v in self._params(self.seed_).items()},
-            "num_boost_round": self.num_boost_round,
-            "model": None if self.booster_ is None else self.booster_.model_to_string(),
-        }
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        import lightgbm as lgb
-
-        self._check_header(state)
-        self.classes_ = np.asarray(state["classes"], dtype=int)
-        self.medians_ = np.asarray(state["medians"], dtype=float)
-        self.seed_ = int(state.get("seed", 0))
-        model = state.get("model")
-        self.booster_ = None if model is None else lgb.Booster(model_str=model)
-        self._fitted = True

@@ -10,12 +10,22 @@ packages register a Policy class (or a factory returning one) in the entry-point
     name: ${oc.select:.plugin,plugin}  # display name, defaults to the entry-point name
 
 Any further key is passed to the plugin's constructor (``+policy.<param>=...`` in a sweep).
+
+Installed entry points are also ordinary options of the Hydra group ``policy``:
+:func:`register_policy_configs` (called when the harness registers its configs) stores one
+ConfigStore node per entry point, ``{name, _target_: load_entry_point, plugin, <constructor
+defaults>}``, so ``policy=<entry point name>`` works like a built-in (``-m policy=ridge,<name>``
+in one sweep; ``policy.<param>=...`` without ``+`` for a parameter with a default). A YAML file
+``conf/policy/<name>.yaml`` wins over an entry point of the same name; such a clash is reported
+(a warning, and in ``python -m harness policies``) and the plugin stays reachable as
+``policy=plugin policy.plugin=<name>``.
 """
 
 from __future__ import annotations
 
-import argparse
 import inspect
+import sys
+import warnings
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -185,6 +195,77 @@ def make_policy(cfg: Mapping[str, Any]) -> Policy:
     return policy
 
 
+class PolicyNameClash(UserWarning):
+    """An installed policy entry point has the name of a YAML file in conf/policy (the file wins)."""
+
+
+def _hydra_default(value: Any) -> tuple[bool, Any]:
+    """(usable, value) for a constructor default in a config node: plain scalars and lists."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True, value
+    if isinstance(value, (list, tuple)) and all(v is None or isinstance(v, (bool, int, float, str)) for v in value):
+        return True, list(value)
+    return False, None
+
+
+def entry_point_config(name: str, ep: EntryPoint | None = None) -> dict[str, Any]:
+    """The ``policy`` config node of entry point ``name``: the loader plus the constructor's
+    parameters with their defaults (``???`` for a required one), so ``policy.<param>=...``
+    overrides them. A plugin that cannot be imported gets the bare node (the job then fails
+    with the import error, naming the entry point)."""
+    node: dict[str, Any] = {"name": name, "_target_": LOADER_TARGET, "plugin": name}
+    try:
+        factory = (ep or entry_point_policies()[name]).load()
+        sig = inspect.signature(factory)
+    except Exception:
+        return node
+    for key, param in sig.parameters.items():
+        if key in node or key.startswith("_") or param.kind not in (
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            inspect.Parameter.KEYWORD_ONLY,
+        ):
+            continue
+        if param.default is inspect.Parameter.empty:
+            node[key] = "???"
+            continue
+        usable, value = _hydra_default(param.default)
+        if usable:
+            node[key] = value
+    return node
+
+
+def shadowed_entry_points(conf_dir: str | Path | None = None) -> dict[str, Path]:
+    """{entry-point name: the conf/policy YAML file of the same name, which wins}."""
+    folder = _policy_dir(conf_dir)
+    return {name: folder / f"{name}.yaml" for name in entry_point_policies() if (folder / f"{name}.yaml").is_file()}
+
+
+def register_policy_configs(conf_dir: str | Path | None = None) -> list[str]:
+    """Store a ConfigStore node ``policy/<name>`` for every installed policy entry point.
+
+    Returns the entry points registered. An entry point named like a YAML file of the policy
+    folder is not registered (the file wins) and is reported by a :class:`PolicyNameClash`
+    warning naming both.
+    """
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    shadowed = shadowed_entry_points(conf_dir)
+    done: list[str] = []
+    for name, ep in entry_point_policies().items():
+        if name in shadowed:
+            warnings.warn(
+                f"policy entry point {name!r} ({ep.value}) has the name of {shadowed[name].name} in the policy "
+                f"config folder; policy={name} selects that file. Reach the plugin with policy=plugin policy.plugin={name}",
+                PolicyNameClash,
+                stacklevel=2,
+            )
+            continue
+        store.store(group="policy", name=name, node=entry_point_config(name, ep))
+        done.append(name)
+    return done
+
+
 def _describe(policy_or_factory: Any) -> tuple[str, str]:
     trainable = getattr(policy_or_factory, "trainable", "?")
     features = getattr(policy_or_factory, "features", None)
@@ -202,13 +283,16 @@ def list_policies(conf_dir: str | Path | None = None) -> list[dict[str, str]]:
         except HarnessError as exc:
             trainable, feats = "?", f"(error: {exc})"
         rows.append({"name": stem, "source": "builtin", "target": str(cfg["_target_"]), "trainable": trainable, "features": feats})
+    shadowed = shadowed_entry_points(conf_dir)
     for ep_name, ep in entry_point_policies().items():
         try:
             policy = load_entry_point(ep_name)
             trainable, feats = _describe(policy)
         except HarnessError:  # needs parameters, or fails to load: still listed
             trainable, feats = "?", "?"
-        rows.append({"name": ep_name, "source": "entry-point", "target": ep.value, "trainable": trainable, "features": feats})
+        # the source says how to select it: policy=<name>, unless a YAML file of that name wins
+        source = "entry-point(shadowed)" if ep_name in shadowed else "entry-point"
+        rows.append({"name": ep_name, "source": source, "target": ep.value, "trainable": trainable, "features": feats})
     return rows
 
 
@@ -222,18 +306,32 @@ def format_table(rows: Sequence[Mapping[str, str]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m harness policies``: print every built-in and plugin policy."""
-    parser = argparse.ArgumentParser(prog="harness policies", description="List routing policies.")
+    """``python -m harness policies``: print every built-in and plugin policy. Bad input raises
+    (``UsageError``, ``HarnessError``): the entry point prints it as one line and exits 2."""
+    from harness.errors import argument_parser
+
+    parser = argument_parser(prog="python -m harness policies", description="List routing policies.")
     parser.add_argument("--conf-dir", default=None, help="config folder holding policy/*.yaml (default: the repo's conf)")
-    args = parser.parse_args(list(argv) if argv is not None else None)
     try:
-        rows = list_policies(args.conf_dir)
-    except HarnessError as exc:
-        print(f"error: {exc}")
-        return 2
+        args = parser.parse_args(list(argv) if argv is not None else None)
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
+    rows = list_policies(args.conf_dir)
     print(format_table(rows))
+    plugins = [r["name"] for r in rows if r["source"] == "entry-point"]
+    if plugins:
+        print(f"\nentry points are selected like built-ins: policy={plugins[0]}  (or policy=plugin policy.plugin={plugins[0]})")
+    for name, path in shadowed_entry_points(args.conf_dir).items():
+        print(f"entry point {name!r} is shadowed by {path.name}: policy={name} selects the file; "
+              f"policy=plugin policy.plugin={name} selects the plugin")
     return 0
 
 
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+if __name__ == "__main__":  # pragma: no cover - ``python -m harness policies`` is the documented way
+    from harness.errors import HarnessError, one_line
+
+    try:
+        raise SystemExit(main())
+    except HarnessError as exc:
+        print(one_line(exc), file=sys.stderr)
+        raise SystemExit(2) from None

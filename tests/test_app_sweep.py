@@ -14,6 +14,7 @@ from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
 
 from harness import app
+from harness.runner import job as runner
 from harness.errors import FeatureError
 from harness.tracking import mlflow_tracker as mt
 from tests._mlflow_layout import same_metrics
@@ -169,10 +170,10 @@ def _job_cfg(*overrides):
 def test_single_run_respects_env_uri_and_is_parentless(tmp_path, monkeypatch, isolated_cache):
     uri = f"sqlite:///{tmp_path / 'env.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    for var in (app.ENV_SWEEP_ID, app.ENV_PARENT_RUN_ID, app.ENV_TABLE_HANDLE):
+    for var in (runner.ENV_SWEEP_ID, runner.ENV_PARENT_RUN_ID, app.ENV_TABLE_HANDLE):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.chdir(tmp_path)
-    out = app.run_job(_job_cfg("policy=always_extra"))
+    out = runner.run_job(_job_cfg("policy=always_extra"))
     assert out["status"] == "FINISHED"
     client = MlflowClient(tracking_uri=uri)
     run = client.get_run(out["run_id"])
@@ -181,26 +182,29 @@ def test_single_run_respects_env_uri_and_is_parentless(tmp_path, monkeypatch, is
     assert not (tmp_path / "mlruns" / "mlflow.db").exists()  # the env URI won over the default
     # an explicit tracking.uri wins over the env var
     other = f"sqlite:///{tmp_path / 'explicit.db'}"
-    out2 = app.run_job(_job_cfg("policy=always_keep", f"tracking.uri={other}"))
+    out2 = runner.run_job(_job_cfg("policy=always_keep", f"tracking.uri={other}"))
     assert MlflowClient(tracking_uri=other).get_run(out2["run_id"]).info.status == "FINISHED"
     # a single run that fails re-raises and leaves a FAILED run with the error
     with pytest.raises(FeatureError):
-        app.run_job(_job_cfg("policy=ridge", "policy.features=[no_such_feature]"))
+        runner.run_job(_job_cfg("policy=ridge", "policy.features=[no_such_feature]"))
     exp = client.get_experiment_by_name(EXPERIMENT)
     failed = client.search_runs([exp.experiment_id], "attributes.status = 'FAILED'")
     assert len(failed) == 1 and "no_such_feature" in failed[0].data.tags[mt.TAG_ERROR]
 
 
-def test_bad_value_in_one_sweep_job_fails_that_run_only(tmp_path):
+def test_bad_value_in_one_sweep_job_stops_the_sweep_before_any_run(tmp_path):
+    """Every job's config is composed and validated before the parent run opens (issue
+    "reliability"): a bad value of one job ends the sweep in one line naming the key and the
+    value, exit 2, and nothing is tracked. (Before, that job failed as its own run.)"""
     args = SMALL + ["policy=ridge", "cost.c=-0.1,0.02", "protocol=threshold"]
     proc = run_cli(["-m", *args], tmp_path, tmp_path / "cache")
-    assert proc.returncode == 1
-    _, parents, jobs = runs_by_role(store_uri(tmp_path))
-    assert [p.info.status for p in parents] == ["FAILED"]  # closed, not left RUNNING
-    by_cost = {float(j.data.params["cost.c"]): j for j in jobs}
-    assert by_cost[0.02].info.status == "FINISHED"
-    assert by_cost[-0.1].info.status == "FAILED"
-    assert "cost.c" in by_cost[-0.1].data.tags[mt.TAG_ERROR]
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "cost.c" in errors[0] and "-0.1" in errors[0]
+    db = tmp_path / "mlruns" / "mlflow.db"
+    if db.exists():  # the store may exist, but holds no run of this sweep
+        exp = MlflowClient(tracking_uri=store_uri(tmp_path)).get_experiment_by_name(EXPERIMENT)
+        assert exp is None or MlflowClient(tracking_uri=store_uri(tmp_path)).search_runs([exp.experiment_id]) == []
 
 
 def test_rerun_after_a_fixed_failure_finishes_the_sweep(tmp_path):

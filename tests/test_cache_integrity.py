@@ -337,7 +337,7 @@ def test_corrupt_converted_dataset_is_moved_aside_and_converted_again(isolated_c
 
 # ---- cached plot -------------------------------------------------------------------------------
 def test_corrupt_cached_plot_is_moved_aside_and_redrawn(tmp_path, isolated_cache, capsys):
-    from harness.app import frontier_png
+    from harness.protocols.builtin import frontier_png
     from harness.protocols import run_budget_protocol
     from harness.synthetic import synthetic_outcome_table
     from harness.task import RoutingTask
@@ -360,7 +360,7 @@ def test_corrupt_cached_plot_is_moved_aside_and_redrawn(tmp_path, isolated_cache
 
 
 def test_read_only_plot_cache_draws_for_the_run(tmp_path, isolated_cache, read_only, capsys):
-    from harness.app import frontier_png
+    from harness.protocols.builtin import frontier_png
     from harness.protocols import run_budget_protocol
     from harness.synthetic import synthetic_outcome_table
     from harness.task import RoutingTask

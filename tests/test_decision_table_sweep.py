@@ -128,11 +128,11 @@ def test_report_filters_one_cell(sweep, tmp_path):
     bad = report("--budget", "0.3", "--cost", "0.02", "--out", str(tmp_path / "bad"))
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.strip().splitlines() == [
-        "error: --budget 0.3 is not in this sweep; its budgets: 0.1, 0.25, 0.5, 0.75, 0.9"
+        "error: UsageError: --budget 0.3 is not in this sweep; its budgets: 0.1, 0.25, 0.5, 0.75, 0.9"
     ]
     bad = report("--cost", "0.05", "--out", str(tmp_path / "bad"))
     assert bad.returncode == 2
-    assert bad.stderr.strip().splitlines() == ["error: --cost 0.05 is not in this sweep; its costs: 0, 0.02"]
+    assert bad.stderr.strip().splitlines() == ["error: UsageError: --cost 0.05 is not in this sweep; its costs: 0, 0.02"]
     assert not (tmp_path / "bad" / "report.md").exists()
 
 

@@ -183,3 +183,86 @@ def test_installed_plugin_runs_in_a_sweep_job(installed_plugin, tmp_path):
     assert run.info.status == "FINISHED"
     assert run.data.params["policy.plugin"] == installed_plugin
     assert 0.0 <= run.data.metrics["heldout/extra_share"] <= 1.0
+
+
+@pytest.fixture
+def clean_policy_store():
+    """Forget the ConfigStore nodes a test registers in group ``policy`` (the store is global)."""
+    from hydra.core.config_store import ConfigStore
+
+    before = dict(ConfigStore.instance().repo.get("policy", {}))
+    yield
+    ConfigStore.instance().repo["policy"] = before
+
+
+def test_entry_points_are_hydra_options_and_a_yaml_name_wins(installed_plugin, tmp_path, clean_policy_store, capsys):
+    import warnings
+
+    from hydra import compose, initialize_config_dir
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.global_hydra import GlobalHydra
+
+    import harness.config  # noqa: F401  (registers the schema the defaults list names)
+    from policies.registry import PolicyNameClash, entry_point_config, register_policy_configs
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PolicyNameClash)  # no clash with the repository's configs
+        assert installed_plugin in register_policy_configs()
+    node = entry_point_config(installed_plugin)
+    assert node == {"name": installed_plugin, "_target_": "policies.registry.load_entry_point", "plugin": installed_plugin, "min_words": 0}
+    assert f"{installed_plugin}.yaml" in ConfigStore.instance().repo["policy"]
+
+    # composed like a built-in: policy=<entry point>, its parameter without "+"
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(default_conf_dir()), version_base=None):
+        cfg = compose("config", overrides=[f"policy={installed_plugin}", "policy.min_words=3", "dataset=synthetic"])
+    GlobalHydra.instance().clear()
+    pol = make_policy(cfg.policy)
+    assert type(pol).__name__ == "LongQuestionPolicy" and pol.name == installed_plugin and pol.min_words == 3
+
+    # a YAML file of the same name wins; the clash is reported, the plugin stays reachable
+    conf = tmp_path / "conf"
+    shutil.copytree(default_conf_dir() / "policy", conf / "policy")
+    (conf / "policy" / f"{installed_plugin}.yaml").write_text(
+        f"name: {installed_plugin}\n_target_: policies.builtin.AlwaysBase\n", encoding="utf-8"
+    )
+    with pytest.warns(PolicyNameClash, match=rf"entry point '{installed_plugin}'.*{installed_plugin}\.yaml.*policy=plugin policy\.plugin={installed_plugin}"):
+        assert installed_plugin not in register_policy_configs(conf)
+    row = next(r for r in list_policies(conf) if r["name"] == installed_plugin and r["source"] != "builtin")
+    assert row["source"] == "entry-point(shadowed)"
+    assert main(["--conf-dir", str(conf)]) == 0
+    out = capsys.readouterr().out
+    assert f"entry point '{installed_plugin}' is shadowed by {installed_plugin}.yaml" in out
+    assert main([]) == 0
+    assert f"policy={installed_plugin}  (or policy=plugin policy.plugin={installed_plugin})" in capsys.readouterr().out
+
+
+def test_builtin_and_plugin_in_one_sweep(installed_plugin, tmp_path):
+    """policy=ridge,<entry point> in one real multirun: two FINISHED runs."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    cmd = [
+        sys.executable, "-m", "harness", "-m", f"policy=ridge,{installed_plugin}", "dataset=synthetic",
+        "experiment=none", "protocol=threshold", f"tracking.uri={uri}",
+    ]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    client = MlflowClient(tracking_uri=uri)
+    runs = [
+        r
+        for e in client.search_experiments()
+        for r in client.search_runs([e.experiment_id], filter_string="tags.`route_bench.role` = 'job'")
+    ]
+    if proc.returncode != 0:  # say why: the failed jobs' error.txt
+        errors = []
+        for r in runs:
+            try:
+                errors.append(Path(client.download_artifacts(r.info.run_id, "error.txt", str(tmp_path))).read_text()[-1500:])
+            except Exception as exc:  # pragma: no cover - diagnostics only
+                errors.append(f"(no error.txt: {exc})")
+        pytest.fail(proc.stdout[-1500:] + proc.stderr[-1500:] + "\n".join(errors))
+    assert sorted(r.data.params["policy.name"] for r in runs) == sorted(["ridge", installed_plugin])
+    assert [r.info.status for r in runs] == ["FINISHED", "FINISHED"]
+    plugin_run = next(r for r in runs if r.data.params["policy.name"] == installed_plugin)
+    assert plugin_run.data.params["policy.plugin"] == installed_plugin
+    assert plugin_run.data.params["policy.min_words"] == "0"

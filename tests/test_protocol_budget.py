@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from harness.protocols import run_budget_protocol
+from harness.protocols.common import KeyedFactory, forget_reused
 from harness.protocols.budget import (
     calibrated_rule,
     calibrated_threshold,
@@ -409,7 +410,7 @@ def test_untrainable_policies_need_no_folds():
 def test_fixed_policies_report_only_their_fixed_point(route, tmp_path, isolated_cache):
     from policies.builtin import AlwaysBase, AlwaysExtra
 
-    from harness.app import frontier_png, frontier_series
+    from harness.protocols.builtin import frontier_png, frontier_series
     from harness.plots import frontier_points, plot_frontiers
     from harness.stats import stratified_grouped_halves
 
@@ -442,7 +443,7 @@ def test_fixed_policies_report_only_their_fixed_point(route, tmp_path, isolated_
 
 
 def test_frontier_series_and_plot_of_a_ranking_policy(tmp_path, isolated_cache):
-    from harness.app import frontier_png, frontier_series
+    from harness.protocols.builtin import frontier_png, frontier_series
 
     res = run_budget_protocol(_task(), LstsqPolicy, n_splits=2, seed=0)
     series = frontier_series(res.frontiers, "hit@10")
@@ -542,3 +543,56 @@ def test_deterministic():
     b = run_budget_protocol(_task(), LstsqPolicy, seed=4)
     assert a.metrics == b.metrics
     pd.testing.assert_frame_equal(a.frontiers, b.frontiers)
+
+
+# --------------------------------------------------------------------------------------------
+# Costs of one sweep share one fit (reuse_key): identical numbers, fewer fits
+# --------------------------------------------------------------------------------------------
+
+
+def _assert_same_result(a, b):
+    assert a.metrics.keys() == b.metrics.keys()
+    for k, x in a.metrics.items():
+        y = b.metrics[k]
+        assert x == y or (math.isnan(x) and math.isnan(y)), (k, x, y)
+    for name in ("frontiers", "decisions", "aucs", "splits", "routing"):
+        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), check_exact=True, obj=name)
+    assert a.summary() == b.summary()
+
+
+@pytest.mark.parametrize("make", [LstsqPolicy, ConstantPolicy])
+def test_reused_cost_free_part_gives_the_fresh_numbers_at_every_cost(make):
+    task = _task()
+    fits = []
+
+    class Counting(make):
+        def fit(self, *args, **kwargs):
+            fits.append(1)
+            return super().fit(*args, **kwargs)
+
+    key = f"counting-{make.__name__}"
+    forget_reused()
+    for cost in (0.05, 0.0, 0.02, 0.01):  # not sorted: the reused part carries no cost
+        fresh = run_budget_protocol(task, Counting, budgets=BUDGETS, n_splits=3, seed=4, cost=cost)
+        n_fresh = len(fits)
+        reused = run_budget_protocol(task, KeyedFactory(Counting, key), budgets=BUDGETS, n_splits=3, seed=4, cost=cost)
+        _assert_same_result(fresh, reused)
+        assert fresh.metrics["cost"] == cost
+        # utility is outcome - cost * usage, row by row (hand formula, not the code's helper)
+        f = reused.frontiers
+        np.testing.assert_array_equal(f["utility"], f["outcome"] - cost * f["realized_usage"])
+        if cost != 0.05:  # after the first cost, the reused call fits nothing
+            assert len(fits) == n_fresh
+    if make is LstsqPolicy:  # a trained policy (the constant one needs no fit)
+        assert fits, "the counting policy was never fitted"
+
+
+def test_reuse_never_crosses_tasks_or_settings():
+    a, b = _task(seed=0), _task(seed=1)
+    keyed = KeyedFactory(LstsqPolicy, "same-policy")
+    ra = run_budget_protocol(a, keyed, budgets=BUDGETS, n_splits=2, seed=0)
+    rb = run_budget_protocol(b, keyed, budgets=BUDGETS, n_splits=2, seed=0)
+    _assert_same_result(rb, run_budget_protocol(b, LstsqPolicy, budgets=BUDGETS, n_splits=2, seed=0))
+    assert not ra.frontiers.equals(rb.frontiers)
+    rc = run_budget_protocol(a, keyed, budgets=BUDGETS, n_splits=2, seed=1)
+    _assert_same_result(rc, run_budget_protocol(a, LstsqPolicy, budgets=BUDGETS, n_splits=2, seed=1))

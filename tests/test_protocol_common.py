@@ -85,5 +85,7 @@ def test_bad_policies_and_configs_raise_clear_errors(planted_table, tmp_path):
     with pytest.raises(ConfigError, match="n_boot"):
         run_threshold_protocol(task, ConstantPolicy, n_boot=10, freeze_dir=tmp_path / "x")
     assert not (tmp_path / "x").exists()
-    with pytest.raises(ConfigError, match="budgets"):
+    with pytest.raises(ConfigError, match=r"budget\.grid"):
         run_budget_protocol(task, ConstantPolicy, budgets=(1.5,))
+    with pytest.raises(ConfigError, match=r"budget\.grid.*\(0, 1\]"):  # as harness.config.validate says
+        run_budget_protocol(task, ConstantPolicy, budgets=(0.0,))

@@ -581,9 +581,9 @@ PREVIOUS_OUTPUT = {
         "decisions": "2d4b2811778443826374078764ff987057ef54a1a19f19a44ca6fe309627c2ad",
         "sha256": {
             "policy_state.json": "5a706995f800e1e5da256c9e56886175c605494bdf97592a7b7a4d8e44e658c8",
-            "router.json": "301781a428c6b934bbb7ad127a5eb1cb1bda698df614a5f499aaf6719fde7c73",
+            "router.json": "56578ad1ffffcea017dd2c9300ff377333b78ec7d4c53001c49ab1d9ddac6953",
             "tau": "f039ed11f7e3cf0f3dd17e7f3f046b166027a88dd4694c85484a65666cbea64d",
-            "config": "3678a2cc5ba010891c76b7c1009fe365abd05b1767a7fbef32dc57ced4f81592",
+            "config": "cd815d7838fb6c9c6a1bfd25ebaa80be885c64733f205ba3bac2a48778d7e138",
         },
     },
     ("random", 4, 0.01): {
@@ -607,9 +607,9 @@ PREVIOUS_OUTPUT = {
         "decisions": "3e946eb124d4264ce46ce14fe3409b36925ab052606dc59f5d578cf3fdeaf177",
         "sha256": {
             "policy_state.json": "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a",
-            "router.json": "a6457a2a891786961e995476413a9ba37e21779c1d00383f25f6ac3630f079f7",
+            "router.json": "c500d94c67b324230a098828028d10b2ea023f4ed454b4cf36242cbe56dfecb1",
             "tau": "99f1fa5d74af0518b08abfa6ab4dd8fd5a1e31b10233528303378f0a6023636c",
-            "config": "fbbf6134005a40aa52735fa696c60de8008ca76f4f17e4d7224bd0c59c8ebab5",
+            "config": "138ec7181ed00e7dd52f4de141332439eabb65ee4f25b14d30524aad3b04a918",
         },
     },
 }
@@ -756,3 +756,55 @@ def test_repeats_summary_for_a_blind_heldout(tmp_path):
     res = run_threshold_protocol(_with_outcomes(task, task.base, extra), LstsqPolicy, freeze_dir=tmp_path, seed=0, repeats=2)
     assert all(r["heldout/extra_vs_base/min_p"] > 0.05 for r in res.extras["per_repeat"])
     assert "no policy can be shown to differ from always-base in hits on any of these held-out sets" in res.summary()
+
+
+def test_keyed_factory_reuses_out_of_fold_fits_across_costs_with_identical_numbers(tmp_path):
+    """Out-of-fold scores do not depend on the cost: a KeyedFactory computes them once per task
+    and settings; every metric, decision and frozen file equals a from-scratch run."""
+    from harness.protocols.common import KeyedFactory, forget_reused
+
+    task = _task()
+    fits = []
+
+    class Counting(LstsqPolicy):
+        def fit(self, *args, **kwargs):
+            fits.append(1)
+            return super().fit(*args, **kwargs)
+
+    forget_reused()
+    keyed = KeyedFactory(Counting, "counting-lstsq")
+    fresh_fits = []
+    for i, cost in enumerate((0.0, 0.02, 0.05)):
+        n0 = len(fits)
+        fresh = run_threshold_protocol(task, Counting, freeze_dir=tmp_path / f"f{i}", seed=3, cost=cost)
+        fresh_fits.append(len(fits) - n0)
+        n0 = len(fits)
+        again = run_threshold_protocol(task, keyed, freeze_dir=tmp_path / f"k{i}", seed=3, cost=cost)
+        reused_fits = len(fits) - n0
+        assert fresh.metrics.keys() == again.metrics.keys()
+        for k, x in fresh.metrics.items():
+            y = again.metrics[k]
+            assert x == y or (math.isnan(x) and math.isnan(y)), (cost, k, x, y)
+        pd.testing.assert_frame_equal(fresh.decisions, again.decisions, check_exact=True)
+        assert fresh.summary().replace(f"f{i}", "DIR") == again.summary().replace(f"k{i}", "DIR")
+        for name in ("policy_state.json", "router.json"):
+            assert (tmp_path / f"f{i}" / name).read_bytes() == (tmp_path / f"k{i}" / name).read_bytes()
+        if i == 0:
+            assert reused_fits == fresh_fits[0]  # nothing kept yet: the same work
+        else:  # the out-of-fold fits are reused; only the final and outer fits remain
+            assert 0 < reused_fits < fresh_fits[i]
+
+
+def test_frozen_router_records_the_constructor_parameters(tmp_path):
+    """get_params() is frozen with the model (a changed max_iter is a different policy), and a
+    factory whose parameters differ is refused when the freeze is loaded."""
+    from harness.protocols.threshold import load_frozen
+    from policies.learned import LogisticPolicy
+
+    task = _task()
+    res = run_threshold_protocol(task, lambda: LogisticPolicy(max_iter=321), freeze_dir=tmp_path, seed=0, cost=0.02)
+    router = json.loads((tmp_path / "router.json").read_text())
+    assert router["config"]["policy_params"]["max_iter"] == 321
+    assert res.metrics["n/heldout"] > 0
+    with pytest.raises(HarnessError, match="policy_params"):
+        load_frozen(tmp_path, lambda: LogisticPolicy(max_iter=100))

@@ -12,14 +12,13 @@ fuzzily / not at all, fingerprint and licence, as an aligned table or (``--json`
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import harness
-from harness.errors import ConfigError, HarnessError
+from harness.errors import ConfigError, HarnessError, argument_parser, debugging, did_you_mean, one_line
 
 BUILTIN_CONFIGS: dict[str, dict[str, Any]] = {
     "qasper_yesno": {"name": "qasper_yesno", "loader": "qasper_yesno", "wheel": None, "heading_text": "full",
@@ -51,13 +50,20 @@ def dataset_config(name: str, overrides: list[str] = ()) -> dict:
         base = OmegaConf.create(BUILTIN_CONFIGS[name])
     else:
         known = sorted(set(BUILTIN_CONFIGS) | {p.stem for p in (conf_dir() / "dataset").glob("*.yaml")})
-        raise ConfigError("dataset", f"unknown dataset config {name!r}; known: {', '.join(known)}")
+        raise ConfigError("dataset", f"unknown dataset config {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}")
     for ov in overrides:
         if "=" not in ov or not ov.split("=", 1)[0]:
             raise ConfigError("dataset", f"override {ov!r} is not key=value")
     key_values = [ov.removeprefix("dataset.") for ov in overrides]
-    merged = OmegaConf.merge(base, OmegaConf.from_dotlist(key_values))
-    return OmegaConf.to_container(merged, resolve=True, throw_on_missing=False)  # type: ignore[return-value]
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        merged = OmegaConf.merge(base, OmegaConf.from_dotlist(key_values))
+        return OmegaConf.to_container(merged, resolve=True, throw_on_missing=False)  # type: ignore[return-value]
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None) or ""
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"dataset.{key}" if key else "dataset", first) from None
 
 
 def stats_rows(ds) -> list[tuple[str, str]]:
@@ -89,23 +95,26 @@ def format_table(rows: list[tuple[str, str]]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness data", description="Dataset statistics.")
+    parser = argument_parser(prog="python -m harness data", description="Dataset statistics.")
     parser.add_argument("dataset", help="dataset config name (conf/dataset/<name>.yaml)")
     parser.add_argument("--path", help="dataset file or folder (same as path=...)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("overrides", nargs="*", help="key=value config overrides")
     try:
-        args = parser.parse_intermixed_args(argv)  # overrides may follow --path
-    except SystemExit as e:  # argparse exits on --help / bad usage; return its code instead
-        return int(e.code or 0)
-    from harness.data import load_dataset
+        try:
+            args = parser.parse_intermixed_args(argv)  # overrides may follow --path
+        except SystemExit as e:  # --help: return its code instead
+            return int(e.code or 0)
+        from harness.data import load_dataset
 
-    overrides = list(args.overrides) + ([f"path={args.path}"] if args.path else [])
-    try:
+        overrides = list(args.overrides) + ([f"path={args.path}"] if args.path else [])
         cfg = dataset_config(args.dataset, overrides)
-        ds = load_dataset(cfg)
+        # statistics are shown for a dataset without gold evidence too (the app refuses it)
+        ds = load_dataset(cfg, require_evidence=False)
     except HarnessError as e:
-        print(f"error: {e}", file=sys.stderr)
+        if debugging():
+            raise
+        print(one_line(e), file=sys.stderr)
         return 2
     if args.json:
         s = ds.stats()

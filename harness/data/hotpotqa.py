@@ -26,9 +26,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.data.schema import Dataset, Question, Unit
-from harness.data.validate import expect_type, read_json_file, require, str_list
+from harness.data.validate import expect_type, load_json_file, require, str_list
 from harness.errors import DataError
-from harness.io import sha256_file
 
 LICENCE = "CC BY-SA 4.0"
 CITATION = (
@@ -41,7 +40,8 @@ CITATION = (
 def load_hotpotqa(path: str | Path, name: str = "hotpotqa") -> Dataset:
     path = Path(path).expanduser()
     source = path.name
-    items = expect_type(read_json_file(path), list, source, "<top level>")
+    obj, digest = load_json_file(path)
+    items = expect_type(obj, list, source, "<top level>")
     documents: dict[str, list[Unit]] = {}
     questions: list[Question] = []
     for i, item in enumerate(items):
@@ -103,5 +103,5 @@ def load_hotpotqa(path: str | Path, name: str = "hotpotqa") -> Dataset:
     if not questions:
         raise DataError(source, "<top level>", "no questions")
     pools = {qid: [u.unit_id for u in us] for qid, us in documents.items()}
-    meta = {"licence": LICENCE, "citation": CITATION, "sources": [{"file": source, "sha256": sha256_file(path)}]}
+    meta = {"licence": LICENCE, "citation": CITATION, "sources": [{"file": source, "sha256": digest}]}
     return Dataset(name=name, documents=documents, questions=questions, pools=pools, meta=meta)

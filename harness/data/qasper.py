@@ -35,9 +35,8 @@ from typing import Any, Iterable, Sequence
 
 from harness.data.evidence import EvidenceMatcher
 from harness.data.schema import Dataset, Question, Unit
-from harness.data.validate import expect_type, read_json_file, require, str_list
+from harness.data.validate import expect_type, load_json_file, require, str_list
 from harness.errors import ConfigError, DataError
-from harness.io import sha256_file
 
 LICENCE = "CC BY 4.0"
 CITATION = (
@@ -218,8 +217,9 @@ def load_qasper_files(paths: Iterable[str | Path], name: str = "qasper", meta: d
     sources = []
     for p in paths:
         p = Path(p)
-        parse_qasper(read_json_file(p), p.name, documents, questions, seen, heading_text)
-        sources.append({"file": p.name, "sha256": sha256_file(p)})
+        obj, digest = load_json_file(p)
+        parse_qasper(obj, p.name, documents, questions, seen, heading_text)
+        sources.append({"file": p.name, "sha256": digest})
     pools = {doc_id: [u.unit_id for u in units] for doc_id, units in documents.items()}
     full_meta = {"licence": LICENCE, "citation": CITATION, "sources": sources}
     full_meta.update(meta or {})

@@ -31,24 +31,98 @@ def decode_utf8(data: bytes, source: str) -> str:
         raise DataError(source, None, f"not valid UTF-8: byte {data[e.start]:#04x} at offset {e.start}") from None
 
 
-def parse_json(text: str, source: str) -> Any:
+def os_problem(exc: OSError, path: Path, what: str = "file") -> DataError:
+    """A DataError naming ``path`` for an OSError met while reading it."""
+    import errno
+
+    if isinstance(exc, FileNotFoundError):
+        problem = f"{what} not found: {path}"
+    elif isinstance(exc, IsADirectoryError) or exc.errno == errno.EISDIR:
+        problem = f"is a directory, expected a {what}: {path}"
+    elif isinstance(exc, PermissionError):
+        problem = f"permission denied: cannot read {path}"
+    elif isinstance(exc, NotADirectoryError):
+        problem = f"{what} not found (a parent is not a directory): {path}"
+    else:
+        problem = f"cannot read {path}: {exc.strerror or exc}"
+    return DataError(path.name or str(path), None, problem)
+
+
+def read_bytes(path: str | Path, what: str = "file") -> bytes:
+    """THE reader of every dataset file (JSON, wheel): its bytes, or a DataError naming the file
+    (missing, a directory, permission denied, unreadable)."""
+    path = Path(path)
     try:
-        return json.loads(text)
+        return path.read_bytes()
+    except OSError as exc:
+        raise os_problem(exc, path, what) from None
+
+
+def ensure_readable(path: str | Path, what: str = "file") -> Path:
+    """``path`` if it is a readable file, else the DataError ``read_bytes`` would raise (for
+    files read by a library: zip members, digests)."""
+    path = Path(path)
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise os_problem(exc, path, what) from None
+    if path.is_dir():  # some platforms open directories
+        raise DataError(path.name, None, f"is a directory, expected a {what}: {path}")
+    return path
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def parse_json(text: str, source: str) -> Any:
+    """Strict JSON: an empty or truncated text, a syntax error or a key repeated inside one object
+    (``json`` would silently keep the last value) is a DataError naming ``source``."""
+    if not text.strip():
+        raise DataError(source, None, "is empty (expected JSON)")
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    except _DuplicateKey as e:
+        raise DataError(
+            source, e.key, "key appears twice in one JSON object (the second would silently replace the first)"
+        ) from None
     except json.JSONDecodeError as e:
+        ends_early = e.pos >= len(text.rstrip()) or (
+            e.msg.startswith("Unterminated string") and '"' not in text[e.pos + 1:]
+        )
+        if ends_early:
+            raise DataError(source, None, f"invalid JSON at line {e.lineno} column {e.colno}: truncated JSON, the "
+                                          f"text ends before the document is complete ({e.msg})") from None
         raise DataError(source, None, f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    except RecursionError:
+        raise DataError(source, None, "JSON nested too deeply") from None
+
+
+def load_json_file(path: str | Path) -> tuple[Any, str]:
+    """(parsed JSON, SHA-256 of the bytes read) of a UTF-8 JSON file, in one read. Errors name the
+    file by its base name."""
+    import hashlib
+
+    path = Path(path)
+    data = read_bytes(path, "JSON file")
+    return parse_json(decode_utf8(data, path.name), path.name), hashlib.sha256(data).hexdigest()
 
 
 def read_json_file(path: str | Path) -> Any:
     """Load a JSON file (UTF-8, strict). Errors name the file by its base name."""
-    path = Path(path)
-    source = path.name
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise DataError(source, None, f"file not found: {path}") from None
-    except IsADirectoryError:
-        raise DataError(source, None, f"is a directory, expected a JSON file: {path}") from None
-    return parse_json(decode_utf8(data, source), source)
+    return load_json_file(path)[0]
 
 
 def type_name(value: Any) -> str:

@@ -142,6 +142,14 @@ Routing summaries (README "Routing summaries")
   budgets (a hull over more points of the same curve is never lower), so comparing the
   deployable AIQ with random's is conservative, never flattering.
 
+Cost
+- Nothing protocol B fits or ranks depends on the cost: policies score the gain, thresholds
+  are set by usage. The cost enters only the utilities (utility = outcome - cost * usage per
+  row and per question). The protocol therefore computes every split at cost 0 and subtracts
+  the cost afterwards with the same expressions (``_CostFree.at_cost``); a sweep over costs
+  reuses one policy's cost-free result in memory (``protocols.common.reused``, for a
+  ``KeyedFactory``) instead of refitting it.
+
 Power
 - Every split's test half holds the discordant questions (rescues delta > 0, harms delta < 0)
   that all frontier differences rest on; the summary and ``budget/power/...`` report their
@@ -161,7 +169,7 @@ import numpy as np
 import pandas as pd
 
 from harness.errors import ConfigError
-from harness.protocols.common import PolicyFactory, fit_policy, fmt, policy_label, score_task, text_table
+from harness.protocols.common import PolicyFactory, fit_policy, fmt, policy_label, reused, score_task, text_table
 from harness.protocols.routing_summaries import (
     N_RANDOM_ORDERINGS,
     GapCheck,
@@ -578,38 +586,46 @@ def _decision_rows(test: RoutingTask, split: int, budget: float, frontier: str, 
     )
 
 
-def run_budget_protocol(
+@dataclass(frozen=True)
+class _CostFree:
+    """What protocol B computes before a cost enters: utilities here are at cost 0."""
+
+    frontiers: pd.DataFrame
+    decisions: pd.DataFrame
+    aucs: pd.DataFrame
+    splits: pd.DataFrame
+    routing: pd.DataFrame | None
+    route: str | None
+    label: str
+
+    def at_cost(self, cost: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(frontiers, decisions) at ``cost``: utility = outcome - cost * usage, per row and per
+        question, written as the expressions a run at that cost evaluates."""
+        f = self.frontiers.copy()
+        f["utility"] = f["outcome"].astype(float) - cost * f["realized_usage"].astype(float)
+        f["cal_utility"] = f["cal_utility"].astype(float) - cost * f["cal_usage"].astype(float)
+        d = self.decisions.copy()
+        d["utility"] = d["utility"].astype(float) - cost * d["prob"].astype(float)
+        return f, d
+
+
+def _cost_free_splits(
     task: RoutingTask,
     policy_factory: PolicyFactory,
     *,
-    budgets: tuple[float, ...] = DEFAULT_BUDGETS,
-    n_splits: int = 5,
-    seed: int = 0,
-    cost: float = 0.0,
-    dkw_delta: float = 0.05,
-    tol: float = 0.02,
-    calibration: str = "oof",
-    cal_folds: int = 5,
-    min_discordant: int = 10,
-    alpha: float = 0.05,
-) -> BudgetResult:
-    """Protocol B: per split, calibrate on one half (out-of-fold scores by default), apply the
-    policy fitted on the whole calibration half to the test half, evaluate every frontier.
-
-    ``min_discordant`` and ``alpha`` decide whether a test half's base-to-extra gap is told
-    from zero (PGR, APGR and CPT are NaN otherwise; module docstring, "Routing summaries")."""
-    if not 0.0 < float(alpha) < 1.0:
-        raise ConfigError("protocol.alpha", f"must be in (0, 1), got {alpha!r}")
-    budgets = tuple(float(b) for b in budgets)
-    for b in budgets:
-        if not 0 <= b <= 1:
-            raise ConfigError("budgets", f"each budget must be in [0, 1], got {b}")
-    if n_splits < 1:
-        raise ConfigError("n_splits", f"must be >= 1, got {n_splits}")
-    if calibration not in CALIBRATIONS:
-        raise ConfigError("budget.calibration", f"unknown {calibration!r}; choose from {CALIBRATIONS}")
-    if calibration == "oof" and cal_folds < 2:
-        raise ConfigError("budget.cal_folds", f"must be >= 2, got {cal_folds}")
+    budgets: tuple[float, ...],
+    n_splits: int,
+    seed: int,
+    dkw_delta: float,
+    tol: float,
+    calibration: str,
+    cal_folds: int,
+    min_discordant: int,
+    alpha: float,
+) -> _CostFree:
+    """Every split's fits, frontiers, decisions and routing summaries at cost 0 (utilities are
+    then outcomes); ``_CostFree.at_cost`` subtracts the cost. Same expressions as a run at that cost,
+    so the numbers are identical bit for bit (``x - 0.0 * y == x``)."""
     route = fixed_route_of(policy_factory)
     split_seeds = np.random.default_rng(seed).integers(0, 2**31 - 1, size=n_splits)
     rows: list[dict] = []
@@ -626,9 +642,9 @@ def run_budget_protocol(
         if route is not None:
             facts = _split_facts(s, int(split_seed), cal, test, calibration, 0)
             split_rows.append(facts)
-            rows.append(_fixed_row(facts, test, route, cost))
+            rows.append(_fixed_row(facts, test, route, 0.0))
             decision_parts.append(
-                _decision_rows(test, s, math.nan, FIXED, np.full(test.n, 1.0 if route == "extra" else 0.0), cost,
+                _decision_rows(test, s, math.nan, FIXED, np.full(test.n, 1.0 if route == "extra" else 0.0), 0.0,
                                is_oracle)
             )
             continue
@@ -668,8 +684,8 @@ def run_budget_protocol(
                 else:
                     cal_prob = run_probability(cal_scores, t, p)
                     cal_usage = float(cal_prob.mean())
-                    cal_utility = expected_outcome(cal_prob, cal.base, cal.extra) - cost * cal_usage
-                decision_parts.append(_decision_rows(test, s, rho, frontier, prob, cost, is_oracle))
+                    cal_utility = expected_outcome(cal_prob, cal.base, cal.extra) - 0.0 * cal_usage
+                decision_parts.append(_decision_rows(test, s, rho, frontier, prob, 0.0, is_oracle))
                 if frontier == "deployable":
                     deploy_points.append((realized, outcome, float(np.mean(prob * cost_axis(test)[1]))))
                 rows.append(
@@ -696,7 +712,7 @@ def run_budget_protocol(
                         "violated": realized > rho + USAGE_TOL,
                         "overshoot": realized > rho + tol + USAGE_TOL,
                         "outcome": outcome,
-                        "utility": outcome - cost * realized,
+                        "utility": outcome - 0.0 * realized,
                         "random_matched": random_matched(test.base, test.delta, k),
                         "oracle_matched": oracle_matched(test.base, test.delta, k),
                     }
@@ -714,10 +730,62 @@ def run_budget_protocol(
              "gap_p": gap.p, "cost_unit": cost_axis(test)[2]}
             | {f"{curve}/{stat}": values[stat] for curve, values in curves.items() for stat in ROUTING_STATS}
         )
-    frontiers = pd.DataFrame(rows)
-    decisions = pd.concat(decision_parts, ignore_index=True)[list(DECISION_COLUMNS)]
-    aucs = pd.DataFrame(auc_rows, columns=["split", "exact_auc", "oracle_auc", "random_auc"])
-    splits = pd.DataFrame(split_rows)
+    return _CostFree(
+        frontiers=pd.DataFrame(rows),
+        decisions=pd.concat(decision_parts, ignore_index=True)[list(DECISION_COLUMNS)],
+        aucs=pd.DataFrame(auc_rows, columns=["split", "exact_auc", "oracle_auc", "random_auc"]),
+        splits=pd.DataFrame(split_rows),
+        routing=pd.DataFrame(routing_rows) if routing_rows else None,
+        route=route,
+        label=label,
+    )
+
+
+def run_budget_protocol(
+    task: RoutingTask,
+    policy_factory: PolicyFactory,
+    *,
+    budgets: tuple[float, ...] = DEFAULT_BUDGETS,
+    n_splits: int = 5,
+    seed: int = 0,
+    cost: float = 0.0,
+    dkw_delta: float = 0.05,
+    tol: float = 0.02,
+    calibration: str = "oof",
+    cal_folds: int = 5,
+    min_discordant: int = 10,
+    alpha: float = 0.05,
+) -> BudgetResult:
+    """Protocol B: per split, calibrate on one half (out-of-fold scores by default), apply the
+    policy fitted on the whole calibration half to the test half, evaluate every frontier.
+
+    ``min_discordant`` and ``alpha`` decide whether a test half's base-to-extra gap is told
+    from zero (PGR, APGR and CPT are NaN otherwise; module docstring, "Routing summaries").
+
+    With a ``KeyedFactory`` (``protocols.common``), the cost-free part (fitting, scores,
+    frontiers, decisions, routing summaries) is kept in memory and reused by the next call with
+    the same task, policy and settings at another cost: only utilities depend on the cost
+    (module docstring, "Cost"), so a sweep over costs fits each policy once per seed. The
+    numbers are bit for bit those of a fresh run (tested)."""
+    if not 0.0 < float(alpha) < 1.0:
+        raise ConfigError("protocol.alpha", f"must be in (0, 1), got {alpha!r}")
+    budgets = tuple(float(b) for b in budgets)
+    for b in budgets:  # the same rule and key as harness.config.validate
+        if not 0 < b <= 1:
+            raise ConfigError("budget.grid", f"each budget must be in (0, 1], got {b}")
+    if n_splits < 1:
+        raise ConfigError("budget.n_splits", f"must be >= 1, got {n_splits}")
+    if calibration not in CALIBRATIONS:
+        raise ConfigError("budget.calibration", f"unknown {calibration!r}; choose from {CALIBRATIONS}")
+    if calibration == "oof" and cal_folds < 2:
+        raise ConfigError("budget.cal_folds", f"must be >= 2, got {cal_folds}")
+    settings = dict(budgets=budgets, n_splits=int(n_splits), seed=int(seed), dkw_delta=float(dkw_delta),
+                    tol=float(tol), calibration=calibration, cal_folds=int(cal_folds),
+                    min_discordant=int(min_discordant), alpha=float(alpha))
+    free = reused("budget", policy_factory, task, settings,
+                  lambda: _cost_free_splits(task, policy_factory, **settings))
+    frontiers, decisions = free.at_cost(cost)
+    aucs, splits, route, label = free.aucs.copy(), free.splits.copy(), free.route, free.label
     m = task.metric
     metrics: dict[str, float] = {
         "n/splits": n_splits,
@@ -764,7 +832,7 @@ def run_budget_protocol(
     for col in ("exact_auc", "oracle_auc", "random_auc"):
         metrics[f"frontier/{col}"] = float(aucs[col].mean())
         metrics[f"frontier/{col}_std"] = float(aucs[col].std(ddof=0))
-    routing = pd.DataFrame(routing_rows)
+    routing = free.routing.copy()
     all_defined = bool(routing["gap_defined"].all())
     metrics["routing/gap_defined_splits"] = float(routing["gap_defined"].sum())
     for curve in ROUTING_CURVES:

@@ -8,7 +8,8 @@ delta, when fit is called) must be identical in every protocol.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections import OrderedDict
+from typing import Callable, TypeVar
 
 import numpy as np
 
@@ -16,7 +17,75 @@ from harness.errors import HarnessError
 from harness.task import RoutingTask
 from policies.base import Policy, ScoreContext
 
+T = TypeVar("T")
 PolicyFactory = Callable[[], Policy]
+
+
+class KeyedFactory:
+    """A policy factory that names what it makes: ``key`` (e.g. the digest of the policy's
+    config) is equal for two factories exactly when they make the same policy.
+
+    Why: nothing a policy fits depends on the cost, so a sweep over costs fits the same policy
+    on the same questions again and again. With a key, the protocols keep such cost-free work in
+    memory (``reused``) and compute it once per process.
+    """
+
+    def __init__(self, make: PolicyFactory, key: str) -> None:
+        self.make = make
+        self.key = str(key)
+
+    def __call__(self) -> Policy:
+        return self.make()
+
+
+def task_fingerprint(task: RoutingTask) -> str:
+    """Digest of everything of a task that a protocol reads (questions, documents, outcomes,
+    features, measured costs): two tasks with the same fingerprint give the same numbers."""
+    import hashlib
+
+    import pandas as pd
+
+    h = hashlib.sha256()
+    for part in (task.qids, task.groups):
+        h.update("\x1f".join(map(str, part)).encode("utf-8") + b"\x1e")
+    for arr in (task.base, task.extra, task.base_cost, task.extra_cost):
+        h.update(b"none" if arr is None else np.ascontiguousarray(arr, dtype=float).tobytes())
+        h.update(b"\x1e")
+    h.update("\x1f".join(map(str, task.features.columns)).encode("utf-8"))
+    h.update(pd.util.hash_pandas_object(task.features, index=False).to_numpy().tobytes())
+    h.update(repr((task.base_arm, task.extra_arm, task.metric, task.continuous, task.cost_unit)).encode("utf-8"))
+    return h.hexdigest()
+
+
+# per kind of work, the most recent results kept (a sweep runs one policy's costs in a row)
+REUSE_LIMITS = {"budget": 4, "oof": 64}
+_REUSED: dict[str, "OrderedDict[str, object]"] = {}
+
+
+def reused(kind: str, factory: PolicyFactory, task: RoutingTask, settings: dict, compute: Callable[[], T]) -> T:
+    """``compute()``, or its earlier result for the same kind of work, policy (the factory's
+    ``key``), task and settings in this process. A factory without a key is never reused.
+    Callers must treat the result as read-only (or copy it)."""
+    key = getattr(factory, "key", None)
+    if key is None:
+        return compute()
+    from harness.io import digest_of
+
+    memo = _REUSED.setdefault(kind, OrderedDict())
+    full = digest_of({"policy": key, "task": task_fingerprint(task), "settings": settings})
+    if full in memo:
+        memo.move_to_end(full)
+        return memo[full]  # type: ignore[return-value]
+    value = compute()
+    memo[full] = value
+    while len(memo) > REUSE_LIMITS.get(kind, 8):
+        memo.popitem(last=False)
+    return value
+
+
+def forget_reused() -> None:
+    """Drop every kept result (benchmarks measuring work from scratch; tests)."""
+    _REUSED.clear()
 
 
 def policy_label(policy: Policy) -> str:

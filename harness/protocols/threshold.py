@@ -124,8 +124,9 @@ import pandas as pd
 
 from harness.errors import ConfigError, HarnessError
 from harness.io import atomic_write_text, canonical_json, digest_of, sha256_file
-from harness.protocols.common import PolicyFactory, fit_policy, fmt, policy_label, score_task, text_table
+from harness.protocols.common import PolicyFactory, fit_policy, fmt, policy_label, reused, score_task, text_table
 from harness.stats import (
+    MIN_BOOTSTRAP,
     SIGN_FLIP_EXACT_MAX,
     grouped_kfold,
     grouped_split,
@@ -134,13 +135,12 @@ from harness.stats import (
     paired_comparison,
 )
 from harness.task import RoutingTask
-from policies.base import check_json_state
+from policies.base import check_json_state, policy_params
 
 STATE_FILE = "policy_state.json"
 ROUTER_FILE = "router.json"
 MANIFEST_FILE = "manifest.json"
 UTILITY_TIE_TOL = 1e-12
-MIN_BOOTSTRAP = 1000  # SPEC 5: at least 1,000 document-level resamples
 N_PERM = 20_000  # random sign patterns of the sign-flip test beyond SIGN_FLIP_EXACT_MAX documents
 MDD_ZERO_TOL = 1e-12  # an MDD below this is float noise of a spread that is 0 (e.g. a constant cost shift)
 
@@ -178,12 +178,17 @@ def select_tau(scores, base, delta, cost: float) -> tuple[float, float, int]:
 
 
 def oof_scores(task: RoutingTask, policy_factory: PolicyFactory, *, n_folds: int, seed: int) -> np.ndarray:
-    """Out-of-fold scores by document-grouped k-fold: a fresh policy per fold."""
-    scores = np.empty(task.n)
-    for train_idx, test_idx in grouped_kfold(task.groups, n_folds, seed):
-        policy = fit_policy(policy_factory(), task.take(train_idx), seed)
-        scores[test_idx] = score_task(policy, task.take(test_idx), seed)
-    return scores
+    """Out-of-fold scores by document-grouped k-fold: a fresh policy per fold. They do not
+    depend on the cost: a ``KeyedFactory`` reuses them across the costs of a sweep."""
+
+    def compute() -> np.ndarray:
+        scores = np.empty(task.n)
+        for train_idx, test_idx in grouped_kfold(task.groups, n_folds, seed):
+            policy = fit_policy(policy_factory(), task.take(train_idx), seed)
+            scores[test_idx] = score_task(policy, task.take(test_idx), seed)
+        return scores
+
+    return reused("oof", policy_factory, task, {"n_folds": int(n_folds), "seed": int(seed)}, compute).copy()
 
 
 # --------------------------------------------------------------------------------------------
@@ -285,6 +290,7 @@ def develop(
         "n_folds": int(n_folds),
         "policy_class": f"{type(policy).__module__}.{type(policy).__qualname__}",
         "policy_name": getattr(policy, "name", "policy"),
+        "policy_params": policy_params(policy),  # constructor parameters (get_params), strict JSON
         "policy_features": list(policy.features),
         "oracle": bool(policy.oracle),
         "metric": dev_task.metric,
@@ -390,6 +396,11 @@ def load_frozen(frozen_dir: Path, policy_factory: PolicyFactory):
     cls = f"{type(policy).__module__}.{type(policy).__qualname__}"
     if cls != config["policy_class"]:
         raise HarnessError(f"{frozen_dir / ROUTER_FILE}: frozen policy_class {config['policy_class']!r}, factory gives {cls!r}")
+    if "policy_params" in config and policy_params(policy) != config["policy_params"]:
+        raise HarnessError(
+            f"{frozen_dir / ROUTER_FILE}: frozen policy_params {config['policy_params']} differ from the factory's "
+            f"{policy_params(policy)}"
+        )
     policy.set_state(state)
     return policy, _tau_from_json(router["tau"]), config
 

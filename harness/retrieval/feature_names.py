@@ -1,7 +1,8 @@
 """Names of the router features (SPEC section 3), grouped into named feature sets.
 
 The outcome table stores feature ``name`` in column ``feat.<name>``. Policies select a feature
-set by name (``baseline``, ``bm25``, ``qpp``, ``query``, ``all``) or list names directly.
+set by name (``baseline``, ``bm25``, ``qpp``, ``query``, ``all``, or a set an installed arm block
+provides) or list names directly.
 """
 
 from __future__ import annotations
@@ -38,16 +39,38 @@ def column(name: str) -> str:
     return FEATURE_PREFIX + name
 
 
+def plugin_feature_sets() -> dict[str, tuple[str, ...]]:
+    """Named feature sets that installed arm blocks provide (``feature_sets`` of the classes in
+    the entry-point group ``rag_route_bench.arms``, see ``harness.arm_blocks``); a built-in set
+    name wins. Loaded only when a name is not a built-in set."""
+    from importlib import metadata
+
+    out: dict[str, tuple[str, ...]] = {}
+    for ep in metadata.entry_points(group="rag_route_bench.arms"):
+        try:
+            sets = getattr(ep.load(), "feature_sets", None) or {}
+        except Exception:  # noqa: BLE001 - a broken plugin is reported where it is used as an arm
+            continue
+        for name, members in dict(sets).items():
+            if name not in FEATURE_SETS:
+                out.setdefault(str(name), tuple(str(m) for m in members))
+    return out
+
+
 def resolve(spec: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
-    """Feature names for a set name, a '+'-joined list of set names, or an explicit list."""
+    """Feature names for a set name, a '+'-joined list of set names, or an explicit list. Set
+    names are the built-in ones and those of installed arm blocks (``plugin_feature_sets``)."""
     if isinstance(spec, str):
         names: list[str] = []
+        plugged: dict[str, tuple[str, ...]] | None = None
         for part in spec.split("+"):
             part = part.strip()
             if part in FEATURE_SETS:
                 names.extend(FEATURE_SETS[part])
-            else:
-                names.append(part)
+                continue
+            if plugged is None:
+                plugged = plugin_feature_sets()
+            names.extend(plugged.get(part, (part,)))
         spec = names
     seen: dict[str, None] = {}
     for n in spec:

@@ -170,6 +170,20 @@ def read_verified_parquet(path: Path, key: str) -> tuple[pd.DataFrame, dict]:
     return frame, record
 
 
+def read_part(path: Path, key: str, field: str, expected: str) -> pd.DataFrame | None:
+    """A cached part of a build (a shard, a chunk) when it is verified and holds the same
+    questions (``record[field] == expected``), else None: missing, or written for another
+    partition (another shard size: not corrupt), or corrupt (moved aside, to be recomputed)."""
+    try:
+        frame, record = read_verified_parquet(path, key)
+    except FileNotFoundError:
+        return None
+    except CacheCorrupt as exc:
+        move_aside(exc.path, exc.reason, then="recomputed")
+        return None
+    return frame if record.get(field) == expected else None
+
+
 def _check_finished(folder: Path, key: str) -> tuple[OutcomeTable | None, list[CacheCorrupt]]:
     """The verified finished table, else (None, the corrupt files). Reads only."""
     table_path, info_path = folder / "table.parquet", folder / "info.json"
@@ -305,15 +319,7 @@ def build_outcome_table(
             for i, pools in enumerate(shards):
                 shard_path = folder / "shards" / f"shard-{i:05d}.parquet"
                 pools_digest = digest_of(pools)
-                frame = None
-                try:
-                    frame, record = read_verified_parquet(shard_path, key)
-                    if record.get("pools") != pools_digest:  # another shard size's partition: not corrupt
-                        frame = None
-                except FileNotFoundError:
-                    pass
-                except CacheCorrupt as exc:
-                    move_aside(exc.path, exc.reason, then="recomputed")
+                frame = read_part(shard_path, key, "pools", pools_digest)
                 if frame is not None:
                     reused += 1
                     bar_pools.update(len(pools))

@@ -127,10 +127,28 @@ def group_cells(runs: list) -> list[tuple[str, list]]:
 PROGRESS_ENV = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
 
 
+def _local_artifact(run, name: str) -> Path | None:
+    """The artifact's own file when the run's artifacts live on this machine (a SQLite or file
+    store's ``file://`` artifact root): read in place instead of a copy through MLflow's
+    artifact repository (a sweep's end reads three files per job)."""
+    from urllib.parse import unquote, urlparse
+
+    uri = str(getattr(run.info, "artifact_uri", "") or "")
+    parsed = urlparse(uri)
+    if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
+        return None
+    path = Path(unquote(parsed.path)) / name
+    return path if path.is_file() else None
+
+
 def _artifact(client: Any, run, name: str, folder: Path) -> pd.DataFrame | None:
-    """A run's Parquet artifact, or None when it has none. MLflow's per-file progress bar is
+    """A run's Parquet artifact, or None when it has none: read in place when local, else
+    downloaded through MLflow. MLflow's per-file progress bar is
     switched off for the download (dozens of bars would bury the sweep's tables and the report
     command's one-line errors) unless the user set ``MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR``."""
+    local = _local_artifact(run, name)
+    if local is not None:
+        return pd.read_parquet(local)
     quiet = PROGRESS_ENV not in os.environ
     if quiet:
         os.environ[PROGRESS_ENV] = "false"

@@ -21,20 +21,60 @@ Layout (shared with the report command; see README "Tracking"):
 
 Why one module: the naming rules above are a contract; writing them once keeps the app, the
 sweep callback and the report command from drifting apart.
+
+Reliability guarantees (README "Sweeps and MLflow"):
+
+- **Fail fast on a store that cannot work.** ``Tracker(uri)`` probes an HTTP(S) tracking server
+  (``GET /health``, a few seconds) before anything else and raises :class:`TrackingStoreError`
+  naming the URL when it does not answer (MLflow's own client would retry for minutes); a
+  SQLite file that is not a database (or a folder, or unreadable) is a TrackingStoreError naming
+  the file. Both end the command in one line (``error: TrackingStoreError: ...``). Transient
+  errors of a working store ("database is locked") are still retried with backoff.
+- **Schema creation is serialised.** Opening a SQLite store holds a file lock in the store's
+  folder (``.route-bench.lock``), and MLflow's schema-creation race between processes outside
+  that lock ("duplicate column name", "table ... already exists") is retried, so two sweeps on
+  a fresh store both start.
+- **Every run says which process runs it.** Job and sweep runs carry ``route_bench.host``,
+  ``route_bench.pid`` and ``route_bench.proc_start`` (the process's start time from
+  ``/proc/<pid>/stat``, so a reused pid is not mistaken for the original process). A RUNNING run
+  whose host is this host and whose process is gone is *stale* (:func:`process_alive` False);
+  it is ended FAILED with the reason in ``route_bench.end_reason``. Runs of another host are
+  never declared stale (their process cannot be checked from here).
+- **A job is claimed atomically** (:meth:`Tracker.claim_job`). Its *skip key* (config hash,
+  outcome-table fingerprint, code version; ``harness.runner.job.skip_key``) is a run tag. For a SQLite
+  store, under the store folder's claim lock (``.route-bench-claims.lock``): a FINISHED job run
+  with the key is reused; a live RUNNING one (another sweep running the same job now) is waited
+  for, polling, until it ends; else this process creates its RUNNING run with the key. So two
+  concurrent sweeps of one command never run a job twice. A server store has no shared lock:
+  the claim is "search, create, search again"; of several RUNNING claims the oldest (start
+  time, then run id) wins and the others delete their run and wait. What remains there: a
+  server that answers searches with stale data (e.g. a replicated database) could let both
+  run; on a single-database server the second search always sees the first claim.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import re
+import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
-from harness.io import digest_of
+from harness.errors import HarnessError
+from harness.io import digest_of, file_lock
+
+try:  # newer harness.errors has a StoreError family; keep working without it
+    from harness.errors import StoreError as _StoreErrorBase
+except ImportError:  # pragma: no cover - depends on the errors module's version
+    _StoreErrorBase = HarnessError
 
 ENV_TRACKING_URI = "MLFLOW_TRACKING_URI"
 TAG_SWEEP_ID = "route_bench.sweep_id"
@@ -49,6 +89,11 @@ TAG_MLFLOW_GIT_COMMIT = "mlflow.source.git.commit"  # shown by the UI; set only 
 TAG_DATASET = "route_bench.dataset"
 TAG_ARMS = "route_bench.arms"
 TAG_BUDGET_GRID = "route_bench.budget_grid"
+TAG_SKIP_KEY = "route_bench.skip_key"  # config hash + table fingerprint + code version
+TAG_HOST = "route_bench.host"  # the process that created (and runs) the run
+TAG_PID = "route_bench.pid"
+TAG_PROC_START = "route_bench.proc_start"  # that process's start time (clock ticks since boot)
+TAG_END_REASON = "route_bench.end_reason"  # why a run was ended KILLED / FAILED from outside
 NOTE_MAX_CHARS = 8000  # MLflow's limit of a tag value
 DATASET_DIGEST_CHARS = 16  # MLflow keeps at most 36 characters of a dataset digest
 PARAM_MAX_CHARS = 500  # a readable cut; MLflow's own limit is 6000. The full config is config.yaml
@@ -173,19 +218,203 @@ def _is_dataset_race(exc: BaseException) -> bool:
     return "unique constraint failed: datasets." in str(exc).lower()
 
 
+class TrackingStoreError(_StoreErrorBase):
+    """The tracking store cannot be used: an HTTP server that does not answer, a SQLite file that
+    is not a database. The message names the URL or the file."""
+
+
+class ClaimTimeout(HarnessError):
+    """Another live process kept a job claimed longer than the wait allows."""
+
+
+# ---- processes ------------------------------------------------------------------------------------
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+@functools.lru_cache(maxsize=1)
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()[:8]
+    except OSError:
+        return "noboot"
+
+
+def _proc_stat(pid: int) -> tuple[str, str] | None:
+    """(state, start time in clock ticks since boot) of ``pid`` from ``/proc``; None without it."""
+    try:
+        data = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    rest = data[data.rfind(")") + 2 :].split()  # the name may hold spaces and parentheses
+    if len(rest) < 20:
+        return None
+    return rest[0], rest[19]  # field 3 (state) and field 22 (starttime)
+
+
+def process_identity(pid: int | None = None) -> dict[str, str]:
+    """Tags naming a process: host, pid and its start time (so a reused pid is told apart)."""
+    pid = os.getpid() if pid is None else int(pid)
+    stat = _proc_stat(pid)
+    start = f"{stat[1]}@{_boot_id()}" if stat else ""
+    return {TAG_HOST: socket.gethostname(), TAG_PID: str(pid), TAG_PROC_START: start}
+
+
+def process_alive(tags: Mapping[str, str]) -> bool | None:
+    """Is the process a run's tags name still running? None when it cannot be told (no tags,
+    another host): such a run is never declared stale."""
+    host, pid = tags.get(TAG_HOST), str(tags.get(TAG_PID, ""))
+    if not host or not pid.isdigit():
+        return None
+    if host != socket.gethostname():
+        return None
+    pid_n = int(pid)
+    if pid_n == os.getpid():
+        return True
+    try:
+        os.kill(pid_n, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, owned by someone else
+    stat = _proc_stat(pid_n)
+    if stat is None:
+        return True  # no /proc: the pid exists, trust it
+    state, start = stat
+    if state in ("Z", "X"):  # exited, not yet reaped
+        return False
+    recorded = tags.get(TAG_PROC_START)
+    if recorded and recorded != f"{start}@{_boot_id()}":
+        return False  # the pid was reused by another process
+    return True
+
+
+# ---- opening a store ---------------------------------------------------------------------------------
+SQLITE_HEADER = b"SQLite format 3\x00"
+PROBE_TIMEOUT_S = 3.0
+PROBE_ATTEMPTS = 3
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI (None for other stores)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    raw = uri[len("sqlite:///"):].split("?", 1)[0]
+    return Path(raw) if raw and raw != ":memory:" else None
+
+
+def check_sqlite_file(path: Path) -> None:
+    """A SQLite store file that exists must be a readable SQLite database (one line otherwise)."""
+    if not path.exists():
+        return
+    if path.is_dir():
+        raise TrackingStoreError(f"MLflow store {path} is a folder, not an SQLite database file")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise TrackingStoreError(f"MLflow store {path} cannot be read: {exc.strerror or exc}") from None
+    if head and head != SQLITE_HEADER:
+        raise TrackingStoreError(
+            f"MLflow store {path} is not an SQLite database (corrupt or another kind of file); "
+            "move it aside or point tracking.uri elsewhere"
+        )
+
+
+def probe_store(uri: str, timeout: float = PROBE_TIMEOUT_S, attempts: int = PROBE_ATTEMPTS) -> None:
+    """An HTTP(S) tracking server must answer ``GET /health`` within a few seconds.
+
+    Any HTTP answer below 500 counts (the server is there; MLflow's calls report the rest).
+    Other URIs are not probed. Raises TrackingStoreError naming the URL.
+    """
+    if not uri.startswith(("http://", "https://")):
+        return
+    url = uri.rstrip("/") + "/health"
+    reason = "no answer"
+    for attempt in range(max(1, attempts)):
+        try:
+            with urllib.request.urlopen(url, timeout=timeout):
+                return
+        except urllib.error.HTTPError as exc:
+            if exc.code < 500:
+                return
+            reason = f"HTTP {exc.code}"
+        except (urllib.error.URLError, OSError) as exc:
+            cause = getattr(exc, "reason", exc)
+            reason = str(getattr(cause, "strerror", None) or cause)
+        if attempt + 1 < attempts:
+            time.sleep(0.5 * (attempt + 1))
+    raise TrackingStoreError(
+        f"tracking server {uri} does not answer ({reason}); start it, or point tracking.uri / "
+        "MLFLOW_TRACKING_URI at a running one"
+    )
+
+
+def _is_schema_race(exc: BaseException) -> bool:
+    """Two processes creating MLflow's schema in one fresh SQLite file at once."""
+    text = str(exc).lower()
+    return ("duplicate column name" in text or ("table" in text and "already exists" in text)
+            or "out-of-date database schema" in text)
+
+
+@dataclass
+class Claim:
+    """What :meth:`Tracker.claim_job` decided: run the job as ``run_id`` (a new RUNNING run),
+    or reuse the FINISHED run ``reused``; ``waited_for``: the run of another process that
+    was waited for first (None if none)."""
+
+    run_id: str | None = None
+    reused: Any = None
+    waited_for: str | None = None
+
+
 class Tracker:
     """A thin, retrying wrapper of ``MlflowClient`` bound to one tracking URI.
 
     Parallel joblib workers share one SQLite file: every store call is retried with backoff
-    when SQLite reports the database as locked (``retries`` attempts).
+    when SQLite reports the database as locked (``retries`` attempts). Opening probes a server
+    and checks a SQLite file first (``TrackingStoreError`` in seconds, naming the URL or file).
     """
 
-    def __init__(self, uri: str, retries: int = 5):
+    def __init__(self, uri: str, retries: int = 5, probe: bool = True):
         from mlflow.tracking import MlflowClient
 
         self.uri = uri
         self.retries = max(1, int(retries))
-        self.client = self._retry(lambda: MlflowClient(tracking_uri=uri))
+        self.db_path = sqlite_path(uri)
+        if probe:
+            probe_store(uri)
+        if self.db_path is not None:
+            check_sqlite_file(self.db_path)
+        race = lambda exc: _is_transient(exc) or _is_schema_race(exc)  # noqa: E731
+        try:
+            with self.store_lock(".route-bench.lock"):  # one schema creation at a time
+                self.client = self._retry(lambda: MlflowClient(tracking_uri=uri), transient=race)
+        except Exception as exc:
+            if self.db_path is None:
+                raise
+            raise TrackingStoreError(f"MLflow store {self.db_path} cannot be opened: {_first_line(exc)}") from exc
+
+    @contextlib.contextmanager
+    def store_lock(self, name: str = ".route-bench-claims.lock"):
+        """An inter-process lock in a SQLite store's folder; no lock for other stores or where
+        the folder cannot hold one (a read-only folder)."""
+        folder = self.db_path.parent if self.db_path is not None else None
+        if folder is None or not folder.is_dir():
+            yield False
+            return
+        try:
+            lock = file_lock(folder / name)
+            lock.__enter__()
+        except OSError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            lock.__exit__(None, None, None)
 
     def _retry(self, call: Callable[[], T], transient: Callable[[BaseException], bool] = _is_transient) -> T:
         delay = 0.2
@@ -231,19 +460,25 @@ class Tracker:
 
     def start_sweep_run(self, experiment_id: str, sweep_id: str, params: Mapping[str, str]) -> str:
         """The parent run of sweep ``sweep_id``: reused (set RUNNING again) when the same sweep
-        is rerun, so its children stay under one parent."""
-        existing = self.find_sweep_run(experiment_id, sweep_id)
-        if existing is not None:
-            run_id = existing.info.run_id
-            self._retry(lambda: self.client.update_run(run_id, status="RUNNING"))
-            return run_id
-        run = self._retry(
-            lambda: self.client.create_run(
-                experiment_id,
-                run_name=f"sweep {sweep_id}",
-                tags={TAG_SWEEP_ID: sweep_id, TAG_ROLE: "sweep"},
+        is rerun, so its children stay under one parent. Found or created under the store's
+        claim lock, so two concurrent sweeps of one command share one parent."""
+        ident = process_identity()
+        with self.store_lock():
+            existing = self.find_sweep_run(experiment_id, sweep_id)
+            if existing is not None:
+                run_id = existing.info.run_id
+                self._retry(lambda: self.client.update_run(run_id, status="RUNNING"))
+                self.set_tags(run_id, ident)
+                if TAG_END_REASON in existing.data.tags:  # why the last attempt ended is history now
+                    self._retry(lambda: self.client.delete_tag(run_id, TAG_END_REASON))
+                return run_id
+            run = self._retry(
+                lambda: self.client.create_run(
+                    experiment_id,
+                    run_name=f"sweep {sweep_id}",
+                    tags={TAG_SWEEP_ID: sweep_id, TAG_ROLE: "sweep", **ident},
+                )
             )
-        )
         self.log_params(run.info.run_id, params)
         return run.info.run_id
 
@@ -254,6 +489,124 @@ class Tracker:
             " and attributes.status = 'FINISHED'",
         )
         return runs[0] if runs else None
+
+    def find_finished_key(self, experiment_id: str, skip_key: str):
+        """The newest FINISHED job run with skip key ``skip_key`` in the experiment, any sweep."""
+        runs = self.search(
+            experiment_id,
+            f"tags.`{TAG_SKIP_KEY}` = '{skip_key}' and tags.`{TAG_ROLE}` = 'job' and attributes.status = 'FINISHED'",
+        )
+        return runs[-1] if runs else None
+
+    def end_stale(self, run, reason: str, status: str = "FAILED") -> None:
+        """End a RUNNING run whose process is gone, saying why (``route_bench.end_reason``)."""
+        run_id = run.info.run_id
+        self.set_tags(run_id, {TAG_END_REASON: reason})
+        self.end_run(run_id, status)
+
+    def _stale_reason(self, run, found_by: str) -> str:
+        tags = run.data.tags
+        return (f"stale: process {tags.get(TAG_PID)} on {tags.get(TAG_HOST)} that ran it is gone "
+                f"(found by {found_by}, pid {os.getpid()}, {time.strftime('%Y-%m-%dT%H:%M:%S%z')})")
+
+    def mark_stale_runs(self, experiment_id: str, sweep_id: str, found_by: str = "a new sweep") -> list[str]:
+        """End FAILED every RUNNING job run of sweep ``sweep_id`` whose process is provably gone
+        (same host, pid not alive or reused); runs of live or unknown processes stay."""
+        runs = self.search(
+            experiment_id,
+            f"tags.`{TAG_SWEEP_ID}` = '{sweep_id}' and tags.`{TAG_ROLE}` = 'job' and attributes.status = 'RUNNING'",
+        )
+        ended = []
+        for run in runs:
+            if process_alive(run.data.tags) is False:
+                self.end_stale(run, self._stale_reason(run, found_by))
+                ended.append(run.info.run_id)
+        return ended
+
+    def end_orphans(self, experiment_id: str, parent_run_id: str, status: str, reason: str,
+                    wait_s: float = 5.0) -> list[str]:
+        """End the RUNNING children of ``parent_run_id`` whose process is gone (a killed worker),
+        waiting up to ``wait_s`` for live ones to end themselves; returns the ended run ids."""
+        deadline = time.monotonic() + wait_s
+        ended: list[str] = []
+        while True:
+            running = [r for r in self.child_runs(experiment_id, parent_run_id) if r.info.status == "RUNNING"]
+            live = []
+            for run in running:
+                mine = run.data.tags.get(TAG_PID) == str(os.getpid()) and run.data.tags.get(TAG_HOST) == socket.gethostname()
+                alive = process_alive(run.data.tags)
+                if alive is False or mine:  # this process runs no job any more when it ends its sweep
+                    self.end_stale(run, reason, status)
+                    ended.append(run.info.run_id)
+                elif alive is True:
+                    live.append(run)
+            if not live or time.monotonic() >= deadline:
+                return ended
+            time.sleep(0.25)
+
+    def claim_job(
+        self, experiment_id: str, run_name: str, tags: Mapping[str, str], skip_key: str,
+        parent_run_id: str | None = None, *, reuse_finished: bool = True, timeout_s: float = 3600.0,
+        poll_s: float = 1.0, on_wait: Callable[[Any], None] | None = None,
+    ) -> Claim:
+        """Reuse a FINISHED run with ``skip_key``, wait for a live RUNNING one, or create this
+        process's RUNNING run tagged with it (see the module docstring: atomic under the claim
+        lock for SQLite, search-create-search for servers). A RUNNING claim of a process that is
+        gone is ended FAILED (stale) and does not count. Raises ClaimTimeout when a live claim
+        is held longer than ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        tags = {**dict(tags), TAG_SKIP_KEY: skip_key, **process_identity()}
+        waited_for: str | None = None
+        while True:
+            with self.store_lock() as locked:
+                if reuse_finished:
+                    done = self.find_finished_key(experiment_id, skip_key)
+                    if done is not None:
+                        return Claim(reused=done, waited_for=waited_for)
+                holder = self._live_claim(experiment_id, skip_key)
+                if holder is None:
+                    run_id = self.start_job_run(experiment_id, run_name, tags, parent_run_id=parent_run_id)
+                    if locked:
+                        return Claim(run_id=run_id, waited_for=waited_for)
+                    holder = self._older_claim(experiment_id, skip_key, run_id)
+                    if holder is None:
+                        return Claim(run_id=run_id, waited_for=waited_for)
+                    self._retry(lambda: self.client.delete_run(run_id))  # yield to the older claim
+            if waited_for is None:
+                waited_for = holder.info.run_id
+                if on_wait is not None:
+                    on_wait(holder)
+            if time.monotonic() >= deadline:
+                t = holder.data.tags
+                raise ClaimTimeout(
+                    f"job is still being run by process {t.get(TAG_PID, '?')} on {t.get(TAG_HOST, '?')} "
+                    f"(run {holder.info.run_id}) after {timeout_s:.0f}s of waiting"
+                )
+            time.sleep(poll_s)
+
+    def _running_with_key(self, experiment_id: str, skip_key: str) -> list:
+        return self.search(
+            experiment_id,
+            f"tags.`{TAG_SKIP_KEY}` = '{skip_key}' and tags.`{TAG_ROLE}` = 'job' and attributes.status = 'RUNNING'",
+        )
+
+    def _live_claim(self, experiment_id: str, skip_key: str):
+        """The RUNNING run holding ``skip_key`` whose process is alive (or on another host)."""
+        for run in self._running_with_key(experiment_id, skip_key):
+            if process_alive(run.data.tags) is False:
+                self.end_stale(run, self._stale_reason(run, "a job claiming the same skip key"))
+                continue
+            return run
+        return None
+
+    def _older_claim(self, experiment_id: str, skip_key: str, mine: str):
+        """A live RUNNING claim older than run ``mine`` (start time, then run id), else None."""
+        runs = [r for r in self._running_with_key(experiment_id, skip_key)
+                if r.info.run_id == mine or process_alive(r.data.tags) is not False]
+        if not runs:
+            return None
+        first = min(runs, key=lambda r: (r.info.start_time or 0, r.info.run_id))
+        return None if first.info.run_id == mine else first
 
     def start_job_run(
         self, experiment_id: str, run_name: str, tags: Mapping[str, str], parent_run_id: str | None = None
@@ -358,3 +711,16 @@ class Tracker:
                 self._retry(lambda: self.client.log_artifact(run_id, str(path)))
         finally:
             self.end_run(run_id, "FAILED")
+
+
+def pick_runs(children: list) -> list:
+    """One run per config hash: latest FINISHED, else latest of any status (see module doc)."""
+    groups: dict[str, list] = {}
+    for r in children:
+        groups.setdefault(r.data.tags.get(TAG_CONFIG_HASH, r.info.run_id), []).append(r)
+    picked = []
+    for runs in groups.values():
+        runs = sorted(runs, key=lambda r: r.info.start_time or 0, reverse=True)
+        finished = [r for r in runs if r.info.status == "FINISHED"]
+        picked.append(finished[0] if finished else runs[0])
+    return sorted(picked, key=lambda r: (r.info.run_name or "", r.info.run_id))

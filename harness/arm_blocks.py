@@ -1,0 +1,337 @@
+"""Arm blocks: columns of the outcome table that are computed together and cached on their own.
+
+Why: the outcome table is where arms meet. The four retrieval arms share their expensive work
+(one encoding of each pool, one reranker call per question), so they form one block, the base
+table (``harness.retrieval.table``). Anything else (another retrieval method, answers generated
+with and without retrieval, a feature provider) is a further block: it reads the columns of the
+blocks it ``requires`` (e.g. a RAG answer reads a retrieval arm's top-k unit ids), writes its own
+columns, and is cached under its own content-addressed key. Adding a block therefore never
+rebuilds another block, and the table a job sees is the base table joined with the blocks its
+config asks for.
+
+A block is one small class:
+
+- ``name``: the block's name (also its entry-point name);
+- ``arms``: the arms whose columns it writes, each as ``<arm>.<field>`` (an outcome such as
+  ``<arm>.hit@10`` or ``<arm>.f1``, costs ``<arm>.cost.*``, its ranking or answer); it may also
+  write features as ``feat.<name>``. It may not write anything else, nor a column another block
+  wrote: the join is checked;
+- ``requires``: the blocks whose columns it reads (``"base"`` is the base table);
+- ``version``: bumped when its numbers change (part of the key);
+- ``feature_sets``: named sets of the ``feat.<name>`` columns it writes, so that policies can
+  select them like the built-in sets (``policy.features=baseline+<set>``): a feature provider is
+  a block with feature columns and no arm;
+- ``params`` / ``identity()``: what else goes into its key (models, weight digests, settings);
+- ``compute(rows, dataset)``: one output row per input row, keyed by ``qid``. ``rows`` holds the
+  required columns of some of the questions; a question's output may depend only on its own
+  row and the dataset, so the harness computes a block in chunks of ``chunk_size`` questions,
+  caches each chunk, and resumes an interrupted build from the chunks on disk, with the same
+  numbers whatever the chunk size.
+
+Blocks are found like policies: built-ins (``BUILTIN_BLOCKS``), the entry-point group
+``rag_route_bench.arms`` (``my_arm = "my_pkg:MyBlock"``), or a Hydra ``_target_`` in the config
+(``arms.blocks=[{_target_: my_pkg.MyBlock, param: ...}]``). ``arms.blocks`` lists the blocks a
+job asks for by name; a block that provides ``arms.base`` or ``arms.extra`` is added without
+being listed.
+
+Layout under ``cache_root()/blocks/<name>/<key>/``: ``chunks/chunk-NNNNN.parquet``, then
+``block.parquet``; each file verified by its digest sidecar (``harness.io``), the build held
+under ``.lock``; a block's key is the digest of the base table's key, the keys of the blocks it
+requires, its class, version and identity.
+"""
+
+from __future__ import annotations
+
+import abc
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Mapping, Sequence
+
+import pandas as pd
+
+from harness.errors import ConfigError, HarnessError
+from harness.io import CacheCorrupt, cache_root, digest_of, file_lock, move_aside
+from harness.plugins import entry_points, import_class, plugin_class
+
+ENTRY_POINT_GROUP = "rag_route_bench.arms"
+BASE = "base"  # the base table's pseudo-block name in ``requires``
+ALLOWED_SHARED = ("qid",)  # the join key, in every block
+
+
+class ArmBlock(abc.ABC):
+    """A block of outcome-table columns (module docstring). Subclasses set the class attributes
+    and implement ``compute``; constructor parameters are stored under their own names (they
+    go into the cache key through ``identity()``)."""
+
+    name: ClassVar[str] = "block"
+    arms: ClassVar[tuple[str, ...]] = ()
+    requires: ClassVar[tuple[str, ...]] = (BASE,)
+    version: ClassVar[str] = "1"
+    chunk_size: ClassVar[int] = 256
+    feature_sets: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def params(self) -> dict[str, Any]:
+        """Constructor parameters read back from attributes of the same name (sklearn style)."""
+        sig = inspect.signature(type(self).__init__)
+        names = [n for n, p in sig.parameters.items()
+                 if n != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        missing = [n for n in names if not hasattr(self, n)]
+        if missing:
+            raise HarnessError(f"arm block {self.name!r}: constructor parameter(s) {missing} are not stored "
+                               "under their own name; the cache key needs them")
+        return {n: getattr(self, n) for n in names}
+
+    def identity(self) -> dict[str, Any]:
+        """What identifies this block's numbers besides its inputs: class, version, parameters.
+        Override to add model identities or weight digests."""
+        return {"class": f"{type(self).__module__}.{type(self).__qualname__}", "version": str(self.version),
+                "params": self.params()}
+
+    @abc.abstractmethod
+    def compute(self, rows: pd.DataFrame, dataset: Any) -> pd.DataFrame:
+        """One row per row of ``rows`` with ``qid`` and this block's columns."""
+
+
+# ---- finding blocks -------------------------------------------------------------------------
+BUILTIN_BLOCKS: dict[str, str] = {}  # name -> "module:Class"; answer arms will register here
+
+
+def available_blocks() -> dict[str, str]:
+    """{name: where it comes from} of every block that can be named: built-ins, then entry
+    points (a built-in wins a name clash)."""
+    out = {name: f"built-in {target}" for name, target in BUILTIN_BLOCKS.items()}
+    for name, ep in sorted(entry_points(ENTRY_POINT_GROUP).items()):
+        out.setdefault(name, f"entry point {ep.value}")
+    return out
+
+
+def _class_of(name: str, key: str) -> type:
+    if name in BUILTIN_BLOCKS:
+        return import_class(BUILTIN_BLOCKS[name], ArmBlock, key, "arm block")
+    return plugin_class(ENTRY_POINT_GROUP, name, ArmBlock, key, "arm block", sorted(available_blocks()))
+
+
+def make_block(spec: Any, key: str = "arms.blocks") -> ArmBlock:
+    """A block from a name or a ``{_target_: ..., param: ...}`` / ``{name: ..., param: ...}``
+    mapping; every problem (a constructor that refuses its parameters, a missing ``name``, an
+    identity that is not JSON) is a ConfigError under ``key``."""
+    if isinstance(spec, str):
+        cls, params = _class_of(spec, key), {}
+    elif isinstance(spec, Mapping):
+        params = {k: v for k, v in dict(spec).items() if k not in ("_target_", "name")}
+        if spec.get("_target_"):
+            cls = import_class(str(spec["_target_"]), ArmBlock, f"{key}._target_", "arm block")
+        elif spec.get("name"):
+            cls = _class_of(str(spec["name"]), f"{key}.name")
+        else:
+            raise ConfigError(key, f"a block is a name or a mapping with _target_ or name, got {dict(spec)!r}")
+    else:
+        raise ConfigError(key, f"a block is a name or a mapping with _target_ or name, got {spec!r}")
+    label = f"arm block {cls.__module__}.{cls.__qualname__}"
+    try:
+        block = cls(**params)
+    except (TypeError, ValueError, AssertionError) as exc:  # the constructor refused its parameters
+        raise ConfigError(key, f"{label}: {type(exc).__name__}: {exc}") from None
+    if block.name == ArmBlock.name:
+        raise ConfigError(key, f"{label} has no name: set the class attribute `name`")
+    try:
+        digest_of(block.identity())
+    except (TypeError, ValueError, HarnessError) as exc:
+        raise ConfigError(key, f"{label}: identity() must be plain JSON (it keys the cache): {exc}; store plain "
+                               "values (str, not Path) or override identity()") from None
+    return block
+
+
+def _loadable(name: str, key: str) -> type | None:
+    """The class of an available block, or None when its plugin fails to load: scanning for an
+    arm must not let one broken, unrelated plugin stop every job."""
+    try:
+        return _class_of(name, key)
+    except ConfigError:
+        return None
+
+
+def _listed(arms_cfg: Mapping) -> list[Any]:
+    listed = arms_cfg.get("blocks") or []
+    if isinstance(listed, (str, Mapping)) or not isinstance(listed, Sequence):
+        raise ConfigError("arms.blocks", f"must be a list of block names or mappings, got {listed!r} "
+                                         "(e.g. arms.blocks=[union])")
+    return list(listed)
+
+
+def blocks_for(arms_cfg: Mapping, present: Sequence[str]) -> list[ArmBlock]:
+    """The blocks a job needs: ``arms.blocks`` as listed, plus for ``arms.base``/``arms.extra``
+    not among the ``present`` arms the block that provides it (built-ins and entry points)."""
+    blocks = [make_block(spec, f"arms.blocks[{i}]") for i, spec in enumerate(_listed(arms_cfg))]
+    provided = {a for b in blocks for a in b.arms} | set(present)
+    for role in ("base", "extra"):
+        arm = arms_cfg.get(role)
+        if arm is None or arm in provided:
+            continue
+        for name in available_blocks():
+            cls = _loadable(name, f"arms.{role}")
+            if cls is not None and arm in cls.arms:
+                try:
+                    blocks.append(make_block(name, f"arms.{role}"))
+                except ConfigError as exc:
+                    raise ConfigError(f"arms.{role}", f"arm {arm!r} comes from block {name!r}, which cannot be made "
+                                                      f"without parameters ({exc.problem}); list it in arms.blocks "
+                                                      "with them") from None
+                provided |= set(cls.arms)
+                break
+    return blocks
+
+
+def block_arms(listed: Sequence[Any]) -> dict[str, str]:
+    """{arm: block name} of the blocks ``listed`` in ``arms.blocks`` and of every available
+    block that loads (a listed block wins): the arms a config may name besides the base table's."""
+    out: dict[str, str] = {}
+    for i, spec in enumerate(_listed({"blocks": listed})):
+        block = make_block(spec, f"arms.blocks[{i}]")
+        out.update({arm: block.name for arm in block.arms})
+    for name in available_blocks():
+        for arm in getattr(_loadable(name, "arms.blocks"), "arms", ()):
+            out.setdefault(arm, name)
+    return out
+
+
+# ---- computing, caching, joining ------------------------------------------------------------
+@dataclass
+class BlockBuild:
+    name: str
+    key: str
+    path: Path
+    sha256: str
+    columns: list[str] = field(default_factory=list)
+    chunks_computed: int = 0
+    chunks_reused: int = 0
+
+
+def _owned(block: ArmBlock, column: str) -> bool:
+    if column in ALLOWED_SHARED or column.startswith("feat."):
+        return True
+    return any(column.startswith(f"{arm}.") for arm in block.arms)
+
+
+def _check_output(block: ArmBlock, rows: pd.DataFrame, out: Any, existing: Sequence[str]) -> pd.DataFrame:
+    label = f"arm block {block.name!r} ({type(block).__module__}.{type(block).__qualname__})"
+    if not isinstance(out, pd.DataFrame):
+        raise HarnessError(f"{label}: compute() returned {type(out).__name__}, expected a pandas DataFrame")
+    if "qid" not in out.columns:
+        raise HarnessError(f"{label}: compute() output has no 'qid' column")
+    if len(out) != len(rows) or set(out["qid"]) != set(rows["qid"]) or out["qid"].duplicated().any():
+        raise HarnessError(f"{label}: compute() must return exactly one row per input question "
+                           f"({len(rows)} in, {len(out)} out)")
+    foreign = [c for c in out.columns if not _owned(block, c)]
+    if foreign:
+        raise HarnessError(f"{label}: writes column(s) {foreign[:5]} outside its arms {list(block.arms)} "
+                           "(columns are '<arm>.<field>' or 'feat.<name>')")
+    taken = [c for c in out.columns if c != "qid" and c in set(existing)]
+    if taken:
+        raise HarnessError(f"{label}: column(s) {taken[:5]} already come from another block")
+    return out.set_index("qid").loc[list(rows["qid"])].reset_index()
+
+
+def build_block(block: ArmBlock, inputs: pd.DataFrame, dataset: Any, *, base_key: str,
+                required_keys: Mapping[str, str], cache_dir: Path | None = None) -> tuple[pd.DataFrame, BlockBuild]:
+    """Load ``block``'s verified cached columns, or compute them chunk by chunk (resumable).
+    ``inputs``: ``qid`` and the columns of the blocks it requires."""
+    from harness.retrieval.table import _write_parquet, read_part, read_verified_parquet
+
+    key = digest_of({"base": base_key, "requires": dict(sorted(required_keys.items())), "block": block.identity()})
+    folder = (Path(cache_dir) if cache_dir is not None else cache_root() / "blocks") / block.name / key
+    path = folder / "block.parquet"
+    existing = [c for c in inputs.columns]
+
+    def finished() -> tuple[pd.DataFrame, dict] | None:
+        try:
+            return read_verified_parquet(path, key)
+        except FileNotFoundError:
+            return None
+        except CacheCorrupt as exc:
+            move_aside(exc.path, exc.reason)
+            return None
+
+    got = finished() if path.exists() else None
+    if got is not None:
+        frame, record = got
+        return frame, BlockBuild(block.name, key, path, record["sha256"], [c for c in frame.columns if c != "qid"])
+    folder.mkdir(parents=True, exist_ok=True)
+    with file_lock(folder / ".lock"):
+        got = finished() if path.exists() else None
+        if got is not None:
+            frame, record = got
+            return frame, BlockBuild(block.name, key, path, record["sha256"], [c for c in frame.columns if c != "qid"])
+        rows = inputs.sort_values("qid", kind="stable").reset_index(drop=True)
+        size = max(1, int(block.chunk_size))
+        parts, computed, reused = [], 0, 0
+        for i, start in enumerate(range(0, len(rows), size)):
+            chunk = rows.iloc[start:start + size].reset_index(drop=True)
+            chunk_path = folder / "chunks" / f"chunk-{i:05d}.parquet"
+            ids = digest_of(list(chunk["qid"]))
+            part = read_part(chunk_path, key, "qids", ids)
+            if part is None:
+                part = _check_output(block, chunk, block.compute(chunk.copy(), dataset), existing)
+                _write_parquet(chunk_path, part, key=key, qids=ids, chunk=i)
+                computed += 1
+            else:
+                reused += 1
+            parts.append(part)
+        frame = pd.concat(parts, ignore_index=True).sort_values("qid", kind="stable").reset_index(drop=True)
+        record = _write_parquet(path, frame, key=key)
+        frame, record = read_verified_parquet(path, key)  # read back: cold and warm give equal dtypes
+    return frame, BlockBuild(block.name, key, path, record["sha256"], [c for c in frame.columns if c != "qid"],
+                             computed, reused)
+
+
+def add_blocks(table: pd.DataFrame, blocks: Sequence[ArmBlock], dataset: Any, *, base_key: str,
+               cache_dir: Path | None = None) -> tuple[pd.DataFrame, list[BlockBuild]]:
+    """The base ``table`` joined (by ``qid``) with each block, in an order that puts every
+    block after the blocks it requires. Returns the joined table and what each block built."""
+    by_name = {b.name: b for b in blocks}
+    if len(by_name) != len(blocks):
+        raise ConfigError("arms.blocks", f"a block is listed twice: {[b.name for b in blocks]}")
+    order: list[ArmBlock] = []
+    done: set[str] = {BASE}
+
+    def visit(block: ArmBlock, trail: tuple[str, ...]) -> None:
+        if block.name in done:
+            return
+        if block.name in trail:
+            raise ConfigError("arms.blocks", f"blocks require each other in a cycle: {' -> '.join(trail + (block.name,))}")
+        for req in block.requires:
+            if req not in done:
+                if req not in by_name:
+                    raise ConfigError("arms.blocks", f"arm block {block.name!r} requires block {req!r}; add it to arms.blocks")
+                visit(by_name[req], trail + (block.name,))
+        done.add(block.name)
+        order.append(block)
+
+    for b in blocks:
+        visit(b, ())
+    keys: dict[str, str] = {BASE: base_key}
+    owned: dict[str, list[str]] = {BASE: [c for c in table.columns if c != "qid"]}
+    builds: list[BlockBuild] = []
+    joined = table
+    for block in order:
+        # a block sees only what it requires: its key covers exactly what it read
+        seen = ["qid", *[c for r in block.requires for c in owned[r]]]
+        frame, build = build_block(block, joined[seen], dataset, base_key=base_key,
+                                   required_keys={r: keys[r] for r in block.requires}, cache_dir=cache_dir)
+        clash = [c for c in frame.columns if c != "qid" and c in joined.columns]
+        if clash:
+            raise HarnessError(f"arm block {block.name!r}: column(s) {clash[:5]} already come from another block")
+        joined = joined.merge(frame, on="qid", how="left", validate="one_to_one")
+        keys[block.name] = build.key
+        owned[block.name] = build.columns
+        builds.append(build)
+    return joined, builds
+
+
+def joined_key(base_key: str, builds: Sequence[BlockBuild]) -> str:
+    """The key of a joined table: the base key alone without blocks (so today's tables keep
+    their keys), else the digest of the base key and every block's key."""
+    if not builds:
+        return base_key
+    return digest_of({"base": base_key, "blocks": {b.name: b.key for b in builds}})

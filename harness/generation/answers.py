@@ -1,0 +1,171 @@
+"""Answer quality (SPEC section 7; seed 003's correctness rule).
+
+* ``normalize_answer``: the SQuAD v1.1 normalisation, in the official order: lowercase, drop
+  every ``string.punctuation`` character, replace the articles a/an/the (whole words) by a
+  space, collapse whitespace.
+* ``exact_match`` / ``token_f1``: the SQuAD v1.1 definitions, each the **maximum over the
+  reference answers**. F1 is the harmonic mean of token precision and recall over the multiset
+  intersection of whitespace tokens; as in the official v1.1 script, F1 is 0 whenever the
+  intersection is empty (so an empty prediction against an empty reference has EM 1, F1 0;
+  references are never empty in the datasets).
+* ``correct`` = EM == 1 or F1 >= 0.8 (seed 003: "exact match or token F1 above 0.80"; the
+  boundary 0.8 itself counts as correct).
+* **Citations** such as ``[2]`` or ``[1, 3]`` are removed before scoring (the RAG prompt asks
+  for them; they are not part of the answer).
+* **Abstention** (SPEC section 7): an answer whose normalised text starts with "insufficient
+  evidence" (the prompt's exact string ``"Insufficient evidence."``, tolerating a trailing
+  citation or remark) counts as wrong (EM = F1 = 0) unless the question is unanswerable, where
+  it counts as right (EM = F1 = 1). A question is unanswerable when the caller says so, or by
+  default when any reference answer normalises to "unanswerable" (QASPER's convention in
+  ``harness.data.qasper``: an annotator who marked it unanswerable). A non-abstaining answer to
+  such a question is scored against the references as they are.
+* **Yes/no questions** (``boolean``; by default: every reference normalises to "yes" or "no"):
+  the answer is mapped to ``yes`` / ``no`` / ``other`` by its first normalised word
+  (``yes_no_label``); ``correct`` is then yes/no accuracy (the label equals a reference label),
+  while EM and F1 are still reported on the text.
+* ``quality``: the continuous answer quality Q in [0, 1] for SPEC section 7's gain: token F1,
+  or yes/no accuracy for boolean questions.
+* ``utility_class``: seed 003's u in {-1, 0, +1} of RAG over no-retrieval:
+  ``int(correct_rag) - int(correct_no_retrieval)``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from dataclasses import asdict, dataclass
+from typing import Iterable, Sequence
+
+from harness.generation.prompts import ABSTAIN
+from harness.text import overlap_f1
+
+CORRECT_F1 = 0.8
+_PUNCT = frozenset(string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_CITATION = re.compile(r"\[\s*\d+(?:\s*(?:[,;]|-|–|and)\s*\d+)*\s*\]")
+
+
+def normalize_answer(s: str) -> str:
+    """SQuAD v1.1 answer normalisation (lower, punctuation, articles, whitespace)."""
+    s = s.lower()
+    s = "".join(ch for ch in s if ch not in _PUNCT)
+    s = _ARTICLES.sub(" ", s)
+    return " ".join(s.split())
+
+
+_ABSTAIN_NORM = normalize_answer(ABSTAIN)  # "insufficient evidence"
+
+
+def strip_citations(text: str) -> str:
+    """Remove bracketed numeric citations (``[2]``, ``[1, 3]``, ``[2-4]``) and tidy spaces."""
+    out = _CITATION.sub(" ", text)
+    out = re.sub(r"\s+([.,;:!?])", r"\1", out)
+    return " ".join(out.split())
+
+
+def exact_match(prediction: str, golds: Iterable[str]) -> float:
+    """1.0 if the normalised prediction equals any normalised reference, else 0.0."""
+    p = normalize_answer(prediction)
+    return float(any(p == normalize_answer(g) for g in golds))
+
+
+def token_f1(prediction: str, golds: Iterable[str]) -> float:
+    """Best SQuAD v1.1 token F1 of the prediction over the references (0.0 with none)."""
+    p = normalize_answer(prediction).split()
+    return max((overlap_f1(p, normalize_answer(g).split()) for g in golds), default=0.0)
+
+
+def is_correct(em: float, f1: float) -> bool:
+    """Seed 003: exact match, or token F1 of at least 0.8."""
+    return em == 1.0 or f1 >= CORRECT_F1
+
+
+def is_abstention(text: str) -> bool:
+    """True if the answer is the abstention string (normalised prefix match, citations removed)."""
+    n = normalize_answer(strip_citations(text))
+    return n == _ABSTAIN_NORM or n.startswith(_ABSTAIN_NORM + " ")
+
+
+def yes_no_label(text: str) -> str:
+    """``"yes"``, ``"no"`` or ``"other"``: the first normalised word of the answer."""
+    if is_abstention(text):
+        return "other"
+    words = normalize_answer(strip_citations(text)).split()
+    if words and words[0] in ("yes", "no"):
+        return words[0]
+    return "other"
+
+
+def is_boolean_reference(golds: Sequence[str]) -> bool:
+    """True if there is at least one reference and every one normalises to yes or no."""
+    norm = [normalize_answer(g) for g in golds]
+    return bool(norm) and all(n in ("yes", "no") for n in norm)
+
+
+def is_unanswerable_reference(golds: Sequence[str]) -> bool:
+    """True if any reference normalises to "unanswerable" (QASPER's convention)."""
+    return any(normalize_answer(g) == "unanswerable" for g in golds)
+
+
+@dataclass(frozen=True)
+class AnswerScore:
+    em: float
+    f1: float
+    correct: bool
+    abstained: bool
+    boolean: bool
+    unanswerable: bool
+    yes_no: str | None = None  # the mapped label, for boolean questions
+    quality: float = 0.0  # Q in [0, 1]: F1, or yes/no accuracy for boolean questions
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def score_answer(
+    prediction: str,
+    golds: Sequence[str],
+    *,
+    boolean: bool | None = None,
+    unanswerable: bool | None = None,
+) -> AnswerScore:
+    """Score one generated answer against the reference answers (see the module docstring)."""
+    golds = [str(g) for g in golds]
+    if boolean is None:
+        boolean = is_boolean_reference(golds)
+    if unanswerable is None:
+        unanswerable = is_unanswerable_reference(golds)
+    cleaned = strip_citations(prediction)
+    abstained = is_abstention(cleaned)
+    if abstained:
+        v = 1.0 if unanswerable else 0.0
+        return AnswerScore(
+            em=v, f1=v, correct=bool(v), abstained=True, boolean=boolean,
+            unanswerable=unanswerable, yes_no="other" if boolean else None, quality=v,
+        )
+    em = exact_match(cleaned, golds)
+    f1 = token_f1(cleaned, golds)
+    if boolean:
+        label = yes_no_label(cleaned)
+        gold_labels = {normalize_answer(g) for g in golds}
+        ok = label in gold_labels
+        return AnswerScore(
+            em=em, f1=f1, correct=ok, abstained=False, boolean=True,
+            unanswerable=unanswerable, yes_no=label, quality=float(ok),
+        )
+    ok = is_correct(em, f1)
+    return AnswerScore(
+        em=em, f1=f1, correct=ok, abstained=False, boolean=False,
+        unanswerable=unanswerable, yes_no=None, quality=f1,
+    )
+
+
+def utility_class(rag_correct: bool, no_retrieval_correct: bool) -> int:
+    """Seed 003's u in {-1, 0, +1}: +1 RAG right and memory wrong, -1 the reverse, else 0."""
+    return int(bool(rag_correct)) - int(bool(no_retrieval_correct))
+
+
+def quality_gain(q_extra: float, q_base: float, eps: float = 0.01) -> float:
+    """SPEC section 7's continuous gain: log((Q_extra + eps) / (Q_base + eps))."""
+    return math.log((q_extra + eps) / (q_base + eps))

@@ -1,0 +1,162 @@
+"""The three built-in protocols (SPEC 5-7) as ``Protocol`` plugins.
+
+Each adapter reads its settings from the job config (the shared ``protocol`` keys, and protocol
+B's ``budget`` group), runs the protocol's function and says what to log: metrics, tables (by
+the artifact names the sweep's decision table and the report read), series and plots. The
+numbers are those of the functions; nothing is computed here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from harness.io import cache_root, digest_of
+from harness.protocols.registry import Protocol, ProtocolContext, ProtocolResult, Table
+
+
+class ThresholdProtocol(Protocol):
+    """Protocol A: grouped-CV tau on development, frozen, evaluated once on held-out."""
+
+    name = "threshold"
+
+    def run(self, task, factory, ctx: ProtocolContext) -> ProtocolResult:
+        from harness.protocols.threshold import run_threshold_protocol
+
+        p = ctx.protocol
+        res = run_threshold_protocol(
+            task, factory, cost=ctx.cost, seed=ctx.seed, dev_frac=float(p["dev_frac"]),
+            n_folds=int(p["n_folds"]), n_boot=int(p["n_boot"]), freeze_dir=Path(ctx.artifact_dir) / "frozen",
+            repeats=int(p["repeats"]), nested_folds=int(p["nested_folds"]),
+            alpha=float(p["alpha"]), power=float(p["power"]),
+        )
+        if ctx.where:  # the summary names where the run keeps the freeze, not a temporary folder
+            res.frozen["shown_as"] = f"artifacts 'frozen/' of {ctx.where}"
+        digests = res.frozen.get("sha256", {})
+        return ProtocolResult(
+            metrics=res.metrics, summary=res.summary(), raw=res,
+            tables={"decisions": Table(res.decisions, preview=True, per_question=True)},
+            tags={f"route_bench.frozen_sha256.{k}": v for k, v in digests.items()},
+        )
+
+
+class BudgetProtocol(Protocol):
+    """Protocol B: budgets, exact / deployable / conservative frontiers over seeded halves."""
+
+    name = "budget"
+
+    def run(self, task, factory, ctx: ProtocolContext) -> ProtocolResult:
+        from harness.protocols.budget import run_budget_protocol
+
+        p, b = ctx.protocol, ctx.cfg["budget"]
+        res = run_budget_protocol(
+            task, factory, budgets=tuple(float(x) for x in b["grid"]), n_splits=int(b["n_splits"]),
+            seed=ctx.seed, cost=ctx.cost, dkw_delta=float(b["dkw_delta"]), tol=float(b["tol"]),
+            calibration=str(b["calibration"]), cal_folds=int(b["cal_folds"]),
+            min_discordant=int(p["min_discordant"]), alpha=float(p["alpha"]),
+        )
+        tables = {"frontiers": Table(res.frontiers)}
+        if res.decisions is not None:
+            # per test question, split, budget and frontier: run probability, expected utility;
+            # the sweep's decision table pairs policies on it
+            tables["budget_decisions"] = Table(res.decisions, per_question=True)
+        cfg = ctx.cfg
+        return ProtocolResult(
+            metrics=res.metrics, summary=res.summary(), raw=res, tables=tables,
+            series=frontier_series(res.frontiers, task.metric),
+            plots={"frontier.png": lambda path: frontier_png(res.frontiers, path, task.metric, cfg)},
+        )
+
+
+class GainProtocol(Protocol):
+    """Protocol C: how well scores predict the gain; selective use and gap closed."""
+
+    name = "gain"
+
+    def run(self, task, factory, ctx: ProtocolContext) -> ProtocolResult:
+        from harness.protocols.gain import run_gain_protocol
+
+        p = ctx.protocol
+        threshold = p.get("gain_threshold")
+        res = run_gain_protocol(
+            task, factory, seed=ctx.seed, threshold=None if threshold is None else float(threshold),
+            n_folds=int(p["n_folds"]), n_boot=int(p["n_boot"]), min_discordant=int(p["min_discordant"]),
+            alpha=float(p["alpha"]), power=float(p["power"]),
+        )
+        tables = {f"gain_{name}": Table(frame, preview=True, per_question=True) for name, frame in res.tables.items()}
+        return ProtocolResult(metrics=res.metrics, summary=res.summary(), raw=res, tables=tables)
+
+
+# ---- protocol B's series and plot -------------------------------------------------------------
+FRONTIER_COLUMNS = {
+    "outcome": None,  # named by the task metric
+    "utility": "utility",
+    "realized_usage": "realized_usage",
+    "usage_error": "usage_error",
+    "violated": "violation_rate",
+    "overshoot": "tolerance_overshoot_rate",
+    "random_matched": "random_matched",
+    "oracle_matched": "oracle_matched",
+}
+
+
+def frontier_series(frontiers, metric: str) -> list[tuple[str, float, int]]:
+    """``frontier/<frontier>/<column>`` per budget (mean over splits), step = budget in percent.
+
+    A fixed decision's rows (``fixed``: always-keep / always-extra, no budget) are not a
+    frontier and log no series; their point is in the scalar metrics ``budget/fixed/...``.
+    """
+    if "fixed" in frontiers.columns:
+        frontiers = frontiers[~frontiers["fixed"].astype(bool)]
+    cols = [c for c in FRONTIER_COLUMNS if c in frontiers.columns]
+    if frontiers.empty or not cols:
+        return []
+    frontiers = frontiers.assign(**{c: frontiers[c].astype(float) for c in cols})
+    means = frontiers.groupby(["frontier", "budget"], sort=True)[cols].mean()
+    series = []
+    for (frontier, budget), row in means.iterrows():
+        step = int(round(float(budget) * 100))
+        for col in cols:
+            series.append((f"frontier/{frontier}/{FRONTIER_COLUMNS[col] or metric}", float(row[col]), step))
+    return series
+
+
+def frontier_png(frontiers, target: Path, metric: str, cfg: Mapping[str, Any]) -> Path:
+    """Write the frontier plot, reusing a cached PNG keyed by the plotted numbers.
+
+    Why: drawing costs more than the rest of the logging, and the plot (outcome vs usage) does
+    not depend on the cost, so the jobs of one policy at several costs draw the same picture.
+    The key also names the drawing's version (``plot_style``, bumped when ``harness.plots``
+    draws differently, e.g. a fixed decision as one point), so a changed style never reuses an
+    old picture.
+
+    The cached PNG is trusted only through its ``.sha256`` sidecar (``harness.io``): a corrupt
+    one is reported, moved aside and redrawn, and the copy in the run must match the recorded
+    digest. Where the cache cannot be written the plot is drawn straight into ``target``.
+    """
+    from harness.errors import HarnessError
+    from harness.io import CacheCorrupt, atomic_write, atomic_write_bytes, ensure_verified, sha256_bytes, verify_file
+    from harness.plots import frontier_points, plot_frontiers
+
+    plot_style = 3  # 3: split-sd bands, random and oracle references, fixed points
+    title = f"{cfg['policy'].get('name', 'policy')} seed={cfg['seed']}"
+    points = frontier_points(frontiers).to_dict("list")
+    # "file": cached PNGs carry a digest sidecar since 2; older unverified ones are not read
+    key = digest_of({"points": points, "metric": metric, "title": title, "style": plot_style, "file": 2})
+
+    def draw(path: Path) -> None:
+        plot_frontiers(frontiers, path, metric=metric, title=title)
+
+    try:
+        cached = cache_root() / "app" / "plots" / f"{key[:24]}.png"
+        ensure_verified(cached, draw, key=key, what="redrawn")
+        data = cached.read_bytes()
+        if sha256_bytes(data) != verify_file(cached, key=key)["sha256"]:  # replaced while read
+            raise OSError("cached plot changed while it was read")
+    except (OSError, HarnessError, CacheCorrupt):  # read-only or unusable cache: draw for this run only
+        atomic_write(target, draw)
+        return Path(target)
+    atomic_write_bytes(target, data)
+    return Path(target)
+
+

@@ -1,0 +1,217 @@
+"""Protocols as plugins: one base class, one result type, found by name.
+
+Why: the app should not know which protocols exist. A job runs the protocols its config lists
+(``protocol.run``), each returns a ``ProtocolResult`` (metrics, tables, series, plots, summary),
+and the app logs whatever came back the same way, so a fourth protocol is one file.
+
+A protocol is a class with a ``name`` and ``run(task, factory, ctx)``; its settings are the
+shared ``protocol`` keys (``ctx.cfg["protocol"]``) plus its own node ``protocol.settings.<name>``,
+typed by an optional dataclass ``Config`` (unknown or mistyped keys are a ConfigError naming the
+key) and handed over as ``ctx.settings``.
+Found like policies and arm blocks: the built-ins below, then the entry-point group
+``rag_route_bench.protocols`` (``my_protocol = "my_pkg:MyProtocol"``).
+
+Artifacts: each table is written as ``<table name>.parquet`` (and ``.csv`` when ``preview``, so
+the MLflow UI previews it); per-question tables (``per_question``) are skipped when
+``tracking.log_decisions`` is false; plots are drawn into ``<plot name>`` unless
+``tracking.log_plots`` is false. Table and plot names are the artifact names the sweep's decision
+table and the report read (``decisions.parquet``, ``frontiers.parquet``, ...), so they are part
+of the contract.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Mapping
+
+import pandas as pd
+
+from harness.errors import ConfigError, HarnessError, did_you_mean
+from harness.plugins import entry_points, import_class, plugin_class
+
+ENTRY_POINT_GROUP = "rag_route_bench.protocols"
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table artifact: ``frame`` as Parquet; ``preview``: also as CSV; ``per_question``: one
+    row per question (skipped when ``tracking.log_decisions`` is false)."""
+
+    frame: pd.DataFrame
+    preview: bool = False
+    per_question: bool = False
+
+
+@dataclass
+class ProtocolResult:
+    """What a protocol hands back to the app (module docstring)."""
+
+    metrics: dict[str, float]
+    summary: str
+    tables: dict[str, Table] = field(default_factory=dict)
+    series: list[tuple[str, float, int]] = field(default_factory=list)  # (name, value, step)
+    plots: dict[str, Callable[[Path], Path]] = field(default_factory=dict)  # file name -> draw(path)
+    tags: dict[str, str] = field(default_factory=dict)  # run tags (e.g. digests of frozen files)
+    raw: Any = None  # the protocol's own result object (ThresholdResult, BudgetResult, ...)
+
+
+@dataclass(frozen=True)
+class ProtocolContext:
+    """What a protocol may read besides the task and the policy factory."""
+
+    cfg: Mapping[str, Any]  # the job's resolved config (plain dict)
+    artifact_dir: Path  # files written here end up in the run's artifacts
+    settings: Any = None  # ``protocol.settings.<name>`` checked against the protocol's ``Config``
+    where: str | None = None  # how summaries name the run's artifacts ("run <id>"), if known
+
+    @property
+    def seed(self) -> int:
+        return int(self.cfg["seed"])
+
+    @property
+    def cost(self) -> float:
+        return float(self.cfg["cost"]["c"])
+
+    @property
+    def protocol(self) -> Mapping[str, Any]:
+        return self.cfg["protocol"]
+
+
+class Protocol(abc.ABC):
+    """Base class of protocols (module docstring)."""
+
+    name: ClassVar[str] = "protocol"
+    Config: ClassVar[type | None] = None  # a dataclass typing ``protocol.settings.<name>``
+    version: ClassVar[str] = "1"  # bump when the numbers change: part of a job's skip key
+
+    @abc.abstractmethod
+    def run(self, task: Any, factory: Callable[[], Any], ctx: ProtocolContext) -> ProtocolResult:
+        """Evaluate the policies ``factory`` makes on ``task``."""
+
+
+def _type_problem(kind: Any, value: Any) -> str | None:
+    """Why ``value`` is not a ``kind`` (None when it is, or when ``kind`` is not one this check
+    knows: bool, int, float, str, Optional[...], list[...] / List[...], tuple[...])."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin is typing.Union:
+        if value is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        problems = [_type_problem(a, value) for a in options]
+        return None if any(p is None for p in problems) else problems[0]
+    if kind is bool:
+        return None if isinstance(value, bool) else "must be true or false"
+    if kind is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        return None if ok or (isinstance(value, float) and value.is_integer()) else "must be an integer"
+    if kind is float:
+        return None if isinstance(value, (int, float)) and not isinstance(value, bool) else "must be a number"
+    if kind is str:
+        return None if isinstance(value, str) else "must be a string"
+    if kind in (list, tuple) or origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            return "must be a list"
+        inner = args[0] if args else None
+        for i, item in enumerate(value):
+            problem = _type_problem(inner, item) if inner is not None else None
+            if problem:
+                return f"item {i}: {problem}"
+    return None
+
+
+def settings_of(protocol: Protocol, node: Any) -> Any:
+    """``protocol.settings.<name>`` checked against the protocol's ``Config`` dataclass: unknown
+    keys, wrong types and values the Config refuses (``__post_init__``) are a ConfigError under
+    the real key; None without a Config."""
+    cls = protocol.Config
+    prefix = f"protocol.settings.{protocol.name}"
+    if node is not None and not isinstance(node, Mapping):
+        raise ConfigError(prefix, f"must be a mapping of settings (protocol.settings.{protocol.name}.<key>=...), got {node!r}")
+    values = dict(node or {})
+    if cls is None:
+        if values:
+            raise ConfigError(prefix, f"protocol {protocol.name!r} takes no settings, got {sorted(values)}")
+        return None
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    try:  # string annotations (``from __future__ import annotations``) resolved to types
+        hints = typing.get_type_hints(cls)
+    except Exception:  # noqa: BLE001 - an unresolvable annotation is simply not type-checked here
+        hints = {}
+    for key, value in values.items():
+        if key not in fields:
+            raise ConfigError(f"{prefix}.{key}", f"unknown setting{did_you_mean(key, fields)} "
+                                                 f"(settings: {', '.join(fields) or 'none'})")
+        problem = _type_problem(hints.get(key, fields[key].type), value)
+        if problem:
+            raise ConfigError(f"{prefix}.{key}", f"{problem}, got {value!r}")
+    try:
+        return cls(**values)
+    except (TypeError, ValueError, AssertionError) as exc:
+        raise ConfigError(prefix, f"{type(exc).__name__}: {exc}") from None
+
+
+# names the app writes itself: a protocol's tables and plots may not take them
+RESERVED_ARTIFACTS = ("config.yaml", "summary.txt", "error.txt", "frozen")
+
+
+def check_results(results: Mapping[str, ProtocolResult]) -> None:
+    """Two protocols of one job never write the same metric, artifact or tag, and artifacts are
+    plain file names the app does not use itself: a HarnessError names both protocols (a clash
+    would silently overwrite numbers the sweep's tables read)."""
+    import re
+
+    seen: dict[tuple[str, str], str] = {}
+    for name, result in results.items():
+        files = [f"{t}.parquet" for t in result.tables] + [f"{t}.csv" for t, tab in result.tables.items() if tab.preview]
+        files += list(result.plots)
+        for f in files:
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", f) or f in RESERVED_ARTIFACTS:
+                raise HarnessError(f"protocol {name!r}: artifact name {f!r} is not allowed (a plain file name, "
+                                   f"not one of {', '.join(RESERVED_ARTIFACTS)})")
+        items = [("metric", m) for m in result.metrics] + [("artifact", f) for f in files]
+        items += [("tag", t) for t in result.tags] + [("series", n) for n, _, _ in result.series]
+        for kind, item in dict.fromkeys(items):
+            other = seen.setdefault((kind, item), name)
+            if other != name and not (kind == "metric" and _shared_metric(item, results, other, name)):
+                raise HarnessError(f"protocols {other!r} and {name!r} both write the {kind} {item!r}")
+
+
+def _shared_metric(metric: str, results: Mapping[str, ProtocolResult], a: str, b: str) -> bool:
+    """A metric two protocols may both report: the same value of a job setting (e.g. ``cost``)."""
+    return results[a].metrics[metric] == results[b].metrics[metric] and metric in ("cost", "n/questions")
+
+
+# ---- finding protocols --------------------------------------------------------------------------
+BUILTIN_PROTOCOLS = {
+    "threshold": "harness.protocols.builtin:ThresholdProtocol",
+    "budget": "harness.protocols.builtin:BudgetProtocol",
+    "gain": "harness.protocols.builtin:GainProtocol",
+}
+
+
+def protocol_names() -> list[str]:
+    """Every protocol a config may name: built-ins first, then installed plugins."""
+    return [*BUILTIN_PROTOCOLS, *sorted(n for n in entry_points(ENTRY_POINT_GROUP) if n not in BUILTIN_PROTOCOLS)]
+
+
+def make_protocol(name: str, key: str = "protocol.run") -> Protocol:
+    """The protocol called ``name`` (built-in, else entry point), ready to run."""
+    if name in BUILTIN_PROTOCOLS:
+        cls = import_class(BUILTIN_PROTOCOLS[name], Protocol, key, "protocol")
+    else:
+        cls = plugin_class(ENTRY_POINT_GROUP, name, Protocol, key, "protocol", protocol_names())
+    try:
+        protocol = cls()
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(key, f"protocol {name!r} cannot be made without arguments: {exc}; settings belong in "
+                               "its Config (protocol.settings.<name>)") from None
+    if protocol.Config is not None and not dataclasses.is_dataclass(protocol.Config):
+        raise ConfigError(key, f"protocol {name!r}: Config must be a dataclass")
+    if protocol.name != name:
+        raise HarnessError(f"protocol class {cls.__module__}.{cls.__qualname__} calls itself {protocol.name!r}, "
+                           f"registered as {name!r}")
+    return protocol

@@ -1,0 +1,369 @@
+"""``check_policy``: does a policy keep the contract the harness relies on?
+
+Like scikit-learn's ``check_estimator``: run it on a built-in, on a plugin, or on the policy you
+are writing, before a sweep spends an hour on it. Each failed check raises one
+:class:`PolicyCheckError` naming the policy and the check; the checks, in order:
+
+``features``
+    ``features`` is a tuple (or list) of distinct names, each a column of the check table.
+``get_params``
+    ``get_params()`` returns every constructor parameter, and ``type(p)(**p.get_params())`` is
+    a new policy with the same parameters (what the harness does for every fold).
+``fit_score``
+    ``fit`` (trainable policies only, as in the harness) and ``score`` run on the check table.
+``one_score_per_row``
+    ``score`` returns a 1-D array with one value per row of X.
+``finite_scores``
+    every score is finite (the harness refuses NaN and +-inf).
+``inputs_untouched``
+    the frame, ``delta``, ``groups`` and the ScoreContext arrays given to ``fit``/``score`` are
+    unchanged afterwards.
+``params_unchanged_by_fit``
+    ``get_params()`` is the same after ``fit`` (fitted values go to attributes ending in ``_``).
+``deterministic_fit``
+    two new instances fitted with the same seed on the same rows score bit-identically and
+    have the same state.
+``declared_features_only``
+    fitted and scored on a frame with extra, undeclared columns, the scores equal those on the
+    frame holding only the declared columns, and stay equal when the undeclared columns are
+    shuffled; a policy that fails on the declared columns alone but not on the wider frame
+    reads a column it does not declare. (Select your columns by name: the harness passes
+    exactly the declared ones, in declared order, but a check cannot tell position from name.)
+``row_independence``
+    the scores of a subset of rows are that subset of the scores, and permuting the rows
+    permutes the scores (``rtol`` 1e-12: matrix products may round differently by block).
+``state_round_trip``
+    ``get_state()`` is strict JSON (:func:`policies.base.check_json_state`), and a new instance
+    given that state through JSON text scores bit-identically and returns the same state.
+
+The check table is the harness's synthetic outcome table (``harness.synthetic``; 40 documents,
+200 questions): even-numbered documents to fit, odd ones to score. Pass ``table=`` for a
+policy that reads features the synthetic table lacks, and ``missing_values=True`` to put NaN
+and +-inf into the declared feature columns (the built-ins impute them; a policy whose features
+are never missing need not).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+import pandas as pd
+
+from harness.errors import HarnessError
+from harness.io import canonical_json
+from harness.task import RoutingTask
+from policies.base import Policy, ScoreContext, check_json_state
+
+CHECKS = (
+    "features",
+    "get_params",
+    "fit_score",
+    "one_score_per_row",
+    "finite_scores",
+    "inputs_untouched",
+    "params_unchanged_by_fit",
+    "deterministic_fit",
+    "declared_features_only",
+    "row_independence",
+    "state_round_trip",
+)
+ROW_RTOL = 1e-12
+
+
+class PolicyCheckError(HarnessError, AssertionError):
+    """One failed contract check; ``policy`` and ``check`` name what failed."""
+
+    def __init__(self, policy: str, check: str, detail: str):
+        self.policy, self.check, self.detail = policy, check, detail
+        super().__init__(f"check_policy: policy {policy} fails check {check!r}: {detail}")
+
+
+def _label(policy: Policy) -> str:
+    return f"{getattr(policy, 'name', 'policy')!r} ({type(policy).__module__}.{type(policy).__qualname__})"
+
+
+@contextlib.contextmanager
+def _check(policy: Policy, name: str, doing: str = "") -> Iterator[None]:
+    """Turn any failure inside into a PolicyCheckError naming the policy and the check."""
+    try:
+        yield
+    except PolicyCheckError:
+        raise
+    except _Fail as exc:
+        raise PolicyCheckError(_label(policy), name, str(exc)) from None
+    except Exception as exc:  # the policy raised
+        where = f" {doing}" if doing else ""
+        raise PolicyCheckError(_label(policy), name, f"raised{where}: {type(exc).__name__}: {exc}") from exc
+
+
+class _Fail(Exception):
+    """A check's own finding (not an exception of the policy)."""
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    try:
+        return bool(a == b)
+    except Exception:
+        return repr(a) == repr(b)
+
+
+@dataclass
+class _Part:
+    """One side of the split: the task and the frames a policy sees."""
+
+    task: RoutingTask
+    narrow: pd.DataFrame  # the declared columns, in declared order (what the harness passes)
+    wide: pd.DataFrame  # every column of the table plus a noise column, declared ones among them
+
+
+def _split(table: pd.DataFrame, features: tuple[str, ...], seed: int, missing_values: bool) -> tuple[_Part, _Part]:
+    task = RoutingTask.from_table(table, source="the check table")
+    if missing_values and features and len(task.qids) >= 12:
+        feats = task.features.copy()
+        for j, name in enumerate(features):
+            col = feats[name].to_numpy(dtype=float, copy=True)
+            col[[j % 3, 3 + j % 4]] = np.nan
+            col[7 + j % 3] = np.inf
+            col[10 + j % 2] = -np.inf
+            feats[name] = col
+        task = dataclasses.replace(task, features=feats)
+    docs = sorted(set(task.groups.tolist()))
+    even = {d for i, d in enumerate(docs) if i % 2 == 0}
+    is_dev = np.array([g in even for g in task.groups])
+    rng = np.random.default_rng(seed)
+    parts = []
+    for idx in (np.flatnonzero(is_dev), np.flatnonzero(~is_dev)):
+        t = task.take(idx)
+        narrow = t.feature_matrix(features)
+        wide = t.features.copy()
+        wide["undeclared_noise"] = rng.normal(size=t.n)
+        cols = list(wide.columns)
+        rng.shuffle(cols)  # declared columns somewhere among the others, not first
+        parts.append(_Part(t, narrow, wide.loc[:, cols]))
+    return parts[0], parts[1]
+
+
+def _ctx(policy: Policy, task: RoutingTask, seed: int) -> ScoreContext:
+    return ScoreContext(qids=task.qids.copy(), seed=seed, true_delta=task.delta.copy() if policy.oracle else None)
+
+
+def _clone(policy: Policy) -> Policy:
+    new = type(policy)(**policy.get_params())
+    if "name" in vars(policy):
+        new.name = policy.name
+    return new
+
+
+def _fit(policy: Policy, X: pd.DataFrame, task: RoutingTask, seed: int) -> Policy:
+    if policy.trainable:
+        policy.fit(X, task.delta.copy(), task.groups.copy(), seed)
+    return policy
+
+
+def _score(policy: Policy, X: pd.DataFrame, task: RoutingTask, seed: int) -> np.ndarray:
+    return np.asarray(policy.score(X, _ctx(policy, task, seed)), dtype=float)
+
+
+def _state_text(policy: Policy) -> str:
+    state = policy.get_state()
+    check_json_state(getattr(policy, "name", type(policy).__name__), state)
+    return canonical_json(state)
+
+
+def check_policy(
+    policy: Policy,
+    table: pd.DataFrame | None = None,
+    *,
+    seed: int = 0,
+    missing_values: bool = False,
+) -> None:
+    """Run every contract check (see the module docstring) on a fresh copy of ``policy``.
+
+    ``policy`` itself is never fitted or changed: each check works on new instances built from
+    ``get_params()``. Returns None when all pass; raises :class:`PolicyCheckError` at the first
+    failure, naming the policy and the check.
+    """
+    from harness.synthetic import synthetic_outcome_table
+
+    if not isinstance(policy, Policy):
+        raise PolicyCheckError(repr(policy), "features", f"{type(policy).__name__} is not a policies.base.Policy")
+    if table is None:
+        table = synthetic_outcome_table(n_docs=40, questions_per_doc=5, seed=seed)
+
+    # features ------------------------------------------------------------------------------
+    with _check(policy, "features"):
+        feats = policy.features
+        if isinstance(feats, str) or not isinstance(feats, (tuple, list)):
+            raise _Fail(f"features must be a tuple of names, got {feats!r}")
+        if not all(isinstance(f, str) and f for f in feats):
+            raise _Fail(f"features must be non-empty strings, got {list(feats)!r}")
+        if len(set(feats)) != len(feats):
+            raise _Fail(f"features lists a name twice: {list(feats)!r}")
+        features = tuple(feats)
+        dev, test = _split(table, features, seed, missing_values)
+
+    # get_params ----------------------------------------------------------------------------
+    with _check(policy, "get_params"):
+        params = policy.get_params()
+        if not isinstance(params, dict) or not all(isinstance(k, str) for k in params):
+            raise _Fail(f"get_params() must return a dict with str keys, got {params!r}")
+        try:
+            twin = _clone(policy)
+        except Exception as exc:
+            raise _Fail(f"type(policy)(**get_params()) raised {type(exc).__name__}: {exc}") from exc
+        twin_params = twin.get_params()
+        diff = sorted(k for k in set(params) | set(twin_params) if not _same(params.get(k), twin_params.get(k)))
+        if diff:
+            raise _Fail(
+                f"a new instance built from get_params() has other parameters {diff}: "
+                f"{ {k: twin_params.get(k) for k in diff} } instead of { {k: params.get(k) for k in diff} }"
+            )
+        if tuple(twin.features) != features:
+            raise _Fail(f"a new instance built from get_params() reads features {list(twin.features)} instead of {list(features)}")
+
+    # fit and score on the frames the harness passes; inputs must stay as they were ---------------
+    fitted = _clone(policy)
+    fit_inputs = (dev.narrow.copy(deep=True), dev.task.delta.copy(), dev.task.groups.copy())
+    X_fit, d_fit, g_fit = dev.narrow.copy(deep=True), dev.task.delta.copy(), dev.task.groups.copy()
+    X_score = test.narrow.copy(deep=True)
+    ctx = _ctx(fitted, test.task, seed)
+    ctx_before = (ctx.qids.copy(), None if ctx.true_delta is None else ctx.true_delta.copy())
+    try:
+        doing = "in fit"
+        if fitted.trainable:
+            fitted.fit(X_fit, d_fit, g_fit, seed)
+        doing = "in score"
+        raw = fitted.score(X_score, ctx)
+    except Exception as exc:
+        # Does it work once the frame also holds undeclared columns? Then it reads one of them.
+        with _check(policy, "fit_score", doing):
+            try:
+                _score(_fit(_clone(policy), dev.wide.copy(), dev.task, seed), test.wide.copy(), test.task, seed)
+            except Exception:
+                raise exc from None
+        raise PolicyCheckError(
+            _label(policy),
+            "declared_features_only",
+            f"fails when given only its declared features {list(features)} ({type(exc).__name__}: {exc}) but not "
+            "on a frame with more columns: it reads a column it does not declare",
+        ) from exc
+    with _check(policy, "one_score_per_row"):
+        scores = np.asarray(raw, dtype=float)
+        if scores.shape != (test.task.n,):
+            raise _Fail(f"score() returned shape {scores.shape} for {test.task.n} rows; expected ({test.task.n},)")
+    with _check(policy, "finite_scores"):
+        bad = ~np.isfinite(scores)
+        if bad.any():
+            raise _Fail(f"{int(bad.sum())} of {len(scores)} scores are NaN or infinite (first at row {int(np.flatnonzero(bad)[0])})")
+    with _check(policy, "inputs_untouched"):
+        if fitted.trainable:
+            _same_frame(X_fit, fit_inputs[0], "the frame given to fit")
+            _same_array(d_fit, fit_inputs[1], "delta given to fit")
+            _same_array(g_fit, fit_inputs[2], "groups given to fit")
+        _same_frame(X_score, test.narrow, "the frame given to score")
+        _same_array(ctx.qids, ctx_before[0], "ScoreContext.qids given to score")
+        if ctx_before[1] is not None:
+            _same_array(ctx.true_delta, ctx_before[1], "ScoreContext.true_delta given to score")
+    with _check(policy, "params_unchanged_by_fit"):
+        after = fitted.get_params()
+        diff = sorted(k for k in set(params) | set(after) if not _same(params.get(k), after.get(k)))
+        if diff:
+            raise _Fail(
+                f"fit changed constructor parameter(s) {diff} (now { {k: after.get(k) for k in diff} }); "
+                "keep parameters as given and store fitted values in attributes ending with '_'"
+            )
+
+    # deterministic fit (before the checks below, which compare refits) ----------------------------
+    if policy.trainable:
+        with _check(policy, "deterministic_fit"):
+            other = _fit(_clone(policy), dev.narrow.copy(), dev.task, seed)
+            got = _score(other, test.narrow.copy(), test.task, seed)
+            if not np.array_equal(got, scores):
+                raise _Fail(f"two fits with seed {seed} on the same rows score differently ({_first_diff(scores, got)})")
+            if not _same(other.get_state(), fitted.get_state()):
+                raise _Fail(f"two fits with seed {seed} on the same rows give different states")
+
+    # declared features only ------------------------------------------------------------------
+    with _check(policy, "declared_features_only", "on a frame with undeclared columns"):
+        wide = _score(_fit(_clone(policy), dev.wide.copy(), dev.task, seed), test.wide.copy(), test.task, seed)
+        if not np.array_equal(wide, scores):
+            raise _Fail(
+                f"scores change when the frame also holds undeclared columns ({_first_diff(scores, wide)}); "
+                f"select the declared features {list(features)} by name, not by position"
+            )
+        rng = np.random.default_rng(seed + 1)
+        shuffled = []
+        for part in (dev, test):
+            frame = part.wide.copy()
+            for col in frame.columns:
+                if col not in features:
+                    frame[col] = frame[col].to_numpy()[rng.permutation(len(frame))]
+            shuffled.append(frame)
+        got = _score(_fit(_clone(policy), shuffled[0], dev.task, seed), shuffled[1], test.task, seed)
+        if not np.array_equal(got, scores):
+            raise _Fail(
+                f"scores change when undeclared columns are shuffled ({_first_diff(scores, got)}): "
+                f"the policy reads a column it does not declare (declared: {list(features)})"
+            )
+
+    # row independence ------------------------------------------------------------------------
+    with _check(policy, "row_independence"):
+        n = test.task.n
+        rng = np.random.default_rng(seed + 2)
+        for what, idx in (("a subset of the rows", np.arange(n)[::-3]), ("a permutation of the rows", rng.permutation(n))):
+            part = test.task.take(idx)
+            got = _score(fitted, test.narrow.iloc[idx].reset_index(drop=True), part, seed)
+            if got.shape != (len(idx),) or not np.allclose(got, scores[idx], rtol=ROW_RTOL, atol=ROW_RTOL):
+                raise _Fail(
+                    f"scoring {what} does not give those rows' scores ({_first_diff(scores[idx], got)}); "
+                    "a question's score must depend on its own row only"
+                )
+
+    # state round trip ------------------------------------------------------------------------
+    with _check(policy, "state_round_trip"):
+        text = _state_text(fitted)
+        rebuilt = _clone(policy)
+        rebuilt.set_state(json.loads(text))
+        got = _score(rebuilt, test.narrow.copy(), test.task, seed)
+        if not np.array_equal(got, scores):
+            raise _Fail(f"a new instance given get_state() through JSON scores differently ({_first_diff(scores, got)})")
+        again = _state_text(rebuilt)
+        if again != text:
+            raise _Fail("a new instance given get_state() returns another state from get_state()")
+
+
+def _first_diff(expected: np.ndarray, got: np.ndarray) -> str:
+    expected, got = np.asarray(expected, dtype=float), np.asarray(got, dtype=float)
+    if expected.shape != got.shape:
+        return f"{got.shape[0] if got.ndim else 0} scores instead of {len(expected)}"
+    differ = ~((expected == got) | (np.isnan(expected) & np.isnan(got)))
+    if not differ.any():
+        return "equal"
+    i = int(np.flatnonzero(differ)[0])
+    return f"{int(differ.sum())} of {len(expected)} differ, first at row {i}: {float(expected[i])!r} vs {float(got[i])!r}"
+
+
+def _same_frame(got: pd.DataFrame, before: pd.DataFrame, what: str) -> None:
+    try:
+        pd.testing.assert_frame_equal(got, before, check_exact=True)
+    except AssertionError as exc:
+        raise _Fail(f"the policy changed {what}: {' '.join(str(exc).split())[:300]}; work on a copy") from None
+
+
+def _same_array(got: np.ndarray, before: np.ndarray, what: str) -> None:
+    got = np.asarray(got)
+    if got.shape != before.shape or not np.array_equal(got, before, equal_nan=got.dtype.kind == "f"):
+        raise _Fail(f"the policy changed {what}; work on a copy")

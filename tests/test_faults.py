@@ -1,0 +1,376 @@
+"""Fault suite (issue "reliability": runs and reruns). Every scenario really runs the CLI in
+subprocesses on small data with a temporary cache and tracking store, then checks the MLflow
+store: no run is left RUNNING after Ctrl-C, SIGTERM or kill -9 (a rerun ends the stale ones
+FAILED with a reason and finishes the sweep), a mistyped sweep value opens no parent run, two
+concurrent sweeps never run a job twice, data fixed in place are not skipped, an unreachable
+server or a corrupt store ends in one line, and a killed joblib sweep leaves no worker behind.
+
+A job is made slow with the test-only policy ``tests.fault_policy.SlowKeep`` (environment
+``ROUTE_BENCH_TEST_SLOW_S``), which also drops a marker file when it starts sleeping: the cue to
+send the signal while the job runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from harness.tracking import mlflow_tracker as mt
+
+REPO = Path(__file__).resolve().parent.parent
+SMALL = ["dataset=synthetic", "dataset.n_docs=30", "dataset.questions_per_doc=4", "experiment=none",
+         "protocol=threshold"]
+SLOW = ["policy=always_keep", "policy._target_=tests.fault_policy.SlowKeep"]
+SWEEP = ["-m", *SMALL, *SLOW, "cost.c=0,0.02"]
+EXPERIMENT = "synthetic/keep-vs-hybrid"
+ONE_LINE_ERROR = "error: "
+
+
+def _env(cache: Path, extra: dict | None = None) -> dict:
+    env = {**os.environ, "HARNESS_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO), **(extra or {})}
+    for var in ("MLFLOW_TRACKING_URI", "HYDRA_FULL_ERROR", "ROUTE_BENCH_TEST_SLOW_S"):
+        if var not in (extra or {}):
+            env.pop(var, None)
+    return env
+
+
+def run(args, cwd: Path, extra_env: dict | None = None, timeout: float = 300, entry=None):
+    cmd = [sys.executable, *(entry or ["-m", "harness"]), *args]
+    return subprocess.run(cmd, cwd=cwd, env=_env(cwd / "cache", extra_env), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def start(args, cwd: Path, extra_env: dict | None = None) -> subprocess.Popen:
+    """A sweep in its own session (so a test can signal it alone, or its whole group)."""
+    return subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=cwd, env=_env(cwd / "cache", extra_env),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def slow_env(markers: Path, seconds: float = 120) -> dict:
+    return {"ROUTE_BENCH_TEST_SLOW_S": str(seconds), "ROUTE_BENCH_TEST_MARKERS": str(markers)}
+
+
+def wait_for_markers(proc: subprocess.Popen, markers: Path, n: int = 1, timeout: float = 90) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = sorted(markers.glob("started-*")) if markers.is_dir() else []
+        if len(found) >= n:
+            return [int(p.name.split("-")[1]) for p in found]
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"sweep ended before a job started: {proc.returncode}\n{out[-2000:]}\n{err[-2000:]}")
+        time.sleep(0.2)
+    proc.kill()
+    raise AssertionError("no job started in time")
+
+
+def store_uri(cwd: Path) -> str:
+    return f"sqlite:///{cwd / 'mlruns' / 'mlflow.db'}"
+
+
+def all_runs(cwd: Path) -> tuple[list, list]:
+    """(parent runs, job runs) of the test experiment."""
+    client = MlflowClient(tracking_uri=store_uri(cwd))
+    exp = client.get_experiment_by_name(EXPERIMENT)
+    runs = client.search_runs([exp.experiment_id], max_results=1000) if exp is not None else []
+    parents = [r for r in runs if r.data.tags.get(mt.TAG_ROLE) == "sweep"]
+    jobs = [r for r in runs if r.data.tags.get(mt.TAG_ROLE) == "job"]
+    return parents, jobs
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith(ONE_LINE_ERROR)]
+
+
+def assert_rerun_finishes(cwd: Path, args=SWEEP, n_jobs: int = 2):
+    proc = run(args, cwd)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    parents, jobs = all_runs(cwd)
+    assert [p.info.status for p in parents] == ["FINISHED"]
+    assert not [j for j in jobs if j.info.status == "RUNNING"]
+    finished = {j.data.tags[mt.TAG_SKIP_KEY] for j in jobs if j.info.status == "FINISHED"}
+    assert len(finished) == n_jobs
+    assert f"{n_jobs} jobs, 0 failed -> parent run FINISHED" in proc.stdout
+    return proc
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_mid_job_ends_every_run_and_rerun_finishes(tmp_path, sig, code):
+    markers = tmp_path / "markers"
+    proc = start(SWEEP, tmp_path, slow_env(markers))
+    wait_for_markers(proc, markers)
+    proc.send_signal(sig)  # the sweep process alone (basic launcher: it runs the job)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, out[-2000:] + err[-2000:]
+    lines = error_lines(err)
+    assert len(lines) == 1 and lines[0].startswith("error: Interrupted: ") and "KILLED" in lines[0], err[-2000:]
+    assert "Traceback" not in err
+    parents, jobs = all_runs(tmp_path)
+    assert [p.info.status for p in parents] == ["KILLED"]
+    assert [j.info.status for j in jobs] == ["KILLED"]  # the job that ran; the second never started
+    assert jobs[0].data.tags[mt.TAG_END_REASON].startswith("killed: SIG")
+    assert "-> KILLED (run " in out
+    assert_rerun_finishes(tmp_path)
+
+
+@pytest.mark.slow
+def test_kill9_leaves_stale_runs_that_the_rerun_ends_failed_with_a_reason(tmp_path):
+    markers = tmp_path / "markers"
+    proc = start(SWEEP, tmp_path, slow_env(markers))
+    (pid,) = wait_for_markers(proc, markers)
+    proc.kill()  # SIGKILL: nothing of the process runs any more
+    proc.communicate(timeout=30)
+    parents, jobs = all_runs(tmp_path)
+    assert [p.info.status for p in parents] == ["RUNNING"] and [j.info.status for j in jobs] == ["RUNNING"]
+    stale_id = jobs[0].info.run_id
+    assert jobs[0].data.tags[mt.TAG_PID] == str(pid)
+    rerun = assert_rerun_finishes(tmp_path)
+    assert "1 run(s) left RUNNING by a process that is gone marked FAILED" in rerun.stdout
+    client = MlflowClient(tracking_uri=store_uri(tmp_path))
+    stale = client.get_run(stale_id)
+    assert stale.info.status == "FAILED"
+    reason = stale.data.tags[mt.TAG_END_REASON]
+    assert reason.startswith(f"stale: process {pid} on ") and "is gone" in reason
+
+
+@pytest.mark.parametrize("entry", [None, ["-c", "from harness.runner.job import main; main()"]], ids=["cli", "hydra-app"])
+def test_mistyped_sweep_value_opens_no_parent_and_says_one_line(tmp_path, entry):
+    """``python -m harness`` and the Hydra app itself (the sweep callback's own check)."""
+    proc = run(["-m", *SMALL, "policy=always_keep,always_keepp", "cost.c=0,0.02"], tmp_path, entry=entry, timeout=120)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = error_lines(proc.stderr)
+    assert len(lines) == 1 and "policy" in lines[0] and "always_keepp" in lines[0], proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    db = tmp_path / "mlruns" / "mlflow.db"
+    if db.exists():
+        parents, jobs = all_runs(tmp_path)
+        assert parents == [] and jobs == []
+    assert "Launching" not in proc.stdout + proc.stderr  # no job started
+
+
+def test_bad_value_of_one_job_stops_the_sweep_before_its_parent(tmp_path):
+    proc = run(["-m", *SMALL, "policy=always_keep", "cost.c=0.02,-0.1"], tmp_path, timeout=120,
+               entry=["-c", "from harness.runner.job import main; main()"])
+    assert proc.returncode == 2
+    (line,) = error_lines(proc.stderr)
+    assert "cost.c" in line and "-0.1" in line, line
+    assert not (tmp_path / "mlruns" / "mlflow.db").exists() or all_runs(tmp_path) == ([], [])
+
+
+@pytest.mark.slow
+def test_two_concurrent_sweeps_never_run_a_job_twice(tmp_path):
+    """Same command, same fresh SQLite store (schema creation races too), started together.
+    Each process sleeps in its first job, so one sweep finds the other's RUNNING claim."""
+    args = ["-m", *SMALL, *SLOW, "cost.c=0,0.01,0.02"]
+    env = slow_env(tmp_path / "markers", seconds=3)
+    procs = [start(args, tmp_path, env) for _ in range(2)]
+    outs = [p.communicate(timeout=240) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, out[-3000:] + err[-3000:]
+    parents, jobs = all_runs(tmp_path)
+    assert len(parents) == 1
+    finished = [j for j in jobs if j.info.status == "FINISHED"]
+    keys = [j.data.tags[mt.TAG_SKIP_KEY] for j in finished]
+    assert len(keys) == len(set(keys)) == 3, [(j.info.run_name, j.info.status) for j in jobs]
+    assert not [j for j in jobs if j.info.status == "RUNNING"]
+    text = "".join(out for out, _ in outs)
+    assert text.count("-> skipped: finished as run ") == 3  # each job ran once, the other sweep reused it
+    assert "waiting for run" in text  # and at least once it waited for the other's live claim
+
+
+def _qasper_file(path: Path) -> Path:
+    """The tiny QASPER fixture copied 8 times under new ids (16 papers, 48 questions)."""
+    src = json.loads((REPO / "tests" / "fixtures" / "data" / "qasper-fixture-v0.3.json").read_text())
+    out = {}
+    for i in range(8):
+        for pid, paper in src.items():
+            paper = json.loads(json.dumps(paper))
+            for qa in paper["qas"]:
+                qa["question_id"] = f"{qa['question_id']}_{i}"
+                qa["question"] = f"{qa['question']} (copy {i})"
+            out[f"{pid}_{i}"] = paper
+    path.write_text(json.dumps(out), encoding="utf-8")
+    return path
+
+
+@pytest.mark.slow
+def test_data_fixed_in_place_is_not_skipped(tmp_path):
+    data = _qasper_file(tmp_path / "qasper-dev-v0.3.json")
+    args = ["-m", "dataset=qasper", f"dataset.path={data}", "experiment=none", "protocol=threshold",
+            "policy=always_keep,always_extra"]
+    experiment = "qasper/keep-vs-hybrid"
+    first = run(args, tmp_path)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    # fix the data in place: the first question's evidence now points at another paragraph
+    body = json.loads(data.read_text())
+    answer = body["P1_0"]["qas"][0]["answers"][0]["answer"]
+    answer["evidence"] = ["We study QASPER papers here."]
+    data.write_text(json.dumps(body), encoding="utf-8")
+    second = run(args, tmp_path)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert "skipped" not in second.stdout
+    client = MlflowClient(tracking_uri=store_uri(tmp_path))
+    exp = client.get_experiment_by_name(experiment)
+    jobs = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get(mt.TAG_ROLE) == "job"]
+    assert len(jobs) == 4 and all(j.info.status == "FINISHED" for j in jobs)
+    assert len({j.data.tags["route_bench.table_sha256"] for j in jobs}) == 2  # a new table fingerprint
+    assert len({j.data.tags[mt.TAG_SKIP_KEY] for j in jobs}) == 4
+    assert len({j.data.tags[mt.TAG_CONFIG_HASH] for j in jobs}) == 2  # the config did not change
+    # the unchanged data again: now everything is skipped
+    third = run(args, tmp_path)
+    assert third.returncode == 0 and third.stdout.count("-> skipped: finished as run ") == 2
+
+
+@pytest.mark.parametrize("mode", ["sweep", "single"])
+def test_unreachable_server_fails_within_seconds_naming_the_url(tmp_path, mode):
+    url = "http://127.0.0.1:9"
+    args = (["-m"] if mode == "sweep" else []) + [*SMALL, "policy=always_keep", f"tracking.uri={url}"]
+    t0 = time.monotonic()
+    proc = run(args, tmp_path, timeout=120)
+    elapsed = time.monotonic() - t0
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert elapsed < 20, elapsed
+    (line,) = error_lines(proc.stderr)
+    assert line.startswith("error: TrackingStoreError: ") and url in line
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("mode", ["sweep", "single"])
+def test_corrupt_store_file_is_one_line_naming_it(tmp_path, mode):
+    db = tmp_path / "mlruns" / "mlflow.db"
+    db.parent.mkdir()
+    db.write_bytes(b"this is not a database\n" * 200)
+    args = (["-m"] if mode == "sweep" else []) + [*SMALL, "policy=always_keep"]
+    proc = run(args, tmp_path, timeout=120)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (line,) = error_lines(proc.stderr)
+    assert line.startswith("error: TrackingStoreError: ") and str(db) in line
+    assert "Traceback" not in proc.stderr
+    assert db.read_bytes() == b"this is not a database\n" * 200  # left as it was
+
+
+def _processes_with(token: str) -> list[int]:
+    """Pids whose environment holds ``token`` (the sweep and everything it started)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if token.encode() in (entry / "environ").read_bytes():
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc to find the workers")
+def test_kill9_of_a_joblib_sweep_leaves_no_worker_and_rerun_finishes(tmp_path):
+    token = f"fault-{uuid.uuid4().hex}"
+    markers = tmp_path / "markers"
+    args = [*SWEEP, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
+    proc = start(args, tmp_path, {**slow_env(markers), "ROUTE_BENCH_TEST_TOKEN": token})
+    workers = wait_for_markers(proc, markers, n=2)
+    assert proc.pid not in workers and len(_processes_with(token)) >= 3  # the sweep and two workers
+    proc.kill()
+    proc.communicate(timeout=30)
+    deadline = time.monotonic() + 30
+    while _processes_with(token) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _processes_with(token) == []  # no worker (nor its resource tracker) survives the sweep
+    _, jobs = all_runs(tmp_path)
+    # each worker ended its own run KILLED before exiting (watchdog: the sweep process was gone)
+    assert sorted(j.info.status for j in jobs) == ["KILLED", "KILLED"]
+    assert {j.data.tags[mt.TAG_PID] for j in jobs} == {str(w) for w in workers}
+    assert_rerun_finishes(tmp_path, args)
+
+
+@pytest.mark.slow
+def test_sigterm_of_a_joblib_sweep_ends_every_run(tmp_path):
+    """SIGTERM to the sweep process only: loky kills the busy workers, the sweep ends their runs
+    KILLED (their processes are gone) and its parent KILLED."""
+    markers = tmp_path / "markers"
+    args = [*SWEEP, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
+    proc = start(args, tmp_path, slow_env(markers))
+    wait_for_markers(proc, markers, n=2)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 143, out[-2000:] + err[-2000:]
+    parents, jobs = all_runs(tmp_path)
+    assert [p.info.status for p in parents] == ["KILLED"]
+    assert sorted(j.info.status for j in jobs) == ["KILLED", "KILLED"]
+
+
+def _table_folder(cache: Path) -> Path:
+    folders = [p for p in (cache / "tables").iterdir() if p.is_dir()]
+    assert len(folders) == 1, folders
+    return folders[0]
+
+
+@pytest.fixture(scope="module")
+def big_qasper(tmp_path_factory):
+    """A 48-paper QASPER copy (one pool per shard: 48 shards) and its table built once, never
+    interrupted: the reference every interrupted build must equal."""
+    import pandas as pd
+
+    root = tmp_path_factory.mktemp("big_qasper")
+    src = json.loads(_qasper_file(root / "base.json").read_text())
+    big = {f"{pid}_{k}": json.loads(json.dumps(paper)) for k in range(3) for pid, paper in src.items()}
+    for key, paper in big.items():
+        for qa in paper["qas"]:
+            qa["question_id"] = f"{qa['question_id']}_{key}"
+    data = root / "qasper.json"
+    data.write_text(json.dumps(big), encoding="utf-8")
+    args = ["table", "build", "dataset=qasper", f"dataset.path={data}", "arms.shard_size=1"]
+    fresh = run(args, root)
+    assert fresh.returncode == 0, fresh.stderr[-2000:]
+    return args, pd.read_parquet(_table_folder(root / "cache") / "table.parquet")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "sigint"])
+def test_killed_table_build_resumes_with_identical_numbers(tmp_path, sig, big_qasper):
+    """kill -9 or Ctrl-C of a real `table build` (MiniLM on a 48-paper QASPER copy, one pool per
+    shard) once its first shard is on disk: no table is left, the rerun reuses the written shards,
+    and every non-timing column equals a build that was never interrupted."""
+    import pandas as pd
+
+    args, reference = big_qasper
+    proc = subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=tmp_path, env=_env(tmp_path / "cache"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while not list((tmp_path / "cache").glob("tables/*/shards/shard-00000.parquet")):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no shard written in time"
+        time.sleep(0.01)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    folder = _table_folder(tmp_path / "cache")
+    assert not (folder / "table.parquet").exists(), "a killed build must not leave a finished table"
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130
+        lines = err.strip().splitlines()
+        assert lines[-1].startswith("error: Interrupted: SIGINT") and "Traceback" not in err
+    else:
+        assert proc.returncode == -signal.SIGKILL
+    written = len(list((folder / "shards").glob("shard-*.parquet")))
+    assert 1 <= written < 48
+    rerun = run(args, tmp_path)
+    assert rerun.returncode == 0, rerun.stdout[-2000:] + rerun.stderr[-2000:]
+    info = json.loads((folder / "info.json").read_text())
+    assert info["counts"]["shards_reused"] >= written - 1 and info["counts"]["shards_computed"] >= 1
+    assert info["counts"]["shards_reused"] + info["counts"]["shards_computed"] == 48
+    a = pd.read_parquet(folder / "table.parquet")
+    cols = [c for c in a.columns if "_ms" not in c]
+    assert len(a) == 144 and list(a.columns) == list(reference.columns)
+    pd.testing.assert_frame_equal(a[cols], reference[cols])

@@ -1,0 +1,232 @@
+"""Run life cycle pieces in-process (tmp SQLite stores): process liveness from run tags, the
+atomic job claim (reuse, wait, stale claims, timeout), the skip key, store opening (schema race,
+corrupt file, unreachable server) and a store error while a sweep job creates its run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from harness import app
+from harness.runner import job as runner
+from harness.tracking import mlflow_tracker as mt
+
+
+@pytest.fixture(scope="module")
+def tracker(tmp_path_factory):
+    return mt.Tracker(f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}")
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+# ---- liveness ------------------------------------------------------------------------------------
+def test_process_alive_from_tags():
+    me = mt.process_identity()
+    assert me[mt.TAG_PID] == str(os.getpid()) and me[mt.TAG_HOST]
+    assert mt.process_alive(me) is True
+    assert mt.process_alive({**me, mt.TAG_PID: str(_dead_pid())}) is False
+    if me[mt.TAG_PROC_START]:  # a live pid whose start time differs: the pid was reused
+        parent = mt.process_identity(os.getppid())
+        assert mt.process_alive(parent) is True
+        assert mt.process_alive({**parent, mt.TAG_PROC_START: "1@" + me[mt.TAG_PROC_START].split("@")[1]}) is False
+    assert mt.process_alive({**me, mt.TAG_HOST: "another-host.example"}) is None  # never declared stale
+    assert mt.process_alive({}) is None
+
+
+# ---- claims --------------------------------------------------------------------------------------
+def _job_tags(sweep: str) -> dict:
+    return {mt.TAG_ROLE: "job", mt.TAG_SWEEP_ID: sweep, mt.TAG_CONFIG_HASH: "h"}
+
+
+def test_claim_creates_then_reuses_a_finished_run_across_sweeps(tracker):
+    exp = tracker.ensure_experiment("claims/reuse")
+    first = tracker.claim_job(exp, "a", _job_tags("s1"), "key-1")
+    assert first.reused is None and first.run_id
+    run = tracker.client.get_run(first.run_id)
+    assert run.info.status == "RUNNING" and run.data.tags[mt.TAG_SKIP_KEY] == "key-1"
+    assert run.data.tags[mt.TAG_PID] == str(os.getpid())
+    tracker.end_run(first.run_id, "FINISHED")
+    again = tracker.claim_job(exp, "a", _job_tags("s2"), "key-1")  # another sweep id
+    assert again.run_id is None and again.reused.info.run_id == first.run_id
+    other = tracker.claim_job(exp, "a", _job_tags("s2"), "key-2")  # another key runs
+    assert other.run_id and other.run_id != first.run_id
+    forced = tracker.claim_job(exp, "a", _job_tags("s2"), "key-1", reuse_finished=False)
+    assert forced.run_id not in (None, first.run_id)
+
+
+def test_stale_claim_of_a_dead_process_is_failed_with_a_reason(tracker):
+    exp = tracker.ensure_experiment("claims/stale")
+    dead = {**mt.process_identity(), mt.TAG_PID: str(_dead_pid())}
+    stale = tracker.start_job_run(exp, "a", {**_job_tags("s"), mt.TAG_SKIP_KEY: "k", **dead})
+    claim = tracker.claim_job(exp, "a", _job_tags("s"), "k", timeout_s=5)
+    assert claim.run_id and claim.run_id != stale and claim.waited_for is None
+    run = tracker.client.get_run(stale)
+    assert run.info.status == "FAILED"
+    assert run.data.tags[mt.TAG_END_REASON].startswith(f"stale: process {dead[mt.TAG_PID]} on ")
+    # the sweep-level sweep does the same for its own sweep id only
+    dead2 = tracker.start_job_run(exp, "b", {**_job_tags("s"), **dead})
+    other_sweep = tracker.start_job_run(exp, "b", {**_job_tags("t"), **dead})
+    assert tracker.mark_stale_runs(exp, "s") == [dead2]
+    assert tracker.client.get_run(other_sweep).info.status == "RUNNING"
+
+
+def test_live_claim_is_waited_for_then_reused_or_times_out(tracker):
+    exp = tracker.ensure_experiment("claims/wait")
+    holder = tracker.start_job_run(exp, "a", {**_job_tags("s"), mt.TAG_SKIP_KEY: "k", **mt.process_identity()})
+    with pytest.raises(mt.ClaimTimeout, match=holder):
+        tracker.claim_job(exp, "a", _job_tags("s"), "k", timeout_s=0.5, poll_s=0.1)
+    seen = []
+    threading.Timer(0.6, lambda: tracker.end_run(holder, "FINISHED")).start()
+    claim = tracker.claim_job(exp, "a", _job_tags("s"), "k", timeout_s=20, poll_s=0.1, on_wait=seen.append)
+    assert claim.reused.info.run_id == holder and claim.waited_for == holder
+    assert [r.info.run_id for r in seen] == [holder]
+
+
+def test_server_style_claim_yields_to_an_older_claim(tracker, monkeypatch):
+    """Without a store lock (a server), a claim that finds an older RUNNING claim after creating
+    its own deletes its run and waits."""
+    exp = tracker.ensure_experiment("claims/server")
+    original = tracker.start_job_run
+    made = []
+
+    def racing_start(*args, **kwargs):  # another process claims just before this one
+        if not made:
+            made.append(original(exp, "other", {**_job_tags("s"), mt.TAG_SKIP_KEY: "k", **mt.process_identity()}))
+            time.sleep(0.01)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(tracker, "start_job_run", racing_start)
+    monkeypatch.setattr(tracker, "store_lock", lambda *a, **k: _no_lock())
+    threading.Timer(0.5, lambda: tracker.end_run(made[0], "FINISHED")).start()
+    claim = tracker.claim_job(exp, "a", _job_tags("s"), "k", timeout_s=20, poll_s=0.1)
+    assert claim.reused.info.run_id == made[0]
+    active = tracker.search(exp, f"tags.`{mt.TAG_SKIP_KEY}` = 'k'")
+    assert [r.info.run_id for r in active] == [made[0]]  # the yielded claim was deleted
+
+
+class _no_lock:
+    def __enter__(self):
+        return False
+
+    def __exit__(self, *exc):
+        return False
+
+
+# ---- skip key ------------------------------------------------------------------------------------
+def test_skip_key_covers_config_table_and_code(monkeypatch):
+    t1 = app.TableHandle(frame=None, key="k1", info={"table_sha256": "a" * 64})
+    t2 = app.TableHandle(frame=None, key="k1", info={"table_sha256": "b" * 64})
+    syn = app.TableHandle(frame=None, key="synthetic-x", info={})
+    base = runner.skip_key("h1", t1)
+    assert base == runner.skip_key("h1", t1)
+    assert len({base, runner.skip_key("h2", t1), runner.skip_key("h1", t2), runner.skip_key("h1", syn)}) == 4
+    monkeypatch.setattr(runner, "RESULTS_VERSION", runner.RESULTS_VERSION + 1)
+    assert runner.skip_key("h1", t1) != base
+
+
+def test_config_hash_is_independent_of_override_order():
+    from harness.app import to_plain
+
+    overrides = ["dataset=synthetic", "policy=ridge", "cost.c=0.05", "seed=3", "budget=fine"]
+    with initialize_config_dir(config_dir=str(app.CONF_DIR), version_base="1.3"):
+        a = compose(config_name="config", overrides=overrides)
+        b = compose(config_name="config", overrides=list(reversed(overrides)))
+    assert mt.config_hash(to_plain(a)) == mt.config_hash(to_plain(b))
+
+
+# ---- opening a store -----------------------------------------------------------------------------
+def test_schema_creation_race_is_retried(tmp_path, monkeypatch):
+    import mlflow.tracking
+    from sqlalchemy.exc import OperationalError
+
+    real = mlflow.tracking.MlflowClient
+    calls = []
+
+    def flaky(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise OperationalError("ALTER TABLE metrics ADD COLUMN step", {}, Exception("duplicate column name: step"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mlflow.tracking, "MlflowClient", flaky)
+    t = mt.Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert len(calls) == 2 and t.ensure_experiment("x")
+
+
+def test_corrupt_or_folder_store_is_a_tracking_store_error(tmp_path):
+    bad = tmp_path / "mlflow.db"
+    bad.write_bytes(b"\x00garbage" * 100)
+    with pytest.raises(mt.TrackingStoreError, match=str(bad)):
+        mt.Tracker(f"sqlite:///{bad}")
+    folder = tmp_path / "dir.db"
+    folder.mkdir()
+    with pytest.raises(mt.TrackingStoreError, match="is a folder"):
+        mt.Tracker(f"sqlite:///{folder}")
+
+
+def test_probe_fails_fast_on_a_closed_port_and_passes_a_live_server():
+    import http.server
+
+    t0 = time.monotonic()
+    with pytest.raises(mt.TrackingStoreError, match=r"http://127\.0\.0\.1:9 does not answer"):
+        mt.probe_store("http://127.0.0.1:9")
+    assert time.monotonic() - t0 < 15
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(200 if self.path == "/health" else 404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        mt.probe_store(f"http://127.0.0.1:{server.server_address[1]}")
+    finally:
+        server.shutdown()
+    mt.probe_store("sqlite:///anything.db")  # other stores are not probed
+
+
+# ---- a store error while a sweep job creates its run ---------------------------------------------
+def test_store_error_creating_the_run_fails_the_job_not_the_sweep(tmp_path, monkeypatch, isolated_cache, capsys):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    records = tmp_path / "records"
+    records.mkdir()
+    out_dir = tmp_path / "job0"
+    out_dir.mkdir()
+    for var, value in ((runner.ENV_SWEEP_ID, "sweep-x"), (runner.ENV_PARENT_RUN_ID, "parent-x"),
+                       (runner.ENV_SWEEP_RESULTS, str(records))):
+        monkeypatch.setenv(var, value)
+    monkeypatch.delenv(app.ENV_TABLE_HANDLE, raising=False)
+
+    def refuse(self, *args, **kwargs):
+        raise RuntimeError("store refused: disk I/O error")
+
+    monkeypatch.setattr(mt.Tracker, "start_job_run", refuse)
+    with initialize_config_dir(config_dir=str(app.CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["dataset=synthetic", "dataset.n_docs=30", "experiment=none",
+                                                       "protocol=threshold", "policy=always_keep", f"tracking.uri={uri}"])
+    job = SimpleNamespace(job=SimpleNamespace(num=0), overrides=SimpleNamespace(task=["policy=always_keep"]),
+                          runtime=SimpleNamespace(output_dir=str(out_dir)))
+    out = runner.run_job(cfg, in_sweep=True, job=job)
+    assert out["status"] == "FAILED" and out["run_id"] is None and "disk I/O error" in out["error"]
+    result = json.loads((out_dir / "result.json").read_text())
+    assert result["status"] == "FAILED" and result["run_id"] is None
+    record = json.loads((records / "0.json").read_text())
+    assert record["status"] == "FAILED" and record["run_id"] is None  # the sweep counts it
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "FAILED (no run): RuntimeError: store refused: disk I/O error" in line
