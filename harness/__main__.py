@@ -29,7 +29,8 @@ usage: python -m harness SUBCOMMAND ...        (route-bench: the same command)
 
 subcommands:
   data NAME [key=value ...]      dataset statistics: qasper_yesno, squad_pooled, qasper path=..., hotpotqa path=...
-  table build [key=value ...]    build or reuse the outcome table; per-arm Hit@10, rescues/harms
+  table build [key=value ...]    build or reuse the outcome table; per-arm outcome, rescues/harms
+                                 (arms=noret_rag: answers from memory vs RAG, by the packaged LLM)
   policies                       every policy: built-ins and installed plugins
   report --latest --out DIR      Markdown + HTML comparison of a sweep (or --sweep ID), frontier plots
 
@@ -44,6 +45,8 @@ options (key=value):
   verbose=true                   a sweep prints every job's full summaries (default: one line per job;
                                  the full text is in each Hydra job folder's app.log, next to result.json)
   seed=0,1,2  budget=default,fine  cost.c=...  policy.features=...   sweep any key with -m
+  arms=noret_rag protocol=answers   no-retrieval vs RAG, with the cost by router family
+  device=cpu|cuda|mps|auto       where the encoder, reranker and in-process generator run (default cpu)
   tracking.uri=...               MLflow store (default sqlite:///mlruns/mlflow.db)
 
 then: mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db

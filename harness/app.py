@@ -110,7 +110,10 @@ def _base_table(cfg: Mapping, progress: Any = None) -> tuple[TableHandle, Any]:
 
     dataset = load_dataset(ds)
     kwargs = {"progress": progress} if progress is not None else {}
-    table = build_outcome_table(dataset, dict(cfg.get("arms") or {}), dict(cfg.get("reranker") or {}), **kwargs)
+    from harness.retrieval.precision import resolve_device
+
+    arms_cfg = {**dict(cfg.get("arms") or {}), "device": resolve_device(str(cfg.get("device", "cpu")), "device")}
+    table = build_outcome_table(dataset, arms_cfg, dict(cfg.get("reranker") or {}), **kwargs)
     info = dict(getattr(table, "info", {}) or {})
     info.setdefault("dataset_fingerprint", dataset.fingerprint())
     info["dataset_stats"] = dataset.stats()
@@ -131,7 +134,7 @@ def _with_blocks(cfg: Mapping, handle: TableHandle, dataset: Any) -> TableHandle
 
     arms = dict(cfg.get("arms") or {})
     present = sorted({c.split(".", 1)[0] for c in handle.frame.columns if "." in c and not c.startswith("feat.")})
-    blocks = blocks_for(arms, present)
+    blocks = blocks_for(arms, present, device=str(cfg.get("device", "cpu")))
     if not blocks:
         return handle
     frame, builds = add_blocks(handle.frame, blocks, dataset, base_key=handle.key)
@@ -174,13 +177,19 @@ def load_table(cfg: Mapping) -> TableHandle:
 def make_task(cfg: Mapping, table: TableHandle):
     from harness.task import RoutingTask
 
+    from harness.retrieval.arms import ARMS
+
     arms = cfg.get("arms") or {}
+    base, extra = str(arms.get("base", "keep")), str(arms.get("extra", "hybrid"))
+    # the cost axis: reranker pairs between retrieval arms, tokens (prompt + output) otherwise
+    retrieval_pair = base in ARMS and extra in ARMS
     return RoutingTask.from_table(
         table.frame,
-        base_arm=str(arms.get("base", "keep")),
-        extra_arm=str(arms.get("extra", "hybrid")),
+        base_arm=base,
+        extra_arm=extra,
         metric=str(arms.get("metric", "hit@10")),
         source=f"outcome table {table.key}",
+        cost_column="rerank_pairs" if retrieval_pair else "tokens",
     )
 
 
@@ -296,10 +305,12 @@ class JobOutputs:
         return "\n\n".join(r.summary for r in self.results.values())
 
 
-def compute_job(cfg: Mapping, task, factory: Callable[[], Any], artifact_dir: Path, where: str | None = None) -> JobOutputs:
+def compute_job(cfg: Mapping, task, factory: Callable[[], Any], artifact_dir: Path, where: str | None = None,
+                table: Any = None) -> JobOutputs:
     """Run the configured protocols (``protocol.run``, found by name: built-ins and plugins);
     pure compute, no tracking (also timed by the benchmark). Files a protocol writes (the frozen
-    model) go under ``artifact_dir``; ``where`` is how summaries name the run's artifacts.
+    model) go under ``artifact_dir``; ``where`` is how summaries name the run's artifacts;
+    ``table`` is the outcome table (pandas) for protocols that read more than the task.
 
     The factory is keyed by the policy's config, so the costs of a sweep share its cost-free
     fits in this process (``protocols.common.KeyedFactory``)."""
@@ -310,7 +321,7 @@ def compute_job(cfg: Mapping, task, factory: Callable[[], Any], artifact_dir: Pa
     factory = KeyedFactory(factory, digest_of(dict(cfg["policy"])))
     for i, name in enumerate(cfg["protocol"]["run"]):
         protocol = make_protocol(str(name), f"protocol.run[{i}]")
-        ctx = ProtocolContext(cfg=cfg, artifact_dir=Path(artifact_dir), where=where,
+        ctx = ProtocolContext(cfg=cfg, artifact_dir=Path(artifact_dir), where=where, table=table,
                               settings=settings_of(protocol, (cfg["protocol"].get("settings") or {}).get(name)))
         out.results[protocol.name] = protocol.run(task, factory, ctx)
     check_results(out.results)  # no protocol overwrites another's numbers or files

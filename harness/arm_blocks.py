@@ -22,6 +22,9 @@ A block is one small class:
   select them like the built-in sets (``policy.features=baseline+<set>``): a feature provider is
   a block with feature columns and no arm;
 - ``params`` / ``identity()``: what else goes into its key (models, weight digests, settings);
+- ``derive(frame, dataset)`` (optional): columns recomputed from the cached ones at every load
+  (cheap ones, such as an answer's score from its cached text), so a change to that logic
+  never leaves a stale number in the cache;
 - ``compute(rows, dataset)``: one output row per input row, keyed by ``qid``. ``rows`` holds the
   required columns of some of the questions; a question's output may depend only on its own
   row and the dataset, so the harness computes a block in chunks of ``chunk_size`` questions,
@@ -44,6 +47,7 @@ from __future__ import annotations
 
 import abc
 import inspect
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
@@ -92,9 +96,20 @@ class ArmBlock(abc.ABC):
     def compute(self, rows: pd.DataFrame, dataset: Any) -> pd.DataFrame:
         """One row per row of ``rows`` with ``qid`` and this block's columns."""
 
+    def derive(self, frame: pd.DataFrame, dataset: Any) -> pd.DataFrame | None:
+        """Columns computed from the cached ones each time the block is loaded (cheap, so
+        never stale: e.g. an answer's score from its cached text), one row per row of
+        ``frame`` (same order); None for none."""
+        return None
+
 
 # ---- finding blocks -------------------------------------------------------------------------
-BUILTIN_BLOCKS: dict[str, str] = {}  # name -> "module:Class"; answer arms will register here
+BUILTIN_BLOCKS: dict[str, str] = {  # name -> "module:Class" (imported only when used)
+    "no_retrieval": "harness.generation.arms:NoRetrievalArm",
+    "rag_keep": "harness.generation.arms:RagKeepArm",
+    "rag_hybrid": "harness.generation.arms:RagHybridArm",
+    "rag_bm25": "harness.generation.arms:RagBM25Arm",
+}
 
 
 def available_blocks() -> dict[str, str]:
@@ -160,10 +175,25 @@ def _listed(arms_cfg: Mapping) -> list[Any]:
     return list(listed)
 
 
-def blocks_for(arms_cfg: Mapping, present: Sequence[str]) -> list[ArmBlock]:
+def _with_device(spec: Any, device: str) -> Any:
+    """The job's ``device`` for a block whose constructor takes one and whose spec names none."""
+    if device == "cpu":
+        return spec
+    spec = {"name": spec} if isinstance(spec, str) else dict(spec)
+    if "device" in spec:
+        return spec
+    cls = (import_class(str(spec["_target_"]), ArmBlock, "arms.blocks", "arm block") if spec.get("_target_")
+           else _loadable(str(spec.get("name")), "arms.blocks"))
+    if cls is not None and "device" in inspect.signature(cls.__init__).parameters:
+        spec["device"] = device
+    return spec
+
+
+def blocks_for(arms_cfg: Mapping, present: Sequence[str], device: str = "cpu") -> list[ArmBlock]:
     """The blocks a job needs: ``arms.blocks`` as listed, plus for ``arms.base``/``arms.extra``
-    not among the ``present`` arms the block that provides it (built-ins and entry points)."""
-    blocks = [make_block(spec, f"arms.blocks[{i}]") for i, spec in enumerate(_listed(arms_cfg))]
+    not among the ``present`` arms the block that provides it (built-ins and entry points).
+    Blocks that take a ``device`` get the job's (``device``) unless their spec names one."""
+    blocks = [make_block(_with_device(spec, device), f"arms.blocks[{i}]") for i, spec in enumerate(_listed(arms_cfg))]
     provided = {a for b in blocks for a in b.arms} | set(present)
     for role in ("base", "extra"):
         arm = arms_cfg.get(role)
@@ -173,7 +203,7 @@ def blocks_for(arms_cfg: Mapping, present: Sequence[str]) -> list[ArmBlock]:
             cls = _loadable(name, f"arms.{role}")
             if cls is not None and arm in cls.arms:
                 try:
-                    blocks.append(make_block(name, f"arms.{role}"))
+                    blocks.append(make_block(_with_device(name, device), f"arms.{role}"))
                 except ConfigError as exc:
                     raise ConfigError(f"arms.{role}", f"arm {arm!r} comes from block {name!r}, which cannot be made "
                                                       f"without parameters ({exc.problem}); list it in arms.blocks "
@@ -255,17 +285,19 @@ def build_block(block: ArmBlock, inputs: pd.DataFrame, dataset: Any, *, base_key
 
     got = finished() if path.exists() else None
     if got is not None:
-        frame, record = got
-        return frame, BlockBuild(block.name, key, path, record["sha256"], [c for c in frame.columns if c != "qid"])
+        return _with_derived(block, got[0], dataset, BlockBuild(block.name, key, path, got[1]["sha256"]))
     folder.mkdir(parents=True, exist_ok=True)
     with file_lock(folder / ".lock"):
         got = finished() if path.exists() else None
         if got is not None:
-            frame, record = got
-            return frame, BlockBuild(block.name, key, path, record["sha256"], [c for c in frame.columns if c != "qid"])
+            return _with_derived(block, got[0], dataset, BlockBuild(block.name, key, path, got[1]["sha256"]))
         rows = inputs.sort_values("qid", kind="stable").reset_index(drop=True)
         size = max(1, int(block.chunk_size))
         parts, computed, reused = [], 0, 0
+        n_chunks = -(-len(rows) // size)
+        print(f"[route-bench] arm block {block.name} ({key[:12]}): {len(rows)} questions in {n_chunks} chunks "
+              "(chunks already on disk are reused)", flush=True)
+        t_start = last_line = time.perf_counter()
         for i, start in enumerate(range(0, len(rows), size)):
             chunk = rows.iloc[start:start + size].reset_index(drop=True)
             chunk_path = folder / "chunks" / f"chunk-{i:05d}.parquet"
@@ -278,11 +310,36 @@ def build_block(block: ArmBlock, inputs: pd.DataFrame, dataset: Any, *, base_key
             else:
                 reused += 1
             parts.append(part)
+            now = time.perf_counter()
+            if now - last_line >= 30 or i == n_chunks - 1:  # a line at most every 30 s, and at the end
+                last_line = now
+                print(f"[route-bench] arm block {block.name}: {i + 1}/{n_chunks} chunks ({computed} computed, "
+                      f"{int(now - t_start)}s so far)", flush=True)
         frame = pd.concat(parts, ignore_index=True).sort_values("qid", kind="stable").reset_index(drop=True)
         record = _write_parquet(path, frame, key=key)
         frame, record = read_verified_parquet(path, key)  # read back: cold and warm give equal dtypes
-    return frame, BlockBuild(block.name, key, path, record["sha256"], [c for c in frame.columns if c != "qid"],
-                             computed, reused)
+    return _with_derived(block, frame, dataset, BlockBuild(block.name, key, path, record["sha256"],
+                                                           chunks_computed=computed, chunks_reused=reused))
+
+
+def _with_derived(block: ArmBlock, frame: pd.DataFrame, dataset: Any, build: BlockBuild) -> tuple[pd.DataFrame, BlockBuild]:
+    """The cached columns plus the block's derived ones (replacing any cached column of the same
+    name); the build's digest then covers the derived values too (they enter the table's
+    fingerprint, hence the skip key)."""
+    derived = block.derive(frame, dataset)
+    if derived is not None and len(derived.columns):
+        label = f"arm block {block.name!r}"
+        if len(derived) != len(frame):
+            raise HarnessError(f"{label}: derive() returned {len(derived)} rows for {len(frame)}")
+        foreign = [c for c in derived.columns if not _owned(block, c) or c == "qid"]
+        if foreign:
+            raise HarnessError(f"{label}: derive() writes column(s) {foreign[:5]} outside its arms")
+        frame = frame.drop(columns=[c for c in derived.columns if c in frame.columns])
+        frame = pd.concat([frame.reset_index(drop=True), derived.reset_index(drop=True)], axis=1)
+        build.sha256 = digest_of({"file": build.sha256, "derived": pd.util.hash_pandas_object(
+            derived.astype(str), index=False).tolist()})
+    build.columns = [c for c in frame.columns if c != "qid"]
+    return frame, build
 
 
 def add_blocks(table: pd.DataFrame, blocks: Sequence[ArmBlock], dataset: Any, *, base_key: str,

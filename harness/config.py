@@ -119,6 +119,10 @@ class RootConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     experiment: Dict[str, Any] = field(default_factory=dict)
     seed: int = 0
+    # where the encoder, the reranker and the answer arms' in-process generator run: cpu (the
+    # default: the same numbers on every machine) | cuda | mps | auto (cuda, else mps, else cpu).
+    # Not cpu: part of every cache key it touches
+    device: str = "cpu"
     # sweeps print one line per job; true prints every job's full protocol summaries too (the
     # full text is always in the job's log file and the run's summary.txt). Not in the config hash
     verbose: bool = False
@@ -236,6 +240,9 @@ def validate(cfg: Any) -> None:
             raise ConfigError(str(key), f"unknown top-level key{did_you_mean(key, known_top)}; known: {', '.join(known_top)}")
     _check_missing(cfg)
     _in_range("seed", cfg.seed, 0, integer=True)
+    from harness.retrieval.precision import resolve_device
+
+    resolve_device(cfg.device, "device")  # a device this machine lacks: one line, before any work
     p, b = cfg.protocol, cfg.budget
     run = list(p.run)
     from harness.protocols.registry import make_protocol, settings_of

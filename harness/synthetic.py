@@ -53,6 +53,10 @@ def synthetic_outcome_table(
     feats["overlap_dense_rerank10"] = np.clip(np.round((0.6 - 0.15 * z + 0.1 * rng.normal(size=n)) * 10) / 10, 0, 1)
     feats["rerank_top1_dense_rank"] = np.clip(np.round(2 + 2 * z + rng.normal(size=n)), 1, 11)
     feats["caption_frac_rerank10"] = rng.integers(0, 4, size=n) / 10
+    # the no-retrieval answer's uncertainty (answer-pair policies), noise here too; drawn last so
+    # that every value above is what it always was
+    for name in FEATURE_SETS["uncertainty"]:
+        feats[name] = rng.normal(size=n)
     for name, values in feats.items():
         table[column(name)] = values.astype(float)
     return table

@@ -16,6 +16,8 @@ from harness.errors import DataSizeError, FeatureError
 from harness.retrieval.feature_names import FEATURE_PREFIX
 
 GAIN_EPS = 0.01  # SPEC section 7
+# outcomes in {0, 1} besides hit@k: an answer judged correct (harness/generation/arms.py)
+BINARY_METRICS = ("correct",)
 
 
 @dataclass(frozen=True)
@@ -134,8 +136,8 @@ class RoutingTask:
         check_rows(rows, table, source, metric, base_arm, extra_arm, is_hit_metric)
         feats = rows[[c for c in rows.columns if c.startswith(FEATURE_PREFIX)]].copy()
         feats.columns = [c[len(FEATURE_PREFIX):] for c in feats.columns]
-        if continuous is None:
-            continuous = not metric.startswith("hit@")
+        if continuous is None:  # 0/1 outcomes (a hit, a correct answer) give delta in {-1, 0, +1}
+            continuous = not (metric.startswith("hit@") or metric in BINARY_METRICS)
         base_cost = extra_cost = None
         if cost_column:
             extra_col = (

@@ -42,6 +42,9 @@ SIGNAL_SIGNS: dict[str, int] = {
     "bm25_top1": +1,
     "bm25_margin12": +1,
     **{name: (-1 if name.endswith("_dense") else +1) for name in FEATURE_SETS["qpp"]},
+    # uncertainty of the no-retrieval answer (seed 003): the less sure the model is from memory,
+    # the more retrieval is worth; a longer answer from memory counts as less sure (our choice)
+    **{name: +1 for name in FEATURE_SETS["uncertainty"]},
 }
 
 

@@ -206,3 +206,24 @@ def test_plugin_problems_are_config_errors_and_unrelated_broken_plugins_are_igno
         _check_arms({"base": "keep", "extra": "pp_arm"}, synthetic=True)
     with pytest.raises(ConfigError, match=r"arms\.blocks.*must be a list"):
         blocks_for({"blocks": "union"}, ["keep", "hybrid"])
+
+
+def test_derived_columns_are_recomputed_at_every_load_and_enter_the_fingerprint(table, tmp_path):
+    class Scored(Union):
+        name, arms = "scored", ("scored",)
+        bonus = 0.0
+
+        def compute(self, rows, dataset):
+            CALLS.append(len(rows))
+            return pd.DataFrame({"qid": rows["qid"], "scored.raw": rows["keep.hit@10"].astype(float)})
+
+        def derive(self, frame, dataset):
+            return pd.DataFrame({"scored.hit@10": frame["scored.raw"] + self.bonus}, index=frame.index)
+
+    CALLS.clear()
+    a, ba = add_blocks(table, [Scored()], None, base_key="b", cache_dir=tmp_path)
+    Scored.bonus = 1.0  # the scoring logic changes; the cached raw column does not
+    b, bb = add_blocks(table, [Scored()], None, base_key="b", cache_dir=tmp_path)
+    assert len(CALLS) == 1  # computed once, derived twice
+    np.testing.assert_array_equal(b["scored.hit@10"], a["scored.hit@10"] + 1.0)
+    assert ba[0].key == bb[0].key and ba[0].sha256 != bb[0].sha256  # same cache, new fingerprint

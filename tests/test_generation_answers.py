@@ -155,6 +155,9 @@ def test_yes_no_mapping_and_accuracy():
     assert yes_no_label("[2] No") == "no"  # citation first
     assert yes_no_label("They do not.") == "other"
     assert yes_no_label("Yesterday") == "other"
+    assert yes_no_label("The answer to this question is no. The evidence ...") == "no"  # first yes/no word
+    assert yes_no_label("1. The answer is yes.\n2. The answer is no.") == "yes"
+    assert yes_no_label("It is not known") == "other"
     assert yes_no_label("Insufficient evidence.") == "other"
     s = score_answer("Yes, they do [1].", ["Yes"])
     # boolean inferred from the references; EM on the text: "yes they do" != "yes" -> 0;

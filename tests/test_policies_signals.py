@@ -17,7 +17,7 @@ from policies.base import ScoreContext
 from policies.registry import builtin_policy_configs, default_conf_dir
 from policies.signals import SIGNAL_SIGNS, SingleSignalPolicy
 
-SIGNAL_FEATURES = FEATURE_SETS["baseline"] + FEATURE_SETS["bm25"] + FEATURE_SETS["qpp"]
+SIGNAL_FEATURES = FEATURE_SETS["baseline"] + FEATURE_SETS["bm25"] + FEATURE_SETS["qpp"] + FEATURE_SETS["uncertainty"]
 
 
 def _ctx(n):
@@ -72,6 +72,7 @@ def test_one_config_per_signal_feature_with_the_table_sign():
     assert SIGNAL_SIGNS["dense_top1"] == -1 and SIGNAL_SIGNS["rerank_top1_dense_rank"] == 1
     assert all(SIGNAL_SIGNS[f] == -1 for f in FEATURE_SETS["qpp"] if f.endswith("_dense"))
     assert all(SIGNAL_SIGNS[f] == 1 for f in FEATURE_SETS["qpp"] if f.endswith("_bm25"))
+    assert all(SIGNAL_SIGNS[f] == 1 for f in FEATURE_SETS["uncertainty"])  # unsure from memory: retrieve
 
 
 def test_oriented_signals_rank_rescues_high_on_planted_table(planted_table):

@@ -29,7 +29,7 @@ def test_repository_signal_configs_match_the_table():
     assert signal_config_problems() == [], "run: python -m policies.signals --write-configs"
     folder = default_conf_dir() / "policy"
     files = sorted(p.name for p in folder.glob("signal_*.yaml"))
-    assert files == sorted(f"signal_{f}.yaml" for f in SIGNAL_SIGNS) and len(files) == 20
+    assert files == sorted(f"signal_{f}.yaml" for f in SIGNAL_SIGNS) and len(files) == 24  # 20 retrieval, 4 uncertainty signals
     configs = builtin_policy_configs()
     for feature, sign in SIGNAL_SIGNS.items():
         path = folder / f"signal_{feature}.yaml"

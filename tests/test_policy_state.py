@@ -174,6 +174,15 @@ PINNED_DIGESTS: dict[str, tuple[str, str]] = {
     'signal_qpp_wig_bm25': ('4bc125b5a870dc99', '518e5d2c3772b23a'),
     'signal_qpp_wig_dense': ('6e4412b435a6cb0d', 'f60f15736d8e0ef7'),
     'signal_rerank_top1_dense_rank': ('2da5e04303caf38e', 'bcd160d412f7acf2'),
+    # answer-pair routers (pinned when they were added; the 28 above are unchanged since)
+    'bur_gbm': ('4db8d99eb98e38d6', 'd05de509755fa859'),
+    'bur_linear': ('3da9f86ea0f6b561', '810169545e8bed07'),
+    'query_ridge': ('acf520e187e9f9b8', '85c78c281ff5e61b'),
+    'signal_unc_answer_tokens': ('6b03b079b5ea0cbc', '6785d983fa0dc9f9'),
+    'signal_unc_max_entropy': ('a80306e097de3a42', 'd55aa1a91855c796'),
+    'signal_unc_mean_entropy': ('ac9be31f7c534048', 'e5917ee9ba3884b7'),
+    'signal_unc_min_confidence': ('6c3c5357348473ae', '02fcf0cb76cd4ab9'),
+    'uncertainty_ridge': ('fc76a04ca271f569', '4d9a8ff4ea06efd5'),
 }
 
 

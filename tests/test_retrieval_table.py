@@ -257,7 +257,8 @@ def test_shipped_configs_parse_with_spec_defaults():
     for f in sorted((conf / "arms").glob("*.yaml")):
         c = OmegaConf.load(f)
         arm_params(c)
-        assert c.base == "keep" and c.extra in ("hybrid", "dense", "bm25"), f.name
+        pair = (c.base, c.extra)
+        assert pair in (("keep", "hybrid"), ("keep", "dense"), ("keep", "bm25"), ("no_retrieval", "rag_keep")), f.name
     assert OmegaConf.load(conf / "reranker" / "maxsim.yaml").name == "maxsim"
     assert OmegaConf.load(conf / "reranker" / "cross_encoder.yaml").model == "cross-encoder/ms-marco-MiniLM-L6-v2"
 

@@ -20,9 +20,10 @@
   ``harness.data.qasper``: an annotator who marked it unanswerable). A non-abstaining answer to
   such a question is scored against the references as they are.
 * **Yes/no questions** (``boolean``; by default: every reference normalises to "yes" or "no"):
-  the answer is mapped to ``yes`` / ``no`` / ``other`` by its first normalised word
-  (``yes_no_label``); ``correct`` is then yes/no accuracy (the label equals a reference label),
-  while EM and F1 are still reported on the text.
+  the answer is mapped to ``yes`` / ``no`` / ``other`` by the first normalised word that is
+  "yes" or "no" (``yes_no_label``: "The answer is no." says no; small models rarely start
+  with the word itself, though the prompt asks them to); ``correct`` is then yes/no accuracy
+  (the label equals a reference label), while EM and F1 are still reported on the text.
 * ``quality``: the continuous answer quality Q in [0, 1] for SPEC section 7's gain: token F1,
   or yes/no accuracy for boolean questions.
 * ``utility_class``: seed 003's u in {-1, 0, +1} of RAG over no-retrieval:
@@ -88,12 +89,13 @@ def is_abstention(text: str) -> bool:
 
 
 def yes_no_label(text: str) -> str:
-    """``"yes"``, ``"no"`` or ``"other"``: the first normalised word of the answer."""
+    """``"yes"``, ``"no"`` or ``"other"``: the first normalised word of the answer that is
+    "yes" or "no" (whole words: "Yesterday" and "not" are neither)."""
     if is_abstention(text):
         return "other"
-    words = normalize_answer(strip_citations(text)).split()
-    if words and words[0] in ("yes", "no"):
-        return words[0]
+    for word in normalize_answer(strip_citations(text)).split():
+        if word in ("yes", "no"):
+            return word
     return "other"
 
 

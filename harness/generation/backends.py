@@ -428,6 +428,7 @@ class TransformersGenerator(Generator):
         config: GenerationConfig | None = None,
         dtype: str = "float32",
         batch_size: int = 1,
+        device: str = "cpu",
     ):
         super().__init__(config)
         try:
@@ -454,6 +455,8 @@ class TransformersGenerator(Generator):
         t0 = time.perf_counter()
         self._tok = AutoTokenizer.from_pretrained(where, **kw)
         self._lm = AutoModelForCausalLM.from_pretrained(where, dtype=getattr(torch, dtype), **kw)
+        self.device = str(device)
+        self._lm.to(self.device)
         self._lm.eval()
         self.load_ms = (time.perf_counter() - t0) * 1000.0
         eos = self._lm.generation_config.eos_token_id
@@ -479,7 +482,8 @@ class TransformersGenerator(Generator):
         t0 = time.perf_counter()
         with torch.inference_mode():
             out = self._lm.generate(
-                input_ids=ids, attention_mask=mask, max_new_tokens=max_tokens, do_sample=False,
+                input_ids=ids.to(self.device), attention_mask=mask.to(self.device), max_new_tokens=max_tokens,
+                do_sample=False,
                 temperature=None, top_p=None, top_k=None, output_logits=True,
                 return_dict_in_generate=True, pad_token_id=self._pad, eos_token_id=sorted(self._eos),
             )
@@ -494,7 +498,7 @@ class TransformersGenerator(Generator):
                 if tid in self._eos:
                     finish = "stop"
                     break
-                lp, vals, tids, ent = _topk_and_entropy(out.logits[s][b], k)
+                lp, vals, tids, ent = _topk_and_entropy(out.logits[s][b].cpu(), k)
                 top = tuple(TopLogprob(self._tok.decode([t]), float(v)) for t, v in zip(tids, vals))
                 toks.append(TokenLogprob(self._tok.decode([tid]), float(lp[tid]), top, ent))
                 kept.append(tid)
@@ -522,7 +526,7 @@ class TransformersGenerator(Generator):
         return out
 
     def describe(self) -> dict:
-        return {**super().describe(), "dtype": str(self._lm.dtype), "batch_size": self.batch_size}
+        return {**super().describe(), "dtype": str(self._lm.dtype), "batch_size": self.batch_size, "device": self.device}
 
     def close(self) -> None:
         self._lm = None

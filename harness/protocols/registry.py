@@ -67,6 +67,7 @@ class ProtocolContext:
     artifact_dir: Path  # files written here end up in the run's artifacts
     settings: Any = None  # ``protocol.settings.<name>`` checked against the protocol's ``Config``
     where: str | None = None  # how summaries name the run's artifacts ("run <id>"), if known
+    table: Any = None  # the outcome table (pandas), for protocols that read more than the task
 
     @property
     def seed(self) -> int:
@@ -190,6 +191,7 @@ BUILTIN_PROTOCOLS = {
     "threshold": "harness.protocols.builtin:ThresholdProtocol",
     "budget": "harness.protocols.builtin:BudgetProtocol",
     "gain": "harness.protocols.builtin:GainProtocol",
+    "cost": "harness.protocols.cost:CostProtocol",
 }
 
 

@@ -39,7 +39,7 @@ import numpy as np
 
 from harness.errors import ConfigError
 from harness.io import sha256_bytes, sha256_file
-from harness.retrieval.precision import autocast, resolve_precision
+from harness.retrieval.precision import autocast, resolve_device, resolve_precision
 
 PACKAGED_MINILM = "packaged-minilm"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".onnx")
@@ -106,12 +106,12 @@ def model_identity(model: str) -> dict:
     return ident
 
 
-def load_sentence_transformer(model: str):
-    """Load a SentenceTransformer on CPU from a local folder (or, if allowed, the hub)."""
+def load_sentence_transformer(model: str, device: str = "cpu"):
+    """Load a SentenceTransformer on ``device`` from a local folder (or, if allowed, the hub)."""
     from sentence_transformers import SentenceTransformer
 
     path = resolve_model_path(model)
-    return SentenceTransformer(str(path) if path is not None else model, device="cpu")
+    return SentenceTransformer(str(path) if path is not None else model, device=device)
 
 
 def markup_token_ids(tokenizer) -> list[int]:
@@ -145,6 +145,7 @@ class DenseEncoder:
     batch_size: int = 64
     max_seq_length: int = 256
     precision: str = "fp32"  # reproducible default; "bf16" / "auto" are opt-in (precision.py)
+    device: str = "cpu"  # cpu (default) | cuda | mps | auto (precision.resolve_device)
     forward_seconds: float = field(default=0.0, init=False)  # time inside model forward passes
     calls: int = field(default=0, init=False)
 
@@ -154,18 +155,22 @@ class DenseEncoder:
         if int(self.max_seq_length) < 8:
             raise ConfigError("encoder.max_seq_length", f"must be >= 8, got {self.max_seq_length}")
         self.precision = resolve_precision(self.precision)
+        self.device = resolve_device(self.device, "device")
         self._st = None
 
     def identity(self) -> dict:
-        return {
+        ident = {
             **model_identity(self.model),
             "max_seq_length": int(self.max_seq_length),
             "pooling": "model default + L2",
         }
+        if self.device != "cpu":  # another device computes other floats: another key (cpu: as before)
+            ident["device"] = self.device
+        return ident
 
     def _loaded(self):
         if self._st is None:
-            self._st = load_sentence_transformer(self.model)
+            self._st = load_sentence_transformer(self.model, self.device)
             self._st.max_seq_length = int(self.max_seq_length)
         return self._st
 
@@ -189,16 +194,16 @@ class DenseEncoder:
             feats = tok(batch, padding=True, truncation=True, max_length=int(self.max_seq_length), return_tensors="pt")
             if int(feats["input_ids"].shape[1]) != int(lengths[idx[0]]):  # pragma: no cover - tokenizer disagrees
                 raise RuntimeError(f"texts of {lengths[idx[0]]} tokens came back as {feats['input_ids'].shape[1]}")
-            feats = dict(feats)
+            feats = {k: v.to(self.device) for k, v in dict(feats).items()}
             f0 = time.perf_counter()
-            with autocast(self.precision):
+            with autocast(self.precision, self.device):
                 out = st(feats)
             self.forward_seconds += time.perf_counter() - f0
             sent = out["sentence_embedding"].float()
-            sent = torch.nn.functional.normalize(sent, p=2, dim=1).numpy()
+            sent = torch.nn.functional.normalize(sent, p=2, dim=1).cpu().numpy()
             tok_emb = out["token_embeddings"].float()
-            tok_emb = torch.nn.functional.normalize(tok_emb, p=2, dim=2).numpy()
-            keep = content_token_mask(feats["input_ids"].numpy(), feats["attention_mask"].numpy(), special_ids)
+            tok_emb = torch.nn.functional.normalize(tok_emb, p=2, dim=2).cpu().numpy()
+            keep = content_token_mask(feats["input_ids"].cpu().numpy(), feats["attention_mask"].cpu().numpy(), special_ids)
             for row, i in enumerate(idx):
                 # drop padding and every special token by id (not by position: see module docstring)
                 tokens[i] = np.ascontiguousarray(tok_emb[row][keep[row]], dtype=np.float32)

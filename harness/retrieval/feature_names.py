@@ -26,11 +26,16 @@ QPP = tuple(f"qpp_{p}_{src}" for src in ("dense", "bm25") for p in QPP_BASE)
 WH_WORDS = ("what", "how", "which", "who", "when", "where", "why", "yesno", "other")
 QUERY = ("q_len_words", "q_has_digit", "q_n_capitalised") + tuple(f"q_wh_{w}" for w in WH_WORDS)
 
+# Uncertainty of the no-retrieval answer (seed 003), written by the answer arm block
+# ``no_retrieval`` (harness/generation/arms.py): only in tables that hold it.
+UNCERTAINTY = ("unc_mean_entropy", "unc_max_entropy", "unc_min_confidence", "unc_answer_tokens")
+
 FEATURE_SETS: dict[str, tuple[str, ...]] = {
     "baseline": BASELINE,
     "bm25": BM25,
     "qpp": QPP,
     "query": QUERY,
+    "uncertainty": UNCERTAINTY,
 }
 FEATURE_SETS["all"] = tuple(n for s in ("baseline", "bm25", "qpp", "query") for n in FEATURE_SETS[s])
 

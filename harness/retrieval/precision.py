@@ -49,14 +49,37 @@ def resolve_precision(value: str, key: str = "precision") -> str:
     return v
 
 
+DEVICES = ("cpu", "cuda", "mps", "auto")
+
+
+def resolve_device(value: str, key: str = "device") -> str:
+    """``cpu`` (the default everywhere: the same numbers on every machine), ``cuda``, ``mps``,
+    or ``auto`` (cuda, else mps, else cpu: machine-dependent, so opt-in). A device this machine
+    lacks is a ConfigError naming ``key``."""
+    v = str(value).lower()
+    if v not in DEVICES:
+        raise ConfigError(key, f"must be one of {DEVICES}, got {value!r}")
+    if v == "cpu":
+        return v
+    import torch
+
+    has = {"cuda": torch.cuda.is_available(),
+           "mps": bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available()}
+    if v == "auto":
+        return "cuda" if has["cuda"] else "mps" if has["mps"] else "cpu"
+    if not has[v]:
+        raise ConfigError(key, f"device {v!r} is not available on this machine (torch sees no {v}); use cpu or auto")
+    return v
+
+
 @contextlib.contextmanager
-def autocast(precision: str) -> Iterator[None]:
-    """Inference mode plus, for ``bf16``, CPU bfloat16 autocast."""
+def autocast(precision: str, device: str = "cpu") -> Iterator[None]:
+    """Inference mode plus, for ``bf16``, bfloat16 autocast on ``device``."""
     import torch
 
     with torch.inference_mode():
         if precision == "bf16":
-            with torch.autocast("cpu", dtype=torch.bfloat16):
+            with torch.autocast("cuda" if device == "cuda" else "cpu", dtype=torch.bfloat16):
                 yield
         else:
             yield

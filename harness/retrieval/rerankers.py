@@ -19,7 +19,7 @@ import numpy as np
 
 from harness.errors import ConfigError
 from harness.retrieval.encoder import model_identity, resolve_model_path
-from harness.retrieval.precision import autocast, resolve_precision
+from harness.retrieval.precision import autocast, resolve_device, resolve_precision
 
 CROSS_ENCODER_DEFAULT = "cross-encoder/ms-marco-MiniLM-L6-v2"
 
@@ -77,21 +77,26 @@ class CrossEncoderReranker:
     batch_size: int = 32
     max_length: int = 512
     precision: str = "fp32"
+    device: str = "cpu"  # cpu (default) | cuda | mps | auto (precision.resolve_device)
     forward_seconds: float = field(default=0.0, init=False)
 
     def __post_init__(self) -> None:
         self.precision = resolve_precision(self.precision, "reranker.precision")
+        self.device = resolve_device(self.device, "device")
         self._ce = None
 
     def identity(self) -> dict:
-        return {"name": "cross_encoder", **model_identity(self.model), "max_length": int(self.max_length)}
+        ident = {"name": "cross_encoder", **model_identity(self.model), "max_length": int(self.max_length)}
+        if self.device != "cpu":
+            ident["device"] = self.device
+        return ident
 
     def _loaded(self):
         if self._ce is None:
             from sentence_transformers import CrossEncoder
 
             path = resolve_model_path(self.model)
-            self._ce = CrossEncoder(str(path) if path else self.model, device="cpu", max_length=int(self.max_length))
+            self._ce = CrossEncoder(str(path) if path else self.model, device=self.device, max_length=int(self.max_length))
         return self._ce
 
     def score(self, inputs: RerankInputs, pairs: Sequence[tuple[int, int]]) -> np.ndarray:
@@ -100,14 +105,15 @@ class CrossEncoderReranker:
         ce = self._loaded()
         texts = [(inputs.question_texts[q], inputs.unit_texts[u]) for q, u in pairs]
         t0 = time.perf_counter()
-        with autocast(self.precision):
+        with autocast(self.precision, self.device):
             s = ce.predict(texts, batch_size=int(self.batch_size), show_progress_bar=False, convert_to_numpy=True)
         self.forward_seconds += time.perf_counter() - t0
         return np.asarray(s, dtype=np.float64).reshape(len(pairs))
 
 
-def make_reranker(cfg: Mapping, encoder_identity: dict, precision: str):
-    """Reranker from ``conf/reranker/*.yaml``: ``name: maxsim`` or ``name: cross_encoder``."""
+def make_reranker(cfg: Mapping, encoder_identity: dict, precision: str, device: str = "cpu"):
+    """Reranker from ``conf/reranker/*.yaml``: ``name: maxsim`` or ``name: cross_encoder``
+    (on ``device``; MaxSim works on the encoder's token embeddings, on the encoder's device)."""
     name = str(cfg.get("name", "maxsim"))
     if name == "maxsim":
         return MaxSimReranker(encoder_identity=encoder_identity)
@@ -117,5 +123,6 @@ def make_reranker(cfg: Mapping, encoder_identity: dict, precision: str):
             batch_size=int(cfg.get("batch_size", 32)),
             max_length=int(cfg.get("max_length", 512)),
             precision=str(cfg.get("precision", precision)),
+            device=device,
         )
     raise ConfigError("reranker.name", f"must be 'maxsim' or 'cross_encoder', got {name!r}")

@@ -99,6 +99,7 @@ def make_encoder(arms_cfg: Mapping) -> DenseEncoder:
         batch_size=_int(enc, "batch_size", 64, 1, "arms.encoder"),
         max_seq_length=_int(enc, "max_seq_length", 256, 8, "arms.encoder"),
         precision=str(arms_cfg.get("precision", DEFAULT_PRECISION)),
+        device=str(arms_cfg.get("device", "cpu")),
     )
 
 
@@ -263,7 +264,7 @@ def build_outcome_table(
         encoder = make_encoder(arms_cfg)
     enc_id = encoder.identity()
     if reranker is None:
-        reranker = make_reranker(reranker_cfg, enc_id, precision)
+        reranker = make_reranker(reranker_cfg, enc_id, precision, str(arms_cfg.get("device", "cpu")))
     rr_id = reranker.identity()
     # shard_size stays in the key unless the numbers are proven independent of it
     exact = precision == "fp32" and batch_independent(encoder) and isinstance(reranker, MaxSimReranker)

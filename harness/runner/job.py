@@ -376,7 +376,7 @@ def run_job(cfg: DictConfig | Mapping, *, in_sweep: bool | None = None, job: Any
             _JOB_ACTIVE = True
             tracker.log_params(run_id, mt.flatten_params(plain))
             (art / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(plain)), encoding="utf-8")
-            out = compute_job(plain, task, factory, art, where=f"run {run_id}")
+            out = compute_job(plain, task, factory, art, where=f"run {run_id}", table=table.frame)
             metrics = {**table_facts(task, table), **out.metrics()}
             triples = [(k, v, 0) for k, v in metrics.items()]
             for done in out.results.values():

@@ -1,0 +1,219 @@
+"""Answer arms: answer from memory (``no_retrieval``) or from a retrieval arm's top k units
+(``rag_keep``, ``rag_hybrid``, ``rag_bm25``), judged by the answer, as arm blocks.
+
+Why blocks: generation is the most expensive stage. Each arm is its own block
+(``harness.arm_blocks``), cached in verified chunks and resumed after an interruption; adding
+RAG never regenerates the no-retrieval answers, and a change to the retrieval table changes
+only the RAG arms' keys (they read ``<retrieval arm>.top10``).
+
+Columns of an arm ``A`` (one row per question):
+
+- outcomes: ``A.correct`` (1.0 when right: EM or F1 >= 0.8, yes/no accuracy for boolean
+  questions, abstention right only on unanswerable ones; seed 003), ``A.em``, ``A.f1``,
+  ``A.quality`` (SPEC 7's Q: F1, or yes/no accuracy), ``A.abstained``: derived from the cached
+  answer text at every load (``derive``), never cached, so a change to the answer metrics
+  rescores every cached answer;
+- what was said: ``A.answer``, and for RAG ``A.units`` (the unit ids put into the prompt);
+- costs: ``A.cost.prompt_tokens``, ``A.cost.output_tokens``, ``A.cost.tokens`` (their sum: the
+  default cost axis of an answer pair, a count, so the same on every machine), ``A.cost.total_ms``
+  (wall time of the call) and ``A.cost.model_ms`` (the engine's own time);
+- ``no_retrieval`` also writes the uncertainty features of its answer (``feat.unc_*``, the
+  feature set ``uncertainty``): mean and max token entropy over the top-k alternatives, 1 - the
+  lowest top-1 probability, answer length in tokens.
+
+Choices where the SPEC is silent: ``k = 5`` units (seed 003), the evidence cap of 12,000
+characters and seed 000's prompt rules (``harness.generation.prompts``); ``max_tokens`` 64 by
+default (seed 000 allows 256: a short-answer dataset rarely needs more, and a 135M model that
+rambles only costs time); greedy decoding. The key of a block holds the model's identity (the
+SHA-256 of a local GGUF; a server's URL and model name, since its weights cannot be read) and
+every generation setting; threads are not in it (llama.cpp's output was bit-identical across
+thread counts and batch sizes).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.arm_blocks import BASE, ArmBlock
+from harness.errors import HarnessError
+from harness.io import sha256_file
+from harness.retrieval.feature_names import UNCERTAINTY as UNCERTAINTY_FEATURES
+
+PROMPT_VERSION = 1  # bump when harness.generation.prompts changes what a prompt says
+
+
+@functools.lru_cache(maxsize=8)
+def _file_digest(path: str) -> str:
+    return sha256_file(path)
+
+
+def model_identity(spec: str) -> dict:
+    """What identifies the model behind a generator spec (``load_generator``'s syntax)."""
+    from harness.generation.backends import packaged_model_path
+
+    s = str(spec)
+    if s.startswith(("http://", "https://")):
+        return {"server": s}
+    name, _, arg = s.partition(":")
+    if name in ("default", "llamacpp", "llama.cpp") or s.lower().endswith(".gguf"):
+        path = Path(arg) if arg else (Path(s) if s.lower().endswith(".gguf") else packaged_model_path())
+        return {"backend": "llama.cpp", "gguf": path.name, "sha256": _file_digest(str(path))}
+    path = Path(arg) if arg else None
+    if path is not None and path.is_file():
+        return {"backend": name, "file": path.name, "sha256": _file_digest(str(path))}
+    if path is not None and path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file())
+        return {"backend": name, "folder": path.name,
+                "files": {str(p.relative_to(path)): _file_digest(str(p)) for p in files}}
+    return {"backend": name, "packaged": _file_digest(str(packaged_model_path()))}
+
+
+class AnswerArm(ArmBlock):
+    """What the answer arms share: the generator, the settings, scoring, costs."""
+
+    requires = (BASE,)
+    version = "1"
+    chunk_size = 16
+    retrieval: str | None = None  # the retrieval arm whose top k units a RAG arm reads
+
+    def __init__(self, generator: str = "default", max_tokens: int = 64, top_k: int = 5, seed: int = 0,
+                 k: int = 5, model: str | None = None, device: str = "cpu"):
+        for key, value, low in (("max_tokens", max_tokens, 1), ("top_k", top_k, 1), ("k", k, 1), ("seed", seed, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{key} must be an integer >= {low}, got {value!r}")
+        server = str(generator).startswith(("http://", "https://"))
+        if str(device) != "cpu" and not server and not str(generator).startswith("transformers"):
+            raise ValueError(f"device {device!r}: the in-process {str(generator).partition(':')[0]} backend runs on "
+                             "the CPU here (the prebuilt llama.cpp wheel is CPU-only); on a GPU use "
+                             "generator=transformers:PATH or a server (http://...)")
+        self.generator = str(generator)
+        self.max_tokens = max_tokens
+        self.top_k = top_k
+        self.seed = seed
+        self.k = k
+        self.model = model
+        self.device = "server" if server else str(device)  # a server places its model itself
+
+    def _base_identity(self) -> dict:
+        return {**ArmBlock.identity(self), "model": {**model_identity(self.generator), "name": self.model},
+                "prompt_version": PROMPT_VERSION}
+
+    # ---- per question ----------------------------------------------------------------------
+    def prompt(self, question, row, units: dict, boolean: bool):
+        """The ``Prompt`` for one question (its table row and the dataset's units at hand)."""
+        raise NotImplementedError
+
+    def compute(self, rows: pd.DataFrame, dataset: Any) -> pd.DataFrame:
+        from harness.generation import GenerationConfig, load_generator, uncertainty_features
+
+        if dataset is None or not getattr(dataset, "questions", None):
+            raise HarnessError(f"arm {self.arms[0]!r} generates answers from the dataset's questions: the synthetic "
+                               "table has no text (use a real dataset, e.g. dataset=qasper_yesno)")
+        questions = {q.qid: q for q in dataset.questions}
+        units = {u.unit_id: u for doc in dataset.documents.values() for u in doc}
+        cfg = GenerationConfig(max_tokens=self.max_tokens, top_k=self.top_k, seed=self.seed)
+        kwargs: dict = {}
+        if self.model and self.generator.startswith(("http://", "https://")):
+            kwargs["model"] = self.model
+        if self.generator.startswith("transformers") and self.device != "cpu":
+            from harness.retrieval.precision import resolve_device
+
+            kwargs["device"] = resolve_device(self.device, "device")
+        arm = self.arms[0]
+        out: list[dict] = []
+        with load_generator(self.generator, config=cfg, **kwargs) as gen:
+            for _, row in rows.iterrows():
+                q = questions.get(str(row["qid"]))
+                if q is None:
+                    raise HarnessError(f"arm {arm!r}: question {row['qid']!r} of the table is not in dataset "
+                                       f"{dataset.name!r}")
+                boolean = q.answer_type == "yes_no"
+                prompt = self.prompt(q, row, units, boolean)
+                t0 = time.perf_counter()
+                g = gen.generate(prompt.as_list())
+                wall_ms = (time.perf_counter() - t0) * 1000.0
+                rec = {
+                    "qid": q.qid,
+                    f"{arm}.answer": g.text,
+                    f"{arm}.cost.prompt_tokens": float(g.prompt_tokens),
+                    f"{arm}.cost.output_tokens": float(g.output_tokens),
+                    f"{arm}.cost.tokens": float(g.prompt_tokens + g.output_tokens),
+                    f"{arm}.cost.total_ms": wall_ms,
+                    f"{arm}.cost.model_ms": float(g.model_ms) if g.model_ms is not None else float("nan"),
+                }
+                if self.retrieval is not None:
+                    rec[f"{arm}.units"] = list(prompt.unit_ids)
+                else:
+                    u = uncertainty_features(g)
+                    rec.update({
+                        "feat.unc_mean_entropy": float(u.mean_entropy),
+                        "feat.unc_max_entropy": float(u.max_entropy),
+                        "feat.unc_min_confidence": float(u.min_confidence),
+                        "feat.unc_answer_tokens": float(u.answer_tokens),
+                    })
+                out.append(rec)
+        return pd.DataFrame(out)
+
+
+    def derive(self, frame: pd.DataFrame, dataset: Any) -> pd.DataFrame | None:
+        """The answer's scores, from its cached text and the dataset's references: a change to
+        the answer metrics rescores every cached answer instead of leaving stale numbers."""
+        from harness.generation import score_answer
+
+        arm = self.arms[0]
+        questions = {q.qid: q for q in dataset.questions}
+        rows = []
+        for qid, text in zip(frame["qid"], frame[f"{arm}.answer"]):
+            q = questions[str(qid)]
+            s = score_answer(str(text), list(q.answers), boolean=(q.answer_type == "yes_no") or None)
+            rows.append({f"{arm}.correct": float(s.correct), f"{arm}.em": float(s.em), f"{arm}.f1": float(s.f1),
+                         f"{arm}.quality": float(s.quality), f"{arm}.abstained": float(s.abstained)})
+        return pd.DataFrame(rows, index=frame.index)
+
+    def identity(self) -> dict:
+        ident = self._base_identity()
+        if self.device == "cpu":  # the default keeps the key it had before devices existed
+            ident["params"].pop("device", None)
+        return ident
+
+
+class NoRetrievalArm(AnswerArm):
+    """Answer from the model's memory: no evidence in the prompt."""
+
+    name, arms = "no_retrieval", ("no_retrieval",)
+    feature_sets = {"uncertainty": UNCERTAINTY_FEATURES}
+
+    def prompt(self, question, row, units, boolean):
+        from harness.generation import no_retrieval_messages
+
+        return no_retrieval_messages(question.text, boolean=boolean)
+
+
+class _RagArm(AnswerArm):
+    """Answer from the top ``k`` units of ``retrieval``'s ranking (``<retrieval>.top10``)."""
+
+    requires = (BASE,)
+
+    def prompt(self, question, row, units, boolean):
+        from harness.generation import EvidenceUnit, rag_messages
+
+        ranked = [str(u) for u in list(row[f"{self.retrieval}.top10"])[: self.k]]
+        evidence = [EvidenceUnit(uid, units[uid].text, units[uid].kind) for uid in ranked if uid in units]
+        return rag_messages(question.text, evidence, boolean=boolean)
+
+
+class RagKeepArm(_RagArm):
+    name, arms, retrieval = "rag_keep", ("rag_keep",), "keep"
+
+
+class RagHybridArm(_RagArm):
+    name, arms, retrieval = "rag_hybrid", ("rag_hybrid",), "hybrid"
+
+
+class RagBM25Arm(_RagArm):
+    name, arms, retrieval = "rag_bm25", ("rag_bm25",), "bm25"
