@@ -251,6 +251,7 @@ def validate(cfg: Any) -> None:
     for i, name in enumerate(run):  # built-ins and installed plugins (did-you-mean on a typo)
         protocol = make_protocol(str(name), f"protocol.run[{i}]")
         settings_of(protocol, settings.get(name))  # its typed settings, checked under their keys
+        protocol.check(cfg)  # what else it needs of the job (e.g. an answer pair)
     if len(set(run)) != len(run):
         raise ConfigError("protocol.run", f"names a protocol twice: {run}")
     for name in settings:

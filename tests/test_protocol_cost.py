@@ -92,3 +92,12 @@ def test_needs_an_answer_pair(tmp_path):
     task = RoutingTask.from_table(t)
     with pytest.raises(ConfigError, match="answer pair"):
         CostProtocol().run(task, AlwaysBase, ProtocolContext(cfg=CFG, artifact_dir=tmp_path, table=t))
+
+
+def test_a_retrieval_pair_is_refused_before_any_work(tmp_path, capsys):
+    from harness.__main__ import main
+
+    code = main(["protocol=answers", "dataset=synthetic", "experiment=none", f"tracking.uri=sqlite:///{tmp_path / 'x.db'}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == [err[0]] and "protocol 'cost' needs an answer pair" in err[0]
+    assert not (tmp_path / "x.db").exists()

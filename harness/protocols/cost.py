@@ -87,6 +87,13 @@ class CostProtocol(Protocol):
 
     name = "cost"
 
+    def check(self, cfg) -> None:
+        arms = cfg.get("arms") or {}
+        base, extra = str(arms.get("base", "keep")), str(arms.get("extra", "hybrid"))
+        if base != "no_retrieval" or not extra.startswith("rag_"):
+            raise ConfigError("protocol.run", f"protocol 'cost' needs an answer pair (arms=noret_rag: no_retrieval "
+                                              f"vs rag_<arm>), got {base} vs {extra}; use protocol=all for this pair")
+
     def run(self, task, factory, ctx: ProtocolContext) -> ProtocolResult:
         from harness.protocols.builtin import BudgetProtocol
 

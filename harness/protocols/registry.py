@@ -93,6 +93,10 @@ class Protocol(abc.ABC):
     def run(self, task: Any, factory: Callable[[], Any], ctx: ProtocolContext) -> ProtocolResult:
         """Evaluate the policies ``factory`` makes on ``task``."""
 
+    def check(self, cfg: Mapping[str, Any]) -> None:
+        """Refuse a job config this protocol cannot run (a ConfigError naming the key), before
+        any work; called by ``harness.config.validate``. Default: nothing to check."""
+
 
 def _type_problem(kind: Any, value: Any) -> str | None:
     """Why ``value`` is not a ``kind`` (None when it is, or when ``kind`` is not one this check
