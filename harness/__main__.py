@@ -20,6 +20,8 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
+from harness.config import as_bad_input, compose_config
+
 SUBCOMMANDS = ("data", "policies", "report", "table")
 
 USAGE = """\
@@ -115,9 +117,6 @@ def table_main(argv: Sequence[str]) -> int:
         f"net {int(delta.sum()):+d} on {task.n} questions"
     )
     return 0
-
-
-from harness.config import as_bad_input, compose_config  # noqa: E402 - re-exported for the commands
 
 
 def _restore_env(name: str, value: str | None) -> None:

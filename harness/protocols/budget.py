@@ -529,7 +529,8 @@ def _split_facts(s: int, split_seed: int, cal: RoutingTask, test: RoutingTask, c
     }
 
 
-def _fixed_row(facts: dict, test: RoutingTask, route: str, cost: float) -> dict:
+def _fixed_row(facts: dict, test: RoutingTask, route: str) -> dict:
+    """A fixed decision's row at cost 0 (``_CostFree.at_cost`` subtracts the cost)."""
     usage = 1.0 if route == "extra" else 0.0
     outcome = float(test.extra.mean() if route == "extra" else test.base.mean())
     k = test.n * usage
@@ -556,7 +557,7 @@ def _fixed_row(facts: dict, test: RoutingTask, route: str, cost: float) -> dict:
         "violated": math.nan,
         "overshoot": math.nan,
         "outcome": outcome,
-        "utility": outcome - cost * usage,
+        "utility": outcome,
         "random_matched": random_matched(test.base, test.delta, k),
         "oracle_matched": oracle_matched(test.base, test.delta, k),
     }
@@ -565,9 +566,9 @@ def _fixed_row(facts: dict, test: RoutingTask, route: str, cost: float) -> dict:
 DECISION_COLUMNS = ("qid", "doc_id", "split", "budget", "frontier", "prob", "base", "extra", "utility", "oracle")
 
 
-def _decision_rows(test: RoutingTask, split: int, budget: float, frontier: str, prob, cost: float,
-                   oracle: bool) -> pd.DataFrame:
-    """The test half's per-question run probabilities under one rule (module docstring)."""
+def _decision_rows(test: RoutingTask, split: int, budget: float, frontier: str, prob, oracle: bool) -> pd.DataFrame:
+    """The test half's per-question run probabilities under one rule (module docstring), with
+    the expected utility at cost 0 (``_CostFree.at_cost`` subtracts the cost)."""
     p = np.asarray(prob, dtype=float)
     base, extra = np.asarray(test.base, dtype=float), np.asarray(test.extra, dtype=float)
     return pd.DataFrame(
@@ -580,7 +581,7 @@ def _decision_rows(test: RoutingTask, split: int, budget: float, frontier: str, 
             "prob": p,
             "base": base,
             "extra": extra,
-            "utility": (1.0 - p) * base + p * extra - cost * p,
+            "utility": (1.0 - p) * base + p * extra,
             "oracle": oracle,
         }
     )
@@ -624,8 +625,8 @@ def _cost_free_splits(
     alpha: float,
 ) -> _CostFree:
     """Every split's fits, frontiers, decisions and routing summaries at cost 0 (utilities are
-    then outcomes); ``_CostFree.at_cost`` subtracts the cost. Same expressions as a run at that cost,
-    so the numbers are identical bit for bit (``x - 0.0 * y == x``)."""
+    then outcomes); ``_CostFree.at_cost`` subtracts the cost with the expressions a run at that
+    cost would evaluate, so the numbers are identical bit for bit (tested)."""
     route = fixed_route_of(policy_factory)
     split_seeds = np.random.default_rng(seed).integers(0, 2**31 - 1, size=n_splits)
     rows: list[dict] = []
@@ -642,9 +643,9 @@ def _cost_free_splits(
         if route is not None:
             facts = _split_facts(s, int(split_seed), cal, test, calibration, 0)
             split_rows.append(facts)
-            rows.append(_fixed_row(facts, test, route, 0.0))
+            rows.append(_fixed_row(facts, test, route))
             decision_parts.append(
-                _decision_rows(test, s, math.nan, FIXED, np.full(test.n, 1.0 if route == "extra" else 0.0), 0.0,
+                _decision_rows(test, s, math.nan, FIXED, np.full(test.n, 1.0 if route == "extra" else 0.0),
                                is_oracle)
             )
             continue
@@ -684,8 +685,8 @@ def _cost_free_splits(
                 else:
                     cal_prob = run_probability(cal_scores, t, p)
                     cal_usage = float(cal_prob.mean())
-                    cal_utility = expected_outcome(cal_prob, cal.base, cal.extra) - 0.0 * cal_usage
-                decision_parts.append(_decision_rows(test, s, rho, frontier, prob, 0.0, is_oracle))
+                    cal_utility = expected_outcome(cal_prob, cal.base, cal.extra)
+                decision_parts.append(_decision_rows(test, s, rho, frontier, prob, is_oracle))
                 if frontier == "deployable":
                     deploy_points.append((realized, outcome, float(np.mean(prob * cost_axis(test)[1]))))
                 rows.append(
@@ -712,7 +713,7 @@ def _cost_free_splits(
                         "violated": realized > rho + USAGE_TOL,
                         "overshoot": realized > rho + tol + USAGE_TOL,
                         "outcome": outcome,
-                        "utility": outcome - 0.0 * realized,
+                        "utility": outcome,
                         "random_matched": random_matched(test.base, test.delta, k),
                         "oracle_matched": oracle_matched(test.base, test.delta, k),
                     }
