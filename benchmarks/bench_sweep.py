@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     table = app.build_table(jobs[0])  # warm the outcome-table cache (not timed as sweep)
     task = app.make_task(jobs[0], table)
+    for cfg in jobs:  # a measured cost (cost.unit): cost.c derived as the tracked job derives it
+        app.resolve_cost(cfg, table, task)
     print(f"table {table.key}: {task.n} questions; build/load {time.perf_counter() - t0:.1f}s")
 
     from harness.protocols.common import forget_reused

@@ -22,7 +22,7 @@ from typing import Sequence
 
 from harness.config import as_bad_input, compose_config
 
-SUBCOMMANDS = ("data", "policies", "report", "table")
+SUBCOMMANDS = ("data", "policies", "report", "results", "table")
 
 USAGE = """\
 usage: python -m harness SUBCOMMAND ...        (route-bench: the same command)
@@ -35,6 +35,8 @@ subcommands:
                                  (arms=noret_rag: answers from memory vs RAG, by the packaged LLM)
   policies                       every policy: built-ins and installed plugins
   report --latest --out DIR      Markdown + HTML comparison of a sweep (or --sweep ID), frontier plots
+  results [--out docs/results.md]  the results page of the named experiments (experiment=seed000_keep_hybrid,
+                                 seed003_budget_triggers, seed002_rag_gain), the papers' figures beside ours
 
 preset sweep (python -m harness -m; experiment=none switches it off, experiment=smoke is tiny):
 {sweep}
@@ -79,8 +81,9 @@ def usage() -> str:
 
 def table_main(argv: Sequence[str]) -> int:
     """``table [build|show] [overrides...]``: build (or load from cache) the outcome table of the
-    composed config (e.g. ``dataset=synthetic``) and print per-arm Hit@10 and extra-vs-base
-    rescues/harms."""
+    composed config (e.g. ``dataset=synthetic``) and print the outcome metric in use
+    (``arms.metric``: hit@10, all@2 on HotpotQA), each arm's mean of it and extra-vs-base
+    rescues/harms (questions where extra is better / worse, for a continuous metric too)."""
     argv = list(argv)
     if argv and argv[0] in ("build", "show"):
         argv = argv[1:]
@@ -107,14 +110,17 @@ def table_main(argv: Sequence[str]) -> int:
     print(f"outcome table {table.key}" + (f"  ({table.path})" if table.path else ""))
     print(f"questions: {len(frame)} rows, {task.n} with evidence, {len(set(task.groups))} documents")
     metric = task.metric
+    kind = "continuous" if task.continuous else "0/1"
+    print(f"outcome metric: {metric} ({kind}; arms.metric)")
     arms = sorted({c.split(".", 1)[0] for c in frame.columns if c.endswith("." + metric) and not c.startswith("feat.")})
     rows = frame[frame["has_evidence"].astype(bool)] if "has_evidence" in frame.columns else frame
     for arm in arms:
         print(f"  {arm:<12} {metric} = {rows[f'{arm}.{metric}'].astype(float).mean():.4f}")
     delta = task.delta
+    net = f"net {int(delta.sum()):+d}" if not task.continuous else f"mean difference {delta.mean():+.4f}"
     print(
-        f"{task.extra_arm} vs {task.base_arm}: rescues {int((delta > 0).sum())}, harms {int((delta < 0).sum())}, "
-        f"net {int(delta.sum()):+d} on {task.n} questions"
+        f"{task.extra_arm} vs {task.base_arm} on {metric}: rescues {int((delta > 0).sum())}, harms "
+        f"{int((delta < 0).sum())}, {net} on {task.n} questions"
     )
     return 0
 
@@ -245,6 +251,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from harness.report import main as report_main
 
             return run_guarded(report_main, rest, debug=debug)
+        if cmd == "results":
+            from harness.results import main as results_main
+
+            return run_guarded(results_main, rest, debug=debug)
         return run_guarded(table_main, rest, debug=debug, overrides=[a for a in rest if "=" in a])
     return run_guarded(app_main, argv, debug=debug, overrides=[a for a in argv if "=" in a and not a.startswith("-")])
 

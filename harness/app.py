@@ -43,16 +43,22 @@ def launch_dir() -> Path:
 
 
 def to_plain(cfg: DictConfig | Mapping) -> dict:
-    """Resolved plain dict of the job config, without the ``hydra`` node."""
+    """Resolved plain dict of the job config, without the ``hydra`` node. ``cost.unit`` and
+    ``cost.price`` are left out while null (an abstract ``cost.c``), so such a job's config hash,
+    params and sweep id are what they were before these keys existed."""
     if isinstance(cfg, DictConfig):
         # resolve key by key: the hydra node has sweep-only interpolations (hydra.job.num)
-        return {
+        data = {
             k: (OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k])
             for k in cfg.keys()
             if k != "hydra"
         }
-    data = dict(cfg)
-    data.pop("hydra", None)
+    else:
+        data = dict(cfg)
+        data.pop("hydra", None)
+    cost = data.get("cost")
+    if isinstance(cost, Mapping) and any(k in cost and cost[k] is None for k in ("unit", "price")):
+        data["cost"] = {k: v for k, v in cost.items() if not (k in ("unit", "price") and v is None)}
     return data
 
 
@@ -234,6 +240,78 @@ def cost_facts(frame, arms) -> dict[str, float]:
             if name in frame.columns:
                 out[f"table/{arm}/{col.replace('.', '_')}_mean"] = float(frame[name].astype(float).mean())
     return out
+
+
+MARGINAL_BASE = "keep"  # the arm marginal costs are measured against (harness.retrieval.arms)
+
+
+def measured_cost_column(columns, base: str, extra: str, unit: str) -> tuple[str | None, list[str]]:
+    """(the column ``cost.unit`` reads, or None if the table lacks it; the columns looked for).
+
+    ``ms``: ``<extra>.marginal.total_ms`` (a retrieval arm's new work once keep has run, SPEC 2)
+    when the base arm is keep and the table has it, else ``<extra>.cost.total_ms`` (an answer
+    arm's wall time; an upper bound for a retrieval pair whose base is not keep);
+    ``tokens``: ``<extra>.cost.tokens`` (an answer arm's prompt + output tokens)."""
+    if unit == "ms":
+        wanted = ([f"{extra}.marginal.total_ms"] if base == MARGINAL_BASE else []) + [f"{extra}.cost.total_ms"]
+    else:
+        wanted = [f"{extra}.cost.{unit}"]
+    present = set(columns)
+    return next((c for c in wanted if c in present), None), wanted
+
+
+def resolve_cost(plain_cfg: dict, table: TableHandle, task) -> dict[str, float]:
+    """Derive ``cost.c`` from the extra arm's measured cost when ``cost.unit`` is set: ``c = price
+    x mean of the measured column`` (``measured_cost_column``) over every question of the
+    routing task (all of its table rows, development and held-out alike: the cost is a property
+    of the arm, not an outcome label, so reading it on held-out questions leaks nothing).
+
+    Sets ``plain_cfg["cost"]["c"]`` (a new ``cost`` dict in ``plain_cfg``) before the job logs
+    its parameters, so the run's param ``cost.c`` is the derived value (the decision table
+    groups by it) while the config hash, computed before, holds ``unit`` and ``price``; returns
+    the metrics ``cost/derived_c``, ``cost/marginal_<unit>_per_question`` and
+    ``cost/price_per_<unit>`` ({} for an abstract ``c``, which is left as it is).
+
+    Milliseconds were measured on the machine that built the outcome table (cached in it and
+    pinned by its fingerprint, so the skip key covers them); another machine's table gives
+    another c. Tokens are the same on every machine. A table without the column (a retrieval
+    pair has no tokens) is a ConfigError naming ``cost.unit`` and the extra arm's cost columns;
+    a missing or non-finite value a DataError naming the column."""
+    import numpy as np
+    import pandas as pd
+
+    from harness.errors import ConfigError, DataError
+
+    cost = dict(plain_cfg.get("cost") or {})
+    unit = cost.get("unit")
+    if unit is None:
+        return {}
+    frame = table.frame
+    base, extra = task.base_arm, task.extra_arm
+    col, wanted = measured_cost_column(frame.columns, base, extra, str(unit))
+    source = f"outcome table {table.key}"
+    if col is None:
+        have = sorted(c for c in frame.columns if c.startswith((f"{extra}.cost.", f"{extra}.marginal.")))
+        raise ConfigError("cost.unit", f"{unit}, but the {source} has no {' or '.join(wanted)} to derive cost.c from "
+                                       f"(the extra arm's cost columns: {', '.join(have) or 'none'})")
+    rows = frame[frame["qid"].astype(str).isin(set(np.asarray(task.qids).astype(str)))]
+    values = pd.to_numeric(rows[col], errors="coerce").to_numpy(dtype=float)
+    if len(values) == 0:
+        raise DataError(source, col, f"no question of the routing task to derive cost.c from (cost.unit={unit})")
+    bad = ~np.isfinite(values)
+    if bad.any():
+        first = str(rows["qid"].to_numpy()[bad.argmax()])
+        raise DataError(source, col, f"{int(bad.sum())} of {len(values)} values are missing or not finite (first: "
+                                     f"question {first}); cost.c cannot be derived from it (cost.unit={unit})")
+    per_question = float(values.mean())
+    price = float(cost["price"])
+    derived = price * per_question
+    plain_cfg["cost"] = {**cost, "c": derived}
+    return {
+        "cost/derived_c": derived,
+        f"cost/marginal_{unit}_per_question": per_question,
+        f"cost/price_per_{unit}": price,
+    }
 
 
 # ---- compute -------------------------------------------------------------------------------------

@@ -16,6 +16,10 @@ A block is one small class:
   ``<arm>.hit@10`` or ``<arm>.f1``, costs ``<arm>.cost.*``, its ranking or answer); it may also
   write features as ``feat.<name>``. It may not write anything else, nor a column another block
   wrote: the join is checked;
+- ``metrics_for``: arms it does NOT provide but writes further outcome columns for (e.g. the
+  built-in ``gold_at_k`` block writes ``keep.all@2`` from the base table's rankings,
+  ``harness.metric_blocks``): it may write ``<arm>.<field>`` of those arms, except their costs
+  (``<arm>.cost.*``, ``<arm>.marginal.*``), and never a column another block wrote;
 - ``requires``: the blocks whose columns it reads (``"base"`` is the base table);
 - ``version``: bumped when its numbers change (part of the key);
 - ``feature_sets``: named sets of the ``feat.<name>`` columns it writes, so that policies can
@@ -35,7 +39,8 @@ Blocks are found like policies: built-ins (``BUILTIN_BLOCKS``), the entry-point 
 ``rag_route_bench.arms`` (``my_arm = "my_pkg:MyBlock"``), or a Hydra ``_target_`` in the config
 (``arms.blocks=[{_target_: my_pkg.MyBlock, param: ...}]``). ``arms.blocks`` lists the blocks a
 job asks for by name; a block that provides ``arms.base`` or ``arms.extra`` is added without
-being listed.
+being listed, and so is ``gold_at_k`` when ``arms.metric`` names a metric only it provides
+(``all@k``, ``recall@k`` below the table's k).
 
 Layout under ``cache_root()/blocks/<name>/<key>/``: ``chunks/chunk-NNNNN.parquet``, then
 ``block.parquet``; each file verified by its digest sidecar (``harness.io``), the build held
@@ -70,6 +75,8 @@ class ArmBlock(abc.ABC):
 
     name: ClassVar[str] = "block"
     arms: ClassVar[tuple[str, ...]] = ()
+    # arms it does not provide but writes further outcome columns of (module docstring)
+    metrics_for: ClassVar[tuple[str, ...]] = ()
     requires: ClassVar[tuple[str, ...]] = (BASE,)
     version: ClassVar[str] = "1"
     chunk_size: ClassVar[int] = 256
@@ -109,6 +116,7 @@ BUILTIN_BLOCKS: dict[str, str] = {  # name -> "module:Class" (imported only when
     "rag_keep": "harness.generation.arms:RagKeepArm",
     "rag_hybrid": "harness.generation.arms:RagHybridArm",
     "rag_bm25": "harness.generation.arms:RagBM25Arm",
+    "gold_at_k": "harness.metric_blocks:GoldAtK",  # all@k, recall@k of the retrieval arms
 }
 
 
@@ -192,8 +200,14 @@ def _with_device(spec: Any, device: str) -> Any:
 def blocks_for(arms_cfg: Mapping, present: Sequence[str], device: str = "cpu") -> list[ArmBlock]:
     """The blocks a job needs: ``arms.blocks`` as listed, plus for ``arms.base``/``arms.extra``
     not among the ``present`` arms the block that provides it (built-ins and entry points).
-    Blocks that take a ``device`` get the job's (``device``) unless their spec names one."""
+    Blocks that take a ``device`` get the job's (``device``) unless their spec names one. A
+    metric only the ``gold_at_k`` block provides (``all@k``, ``recall@k`` below ``arms.k``,
+    ``harness.metric_blocks``) adds that block unless it is listed."""
     blocks = [make_block(_with_device(spec, device), f"arms.blocks[{i}]") for i, spec in enumerate(_listed(arms_cfg))]
+    from harness.metric_blocks import BLOCK_NAME, needs_gold_block
+
+    if needs_gold_block(arms_cfg) and all(b.name != BLOCK_NAME for b in blocks):
+        blocks.append(make_block(BLOCK_NAME, "arms.metric"))
     provided = {a for b in blocks for a in b.arms} | set(present)
     for role in ("base", "extra"):
         arm = arms_cfg.get(role)
@@ -241,7 +255,11 @@ class BlockBuild:
 def _owned(block: ArmBlock, column: str) -> bool:
     if column in ALLOWED_SHARED or column.startswith("feat."):
         return True
-    return any(column.startswith(f"{arm}.") for arm in block.arms)
+    if any(column.startswith(f"{arm}.") for arm in block.arms):
+        return True
+    # outcome columns of arms it does not provide (``metrics_for``): never their costs
+    return any(column.startswith(f"{arm}.") and not column.startswith((f"{arm}.cost.", f"{arm}.marginal."))
+               for arm in getattr(block, "metrics_for", ()))
 
 
 def _check_output(block: ArmBlock, rows: pd.DataFrame, out: Any, existing: Sequence[str]) -> pd.DataFrame:
@@ -255,7 +273,8 @@ def _check_output(block: ArmBlock, rows: pd.DataFrame, out: Any, existing: Seque
                            f"({len(rows)} in, {len(out)} out)")
     foreign = [c for c in out.columns if not _owned(block, c)]
     if foreign:
-        raise HarnessError(f"{label}: writes column(s) {foreign[:5]} outside its arms {list(block.arms)} "
+        also = f" and outcome columns of {list(block.metrics_for)}" if getattr(block, "metrics_for", ()) else ""
+        raise HarnessError(f"{label}: writes column(s) {foreign[:5]} outside its arms {list(block.arms)}{also} "
                            "(columns are '<arm>.<field>' or 'feat.<name>')")
     taken = [c for c in out.columns if c != "qid" and c in set(existing)]
     if taken:

@@ -61,12 +61,27 @@ class ProtocolConfig:
     settings: Dict[str, Any] = field(default_factory=dict)
 
 
+COST_UNITS = ("ms", "tokens")  # cost.unit: what a measured cost is counted in
+
+
 @dataclass
 class CostConfig:
-    """``c``: cost per extra-arm call in utility units (SPEC section 5, default 0.02)."""
+    """``c``: cost per extra-arm call in utility units (SPEC section 5, default 0.02).
+
+    Either ``c`` is given (an abstract penalty; ``unit`` and ``price`` null), or it is derived
+    from the extra arm's measured cost: ``unit`` (``ms`` or ``tokens``) names the measured
+    column and ``price`` the utility one unit costs, and ``c`` must be null; the job sets it to
+    ``price * mean measured cost per question`` (``harness.app.resolve_cost``) before its
+    parameters are logged. Milliseconds were measured on the machine that built the outcome
+    table (cached in it, pinned by its fingerprint); tokens are the same on every machine.
+    A null ``unit`` and ``price`` are left out of the job's plain config (``app.to_plain``), so
+    the config hash of a job with an abstract ``c`` is what it was before these keys existed.
+    """
 
     name: str = "default"
-    c: float = 0.02
+    c: Optional[float] = 0.02
+    unit: Optional[str] = None
+    price: Optional[float] = None
 
 
 @dataclass
@@ -193,6 +208,42 @@ def metric_names(k: int) -> list[str]:
     return [f"hit@{j}" for j in range(1, k + 1)] + [f"recall@{k}", f"mrr@{k}"]
 
 
+def gold_metric_names(k: int) -> list[str]:
+    """The metrics the built-in ``gold_at_k`` block derives from an outcome table's top ``k`` and
+    the dataset's gold units (``harness.metric_blocks``; added to a job when ``arms.metric`` names
+    one): all@1..k (every gold unit in the top j), recall@1..k-1 (recall@k is a table column)."""
+    return [f"all@{j}" for j in range(1, k + 1)] + [f"recall@{j}" for j in range(1, k)]
+
+
+# The outcome metric a retrieval pair routes on unless arms.metric is set, by dataset loader:
+# conf/arms/keep_*.yaml say ``metric: ${route_bench.retrieval_metric:${oc.select:dataset.loader,null}}``.
+# HotpotQA distractor searches each question's own 10 paragraphs, so every arm's Hit@10 is 1 and
+# nothing can be routed on it; "both supporting paragraphs in the top 2" (all@2) tells the arms
+# apart (docs/arms.md, "Outcome metrics per dataset"). Every other dataset keeps hit@10, so
+# their composed configs (and config hashes) are what they were with the literal "hit@10".
+# (The value cannot live in conf/dataset/*.yaml: dataset configs accept only loader options.)
+DEFAULT_RETRIEVAL_METRIC = "hit@10"
+RETRIEVAL_METRIC_BY_LOADER = {"hotpotqa": "all@2"}
+METRIC_RESOLVER = "route_bench.retrieval_metric"
+
+
+def default_retrieval_metric(loader: Any = None) -> str:
+    """The retrieval pair's default ``arms.metric`` for a dataset loader (see above)."""
+    return RETRIEVAL_METRIC_BY_LOADER.get(str(loader), DEFAULT_RETRIEVAL_METRIC)
+
+
+def register_metric_resolver() -> None:
+    """Register ``${route_bench.retrieval_metric:<loader>}`` with OmegaConf (idempotent); done on
+    import, as composing conf/ needs this module anyway (it registers the schema)."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver(METRIC_RESOLVER):
+        OmegaConf.register_new_resolver(METRIC_RESOLVER, default_retrieval_metric)
+
+
+register_metric_resolver()
+
+
 SYNTHETIC_K = 10  # the synthetic table's metrics are @10 (harness.synthetic)
 
 
@@ -219,11 +270,66 @@ def _check_arms(arms: Any, synthetic: bool) -> None:
     if not synthetic:
         _in_range("arms.k", k, 1, integer=True)
     metric = arms.get("metric", "hit@10")
-    known = metric_names(SYNTHETIC_K if synthetic else int(k))
+    n = SYNTHETIC_K if synthetic else int(k)
+    known = metric_names(n) + ([] if synthetic else gold_metric_names(n))
     if metric not in known:
-        table = "the synthetic table" if synthetic else f"an outcome table with arms.k={k}"
-        raise ConfigError("arms.metric", f"unknown metric {metric!r}{did_you_mean(metric, known)}; {table} has "
-                                         f"hit@1..hit@{known[-1].split('@')[1]}, {known[-2]}, {known[-1]}")
+        if synthetic:
+            has = (f"the synthetic table has hit@1..hit@{n}, recall@{n}, mrr@{n} (all@k and recall@k below {n} need "
+                   "a real dataset's rankings and gold units)")
+        else:
+            has = (f"an outcome table with arms.k={k} has hit@1..hit@{n}, recall@{n}, mrr@{n}, and all@1..all@{n}, "
+                   f"recall@1..recall@{n} from its rankings and the dataset's gold units")
+        raise ConfigError("arms.metric", f"unknown metric {metric!r}{did_you_mean(metric, known)}; {has}")
+
+
+def _check_cost(cost: Any) -> None:
+    """``cost.c`` given (``unit``/``price`` null), or derived (``unit`` in COST_UNITS, ``price`` a
+    finite number >= 0, ``c`` null): one ConfigError naming the key otherwise."""
+    from harness.errors import ConfigError, did_you_mean
+
+    c, unit, price = cost.get("c"), cost.get("unit"), cost.get("price")
+    if unit is None:
+        if c is None:
+            raise ConfigError("cost.c", "is null but cost.unit is null too; give cost.c=<number >= 0>, or derive it "
+                                        "from a measured cost with cost.unit (ms | tokens) and cost.price")
+        _in_range("cost.c", c, 0)
+        if price is not None:
+            raise ConfigError("cost.price", f"is set ({price!r}) but cost.unit is null; a price needs a unit "
+                                            f"(cost.unit=ms | tokens, cost.c=null), or drop it (cost.price=null)")
+        return
+    if unit not in COST_UNITS:
+        raise ConfigError("cost.unit", f"unknown unit {unit!r}{did_you_mean(unit, COST_UNITS)}; choose from "
+                                       f"{', '.join(COST_UNITS)}, or null for an abstract cost.c")
+    if c is not None:
+        raise ConfigError("cost.c", f"is {c!r} but cost.unit={unit} derives it (cost.price x the extra arm's measured "
+                                    f"{unit} per question); set cost.c=null (or use cost=measured_{unit}), or "
+                                    "cost.unit=null to keep an abstract c")
+    if price is None:
+        raise ConfigError("cost.price", f"is required with cost.unit={unit}: the utility one "
+                                        f"{'token' if unit == 'tokens' else unit} of the extra arm costs "
+                                        f"(e.g. cost=measured_{unit})")
+    _in_range("cost.price", price, 0)
+
+
+def _check_cost_source(cost: Any, arms: Any, synthetic: bool) -> None:
+    """A measured cost the job's table cannot have: tokens of a retrieval pair (no generator
+    runs), anything of the synthetic table (no cost columns). The table itself is checked when
+    the cost is derived (``harness.app.resolve_cost``)."""
+    from harness.errors import ConfigError
+    from harness.retrieval.arms import ARMS
+
+    unit = cost.get("unit")
+    if unit is None:
+        return
+    base, extra = arms.get("base", "keep"), arms.get("extra", "hybrid")
+    if unit == "tokens" and base in ARMS and extra in ARMS:
+        raise ConfigError("cost.unit", f"tokens, but {base}-vs-{extra} is a retrieval pair: no generator runs, so "
+                                       f"its table has no {extra}.cost.tokens (it has {extra}.cost.total_ms, "
+                                       f"{extra}.cost.rerank_pairs, {extra}.marginal.total_ms); use cost.unit=ms "
+                                       "or an answer pair")
+    if synthetic:
+        raise ConfigError("cost.unit", f"{unit}, but the synthetic table has no measured costs (no cost columns); "
+                                       "give an abstract cost.c (cost=default) or use a real dataset")
 
 
 def validate(cfg: Any) -> None:
@@ -271,7 +377,7 @@ def validate(cfg: Any) -> None:
     _in_range("protocol.min_discordant", p.min_discordant, 1, integer=True)
     for key in ("alpha", "power"):
         _in_range(f"protocol.{key}", getattr(p, key), 0, 1, low_open=True, high_open=True)
-    _in_range("cost.c", cfg.cost.c, 0)
+    _check_cost(cfg.cost)
     if b.calibration not in CALIBRATIONS:
         raise ConfigError("budget.calibration", f"unknown {b.calibration!r}{did_you_mean(b.calibration, CALIBRATIONS)}; choose from {CALIBRATIONS}")
     _in_range("budget.cal_folds", b.cal_folds, 2, integer=True)
@@ -296,6 +402,7 @@ def validate(cfg: Any) -> None:
 
     dataset = check_dataset_config(cfg.dataset)
     _check_arms(cfg.arms, synthetic=dataset.get("loader") == "synthetic")
+    _check_cost_source(cfg.cost, cfg.arms, synthetic=dataset.get("loader") == "synthetic")
     if "name" not in cfg.policy:
         raise ConfigError("policy.name", "missing (each policy config names itself)")
 
@@ -306,6 +413,7 @@ __all__ = [
     "PROTOCOL_NAMES",
     "ProtocolConfig",
     "CostConfig",
+    "COST_UNITS",
     "BudgetConfig",
     "TrackingConfig",
     "RootConfig",

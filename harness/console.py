@@ -136,7 +136,9 @@ def run_name(cfg: Mapping, swept: Sequence[str] | None = None, job_overrides: It
     ``ridge(features=qpp) seed=1``, ``plugin(weight=2) budget=fine``."""
     policy = str((cfg.get("policy") or {}).get("name", "policy"))
     if swept is None:
-        return f"{policy} c={float(cfg['cost']['c']):g} seed={cfg['seed']}"
+        cost = cfg["cost"]
+        c = f"{float(cost['c']):g}" if cost.get("c") is not None else f"{float(cost['price']):g}/{cost.get('unit')}"
+        return f"{policy} c={c} seed={cfg['seed']}"
     given: dict[str, str] = {}
     for item in job_overrides or ():
         key, _, value = str(item).partition("=")
@@ -153,6 +155,20 @@ def run_name(cfg: Mapping, swept: Sequence[str] | None = None, job_overrides: It
         else:
             outer.append(f"{_short_key(key)}={text}")
     return " ".join([policy + (f"({','.join(inner)})" if inner else ""), *outer])
+
+
+def cost_note(cost: Mapping, metrics: Mapping[str, float]) -> str | None:
+    """How a derived ``cost.c`` came about (``harness.app.resolve_cost``), the first line of the
+    run's summary: ``c = 0.00081 (derived: price 0.0001 per ms x 8.1 ms of the extra arm per
+    question)``; None for an abstract c."""
+    unit = cost.get("unit")
+    if unit is None or "cost/derived_c" not in metrics:
+        return None
+    per_q = metrics[f"cost/marginal_{unit}_per_question"]
+    price = metrics[f"cost/price_per_{unit}"]
+    where = ", measured on the machine that built the table" if unit == "ms" else ""
+    return (f"c = {metrics['cost/derived_c']:.4g} (derived: price {price:g} per {'token' if unit == 'tokens' else unit}"
+            f" x {per_q:.4g} {unit} of the extra arm per question{where})")
 
 
 # ---- headline ----------------------------------------------------------------------------------

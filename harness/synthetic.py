@@ -14,6 +14,9 @@ import pandas as pd
 
 from harness.retrieval.feature_names import FEATURE_SETS, column
 
+# the RAG answer arms of harness/generation/arms.py whose answer uncertainty the table carries
+RAG_ANSWER_ARMS = ("rag_keep", "rag_hybrid", "rag_bm25")
+
 
 def synthetic_outcome_table(
     n_docs: int = 60,
@@ -57,6 +60,12 @@ def synthetic_outcome_table(
     # that every value above is what it always was
     for name in FEATURE_SETS["uncertainty"]:
         feats[name] = rng.normal(size=n)
+    # each RAG answer's own uncertainty (``feat.<arm>_unc_*``, post-generation predictors such as
+    # seed 002's drop in max entropy), noise as well; drawn after everything else, so every value
+    # above (and every column before these) is what it always was
+    for arm in RAG_ANSWER_ARMS:
+        for name in FEATURE_SETS["uncertainty"]:
+            feats[f"{arm}_{name}"] = rng.normal(size=n)
     for name, values in feats.items():
         table[column(name)] = values.astype(float)
     return table

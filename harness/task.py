@@ -16,8 +16,19 @@ from harness.errors import DataSizeError, FeatureError
 from harness.retrieval.feature_names import FEATURE_PREFIX
 
 GAIN_EPS = 0.01  # SPEC section 7
-# outcomes in {0, 1} besides hit@k: an answer judged correct (harness/generation/arms.py)
+# outcomes in {0, 1} besides hit@k and all@k: an answer judged correct (harness/generation/arms.py)
 BINARY_METRICS = ("correct",)
+# outcomes scored against gold units: only questions with evidence count (SPEC section 1).
+# hit@k: some gold unit in the top k; all@k: every gold unit in the top k (harness.metric_blocks);
+# recall@k: the share of gold units in the top k; mrr@k
+GOLD_METRIC_PREFIXES = ("hit@", "all@", "recall@", "mrr@")
+# of those, the 0/1 ones (delta in {-1, 0, +1}: rescues, harms, McNemar); recall and MRR are continuous
+BINARY_GOLD_PREFIXES = ("hit@", "all@")
+
+
+def is_binary_metric(metric: str) -> bool:
+    """Whether ``metric``'s outcomes are 0/1 (hit@k, all@k, an answer judged correct)."""
+    return str(metric).startswith(BINARY_GOLD_PREFIXES) or metric in BINARY_METRICS
 
 
 @dataclass(frozen=True)
@@ -113,8 +124,10 @@ class RoutingTask:
         cost_column: str | None = "rerank_pairs",
         marginal_base: str = "keep",
     ) -> "RoutingTask":
-        """Select base/extra outcome columns ``<arm>.<metric>``; hit metrics keep only questions
-        with evidence (the others stay in the table but cannot score a hit).
+        """Select base/extra outcome columns ``<arm>.<metric>``; metrics scored against gold units
+        (hit@k, all@k, recall@k, mrr@k) keep only questions with evidence (the others stay in the
+        table but cannot score a hit). 0/1 metrics (hit@k, all@k, correct) give delta in
+        {-1, 0, +1}; the others are continuous (gain = log ratio, SPEC 7).
 
         Costs (``cost_column``, default reranker pairs: a count, so the same on every machine,
         where milliseconds are not): the base arm's ``<base>.cost.<col>``, and what the extra
@@ -127,9 +140,11 @@ class RoutingTask:
             col = f"{arm}.{metric}"
             if col not in table.columns:
                 arms = sorted({c.split(".")[0] for c in table.columns if "." in c and not c.startswith(FEATURE_PREFIX)})
-                raise FeatureError(f"{source} has no column {col!r} (arms: {arms})")
+                hint = ("; all@k and recall@k come from the gold_at_k block (harness.metric_blocks), which a job adds "
+                        "when arms.metric names one" if metric.startswith(("all@", "recall@")) else "")
+                raise FeatureError(f"{source} has no column {col!r} (arms: {arms}){hint}")
         rows = table
-        is_hit_metric = metric.startswith(("hit@", "recall@", "mrr@"))
+        is_hit_metric = metric.startswith(GOLD_METRIC_PREFIXES)
         if is_hit_metric and "has_evidence" in table.columns:
             rows = table[table["has_evidence"].astype(bool)]
         rows = rows.sort_values("qid", kind="stable").reset_index(drop=True)
@@ -137,7 +152,7 @@ class RoutingTask:
         feats = rows[[c for c in rows.columns if c.startswith(FEATURE_PREFIX)]].copy()
         feats.columns = [c[len(FEATURE_PREFIX):] for c in feats.columns]
         if continuous is None:  # 0/1 outcomes (a hit, a correct answer) give delta in {-1, 0, +1}
-            continuous = not (metric.startswith("hit@") or metric in BINARY_METRICS)
+            continuous = not is_binary_metric(metric)
         base_cost = extra_cost = None
         if cost_column:
             extra_col = (

@@ -22,6 +22,7 @@ _EXPORTS = {
     "LogisticPolicy": "policies.learned",
     "GBMPolicy": "policies.learned",
     "SingleSignalPolicy": "policies.signals",
+    "FeatureDifferencePolicy": "policies.signals",
     "SIGNAL_SIGNS": "policies.signals",
     "check_policy": "policies.checks",
     "PolicyCheckError": "policies.checks",

@@ -29,8 +29,8 @@ import pandas as pd
 
 from harness.errors import ConfigError, HarnessError
 from harness.retrieval.feature_names import FEATURE_SETS
-from policies.base import FLOAT, INT, STR, Policy, ScoreContext
-from policies.preprocess import column_medians, count_missing, feature_array
+from policies.base import FLOAT, FLOATS, INT, STR, Policy, ScoreContext
+from policies.preprocess import column_medians, count_missing, feature_array, impute
 
 SIGNAL_SIGNS: dict[str, int] = {
     "dense_top1": -1,
@@ -92,6 +92,58 @@ class SingleSignalPolicy(Policy):
         self.n_imputed_scored_ = int(missing.sum())
         out = self.sign * values
         out[missing] = self.sign * self.median_ if self.is_fitted() else 0.0
+        return out
+
+
+class FeatureDifferencePolicy(Policy):
+    """score = feature ``a`` minus feature ``b``: a two-signal router with no weights.
+
+    Made for seed 002's Uncertainty predictor (section 4.3.1): the drop in max token entropy
+    from the answer without retrieval to the RAG answer, ``a = unc_max_entropy``, ``b =
+    <rag arm>_unc_max_entropy`` (``conf/policy/unc_drop_rag_bm25.yaml``). Reading a RAG
+    answer's features makes it a post-generation predictor: both answers exist before it
+    scores, so it predicts the gain (protocol C) but saves no cost.
+
+    Like :class:`SingleSignalPolicy` it learns nothing from outcomes: ``fit`` only learns each
+    feature's median on the development questions (``trainable`` is True so the harness calls
+    it and freezes the medians), which stands in for a missing value (NaN, +-inf). Scored
+    without ``fit``/``set_state``, a question missing either value scores 0.0 (no difference).
+    """
+
+    name = "feature_difference"
+    trainable = True
+    requires_fit = False  # scores unfitted (a missing value then scores 0.0); state {} when unfitted
+    kind = "feature_difference"
+    state_params = {"kind": STR, "a": STR, "b": STR}
+    fitted_attributes = {"medians": FLOATS, "n_imputed": INT}
+
+    def __init__(self, a: str, b: str):
+        for key, value in (("a", a), ("b", b)):
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"policy.{key}", f"expected one feature name, got {value!r}")
+        if a == b:
+            raise ConfigError("policy.b", f"must differ from policy.a (both {a!r}: the score would be 0 everywhere)")
+        self.a = a
+        self.b = b
+        self.features = (a, b)
+
+    def fit(self, X: pd.DataFrame, delta, groups=None, seed: int = 0) -> "FeatureDifferencePolicy":
+        arr = feature_array(X, self.features, self.name)
+        if len(arr) == 0:
+            raise HarnessError(f"policy {self.name!r}: fit got no development questions")
+        self.n_imputed_ = count_missing(arr)
+        self.medians_ = column_medians(arr)
+        return self
+
+    def score(self, X: pd.DataFrame, ctx: ScoreContext) -> np.ndarray:
+        arr = feature_array(X, self.features, self.name)
+        missing = np.isnan(arr)
+        self.n_imputed_scored_ = int(missing.sum())
+        if self.is_fitted():
+            arr = impute(arr, self.medians_)
+            return arr[:, 0] - arr[:, 1]
+        out = arr[:, 0] - arr[:, 1]
+        out[missing.any(axis=1)] = 0.0
         return out
 
 

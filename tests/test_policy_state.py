@@ -183,6 +183,9 @@ PINNED_DIGESTS: dict[str, tuple[str, str]] = {
     'signal_unc_mean_entropy': ('ac9be31f7c534048', 'e5917ee9ba3884b7'),
     'signal_unc_min_confidence': ('6c3c5357348473ae', '02fcf0cb76cd4ab9'),
     'uncertainty_ridge': ('fc76a04ca271f569', '4d9a8ff4ea06efd5'),
+    # post-generation predictor (pinned when added; the synthetic table's RAG uncertainty columns
+    # are drawn after every other value, so all entries above stayed as they were)
+    'unc_drop_rag_bm25': ('64716eb75045ac48', '626903cd79315f78'),
 }
 
 

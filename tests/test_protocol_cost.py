@@ -16,7 +16,7 @@ from harness.synthetic import synthetic_outcome_table
 from harness.task import RoutingTask
 from policies.builtin import AlwaysBase, AlwaysExtra, OraclePolicy
 from policies.learned import RidgePolicy
-from policies.signals import SingleSignalPolicy
+from policies.signals import FeatureDifferencePolicy, SingleSignalPolicy
 
 CFG = {"seed": 0, "cost": {"c": 0.0}, "policy": {"name": "p"},
        "protocol": {"min_discordant": 10, "alpha": 0.05},
@@ -45,6 +45,8 @@ def test_family_follows_the_declared_features():
     assert router_family(SingleSignalPolicy("bm25_top1")) == "retrieval-score"
     assert router_family(RidgePolicy(features="uncertainty+bm25+query")) == "full"
     assert router_family(RidgePolicy(features="query")) == "query-only"
+    # a RAG answer's own features exist only after both answers: nothing is saved
+    assert router_family(FeatureDifferencePolicy("unc_max_entropy", "rag_keep_unc_max_entropy")) == "post-generation"
 
 
 @pytest.mark.parametrize("make, family", [
@@ -53,6 +55,7 @@ def test_family_follows_the_declared_features():
     (lambda: RidgePolicy(features="uncertainty+bm25"), "full"),
     (lambda: RidgePolicy(features="query"), "query-only"),
     (AlwaysExtra, "query-only"),
+    (lambda: FeatureDifferencePolicy("unc_max_entropy", "rag_keep_unc_max_entropy"), "post-generation"),
 ])
 def test_expected_costs_by_hand(answer_table, tmp_path, make, family):
     from harness.protocols.budget import run_budget_protocol
@@ -75,7 +78,8 @@ def test_expected_costs_by_hand(answer_table, tmp_path, make, family):
             g0, g1 = rows["no_retrieval.cost.total_ms"].to_numpy(), rows["rag_keep.cost.total_ms"].to_numpy()
             r = rows["keep.cost.total_ms"].to_numpy()
             cost = {"query-only": (1 - p) * g0 + p * (r + g1), "uncertainty": g0 + p * (r + g1),
-                    "retrieval-score": r + (1 - p) * g0 + p * g1, "full": g0 + r + p * g1}[family]
+                    "retrieval-score": r + (1 - p) * g0 + p * g1, "full": g0 + r + p * g1,
+                    "post-generation": g0 + r + g1}[family]
             per_split.append(cost.mean())
         name = "cost/fixed/ms" if frontier == "fixed" else f"cost/{rho:g}/{frontier}/ms"
         assert res.metrics[name] == pytest.approx(float(np.mean(per_split)), rel=1e-12)

@@ -246,6 +246,7 @@ def test_shipped_configs_parse_with_spec_defaults():
 
     from omegaconf import OmegaConf
 
+    import harness.config  # noqa: F401 - registers ${route_bench.retrieval_metric:...} (the per-dataset metric)
     from harness.retrieval.table import arm_params, make_encoder
 
     conf = Path(__file__).resolve().parents[1] / "conf"
@@ -258,7 +259,8 @@ def test_shipped_configs_parse_with_spec_defaults():
         c = OmegaConf.load(f)
         arm_params(c)
         pair = (c.base, c.extra)
-        assert pair in (("keep", "hybrid"), ("keep", "dense"), ("keep", "bm25"), ("no_retrieval", "rag_keep")), f.name
+        assert pair in (("keep", "hybrid"), ("keep", "dense"), ("keep", "bm25"), ("no_retrieval", "rag_keep"),
+                        ("no_retrieval", "rag_bm25")), f.name
     assert OmegaConf.load(conf / "reranker" / "maxsim.yaml").name == "maxsim"
     assert OmegaConf.load(conf / "reranker" / "cross_encoder.yaml").model == "cross-encoder/ms-marco-MiniLM-L6-v2"
 

@@ -146,16 +146,16 @@ class AnswerArm(ArmBlock):
                     f"{arm}.cost.total_ms": wall_ms,
                     f"{arm}.cost.model_ms": float(g.model_ms) if g.model_ms is not None else float("nan"),
                 }
+                u = uncertainty_features(g)
+                prefix = "feat." if self.retrieval is None else f"feat.{arm}_"
+                rec.update({
+                    f"{prefix}unc_mean_entropy": float(u.mean_entropy),
+                    f"{prefix}unc_max_entropy": float(u.max_entropy),
+                    f"{prefix}unc_min_confidence": float(u.min_confidence),
+                    f"{prefix}unc_answer_tokens": float(u.answer_tokens),
+                })
                 if self.retrieval is not None:
                     rec[f"{arm}.units"] = list(prompt.unit_ids)
-                else:
-                    u = uncertainty_features(g)
-                    rec.update({
-                        "feat.unc_mean_entropy": float(u.mean_entropy),
-                        "feat.unc_max_entropy": float(u.max_entropy),
-                        "feat.unc_min_confidence": float(u.min_confidence),
-                        "feat.unc_answer_tokens": float(u.answer_tokens),
-                    })
                 out.append(rec)
         return pd.DataFrame(out)
 
@@ -194,10 +194,20 @@ class NoRetrievalArm(AnswerArm):
         return no_retrieval_messages(question.text, boolean=boolean)
 
 
+def _post_generation_set(arm: str) -> dict[str, tuple[str, ...]]:
+    """A RAG arm's own answer uncertainty (``feat.<arm>_unc_*``): known only AFTER the RAG answer
+    is generated, so a router reading it is a post-generation predictor (seed 002's Uncertainty
+    predictor is the drop in max entropy from the memory answer to the RAG answer), never a
+    cost-saving one."""
+    return {f"uncertainty_{arm}": tuple(f"{arm}_{name}" for name in UNCERTAINTY_FEATURES)}
+
+
 class _RagArm(AnswerArm):
-    """Answer from the top ``k`` units of ``retrieval``'s ranking (``<retrieval>.top10``)."""
+    """Answer from the top ``k`` units of ``retrieval``'s ranking (``<retrieval>.top10``).
+    Version 2: also records the RAG answer's uncertainty (``feat.<arm>_unc_*``)."""
 
     requires = (BASE,)
+    version = "2"
 
     def prompt(self, question, row, units, boolean):
         from harness.generation import EvidenceUnit, rag_messages
@@ -209,11 +219,14 @@ class _RagArm(AnswerArm):
 
 class RagKeepArm(_RagArm):
     name, arms, retrieval = "rag_keep", ("rag_keep",), "keep"
+    feature_sets = _post_generation_set("rag_keep")
 
 
 class RagHybridArm(_RagArm):
     name, arms, retrieval = "rag_hybrid", ("rag_hybrid",), "hybrid"
+    feature_sets = _post_generation_set("rag_hybrid")
 
 
 class RagBM25Arm(_RagArm):
     name, arms, retrieval = "rag_bm25", ("rag_bm25",), "bm25"
+    feature_sets = _post_generation_set("rag_bm25")

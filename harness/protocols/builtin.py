@@ -3,7 +3,8 @@
 Each adapter reads its settings from the job config (the shared ``protocol`` keys, and protocol
 B's ``budget`` group), runs the protocol's function and says what to log: metrics, tables (by
 the artifact names the sweep's decision table and the report read), series and plots. The
-numbers are those of the functions; nothing is computed here.
+numbers are those of the functions; nothing is computed here, except the base arm's mean on the
+test questions of protocols B and C for the ceiling warning (``_ceiling_summary``).
 """
 
 from __future__ import annotations
@@ -61,8 +62,12 @@ class BudgetProtocol(Protocol):
             # the sweep's decision table pairs policies on it
             tables["budget_decisions"] = Table(res.decisions, per_question=True)
         cfg = ctx.cfg
+        summary = res.summary()
+        if res.decisions is not None and len(res.decisions):  # each test question once per split
+            base = res.decisions.drop_duplicates(["split", "qid"])["base"].astype(float).mean()
+            summary = _ceiling_summary(summary, ctx, self.name, task.metric, base, "the test halves")
         return ProtocolResult(
-            metrics=res.metrics, summary=res.summary(), raw=res, tables=tables,
+            metrics=res.metrics, summary=summary, raw=res, tables=tables,
             series=frontier_series(res.frontiers, task.metric),
             plots={"frontier.png": lambda path: frontier_png(res.frontiers, path, task.metric, cfg)},
         )
@@ -84,7 +89,34 @@ class GainProtocol(Protocol):
             alpha=float(p["alpha"]), power=float(p["power"]),
         )
         tables = {f"gain_{name}": Table(frame, preview=True, per_question=True) for name, frame in res.tables.items()}
-        return ProtocolResult(metrics=res.metrics, summary=res.summary(), raw=res, tables=tables)
+        summary = res.summary()
+        decisions = res.tables.get("decisions")
+        if decisions is not None and len(decisions):
+            summary = _ceiling_summary(summary, ctx, self.name, task.metric, decisions["base"].astype(float).mean(),
+                                       "the test half")
+        return ProtocolResult(metrics=res.metrics, summary=summary, raw=res, tables=tables)
+
+
+# protocol A warns on its held-out questions (ThresholdResult.summary); B and C warn on their test
+# questions only when no protocol before them in this order runs, so a job's summary carries the
+# ceiling warning once
+CEILING_ORDER = ("threshold", "budget", "gain")
+
+
+def _ceiling_summary(summary: str, ctx: ProtocolContext, name: str, metric: str, base_mean: float, where: str) -> str:
+    """``summary`` with the ceiling warning (``threshold.ceiling_warning``) under its title line
+    when the base arm's mean on ``where`` is at ceiling and ``name`` is the first protocol of
+    ``CEILING_ORDER`` the job runs."""
+    from harness.protocols.threshold import ceiling_warning
+
+    run = [str(r) for r in (ctx.protocol.get("run") or ())]
+    if any(other in run for other in CEILING_ORDER[: CEILING_ORDER.index(name)]):
+        return summary
+    line = ceiling_warning(metric, base_mean, where)
+    if not line:
+        return summary
+    title, _, rest = summary.partition("\n")
+    return f"{title}\n{line}" + (f"\n{rest}" if rest else "")
 
 
 # ---- protocol B's series and plot -------------------------------------------------------------

@@ -18,6 +18,7 @@ arm's ``cost.total_ms``; no tokens) and p the probability the rule retrieves:
 | uncertainty | the no-retrieval answer | G0 + p (R + G1) |
 | retrieval-score | retrieval scores | R + (1 - p) G0 + p G1 |
 | full | both | G0 + R + p G1 |
+| post-generation | the RAG answer itself (e.g. seed 002's drop in entropy) | G0 + R + G1 |
 | oracle | the true outcome (an upper bound) | as query-only |
 
 in prompt tokens, output tokens and milliseconds (tokens are the same on every machine;
@@ -37,7 +38,7 @@ from harness.protocols.common import fmt, text_table
 from harness.protocols.registry import Protocol, ProtocolContext, ProtocolResult, Table
 from harness.retrieval.feature_names import FEATURE_SETS
 
-FAMILIES = ("query-only", "uncertainty", "retrieval-score", "full", "oracle")
+FAMILIES = ("query-only", "uncertainty", "retrieval-score", "full", "post-generation", "oracle")
 UNITS = ("prompt_tokens", "output_tokens", "ms")
 RETRIEVAL_FEATURES = frozenset(FEATURE_SETS["baseline"] + FEATURE_SETS["bm25"] + FEATURE_SETS["qpp"])
 
@@ -47,6 +48,8 @@ def router_family(policy) -> str:
     if getattr(policy, "oracle", False):
         return "oracle"
     feats = set(getattr(policy, "features", ()) or ())
+    if any(f.startswith("rag_") and "_unc_" in f for f in feats):  # a RAG answer's own features
+        return "post-generation"
     unc = bool(feats & set(FEATURE_SETS["uncertainty"]))
     ret = bool(feats & RETRIEVAL_FEATURES)
     return "full" if unc and ret else "uncertainty" if unc else "retrieval-score" if ret else "query-only"
@@ -62,6 +65,8 @@ def expected_cost(family: str, p: np.ndarray, g0: np.ndarray, g1: np.ndarray, r:
         return r + (1 - p) * g0 + p * g1
     if family == "full":
         return g0 + r + p * g1
+    if family == "post-generation":  # both answers exist before it decides: it saves nothing
+        return g0 + r + g1
     raise ValueError(f"unknown router family {family!r}")
 
 

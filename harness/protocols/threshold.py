@@ -109,6 +109,13 @@ evaluated right after its own freeze (develop, freeze, then held-out: per repeat
   (McNemar and sign-flip) is in ``extras["per_repeat"]``.
 - ``frozen`` describes repeat 0 (as for R = 1); ``extras["frozen_per_repeat"]`` lists every
   repeat's frozen folder, files and digests (index = repeat).
+
+Ceiling warning. When the base arm is at ceiling on held-out (``heldout/base/<metric>`` >=
+``CEILING`` = 0.999, the threshold ``harness.report`` warns at), the extra arm can rescue no
+question (or almost none) and the whole comparison can only count harms; the summary then says
+so in one line starting with "warning:" (``ceiling_warning``), right under its title. The usual
+cause is a metric every arm maxes out, e.g. hit@10 on HotpotQA distractor (10 candidate
+paragraphs per question, all in every top 10): route on all@2 there (docs/arms.md).
 """
 
 from __future__ import annotations
@@ -136,6 +143,22 @@ from harness.stats import (
 )
 from harness.task import RoutingTask
 from policies.base import check_json_state, policy_params
+
+# the base arm's held-out mean at which the summary warns that nothing can be rescued (the same
+# threshold as the report's sweep warning, harness.report.CEILING)
+CEILING = 0.999
+
+
+def ceiling_warning(metric: str, value: float, where: str = "held-out") -> str | None:
+    """The summary's one warning line when the base arm's mean ``value`` of ``metric`` on
+    ``where`` is at ceiling (>= ``CEILING``), else None (also for nan)."""
+    value = float(value)
+    if not value >= CEILING:
+        return None
+    none = "no question" if value >= 1.0 else "almost no question"
+    return (f"warning: the base arm is at ceiling ({metric} = {value:.3f} on {where}): {none} can be rescued; "
+            "choose a metric that can tell the arms apart (e.g. arms.metric=all@2 on HotpotQA)")
+
 
 STATE_FILE = "policy_state.json"
 ROUTER_FILE = "router.json"
@@ -656,6 +679,9 @@ class ThresholdResult:
         else:
             nested = "nested estimate off"
         lines = [f"Protocol A (frozen threshold) - {self.policy}"]
+        warning = ceiling_warning(k, m[f"heldout/base/{k}"])
+        if warning:
+            lines.append(warning)
         if R > 1:
             lines.append(
                 f"repeats: {R} document-level dev/held-out splits (split seeds {self.extras.get('repeat_seeds')}); "

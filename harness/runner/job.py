@@ -61,6 +61,7 @@ from harness.app import (
     load_table,
     make_task,
     policy_factory,
+    resolve_cost,
     table_facts,
     to_plain,
     write_protocol_artifacts,
@@ -351,6 +352,10 @@ def run_job(cfg: DictConfig | Mapping, *, in_sweep: bool | None = None, job: Any
                 validate(checked)  # the sweep validated every job first; this is a backstop
             table = load_table(plain)  # before the skip check: the skip key covers the table
             task = make_task(plain, table)
+            # cost.unit set: cost.c = price x the extra arm's measured cost, before the params are
+            # logged (the config hash above holds unit and price; the table fingerprint the costs)
+            given_cost = dict(plain["cost"])  # config.yaml keeps what was given: it can be run again
+            cost_metrics = resolve_cost(plain, table, task)
             factory = policy_factory(plain["policy"])
             # a dataset too small for the protocols' folds is a data-size problem, said with counts
             check_task_size(task, plain["protocol"], plain["budget"], trainable=bool(getattr(factory(), "trainable", True)))
@@ -375,9 +380,10 @@ def run_job(cfg: DictConfig | Mapping, *, in_sweep: bool | None = None, job: Any
                 run_id = tracker.start_job_run(exp_id, name, {**tags, mt.TAG_SKIP_KEY: key, **mt.process_identity()})
             _JOB_ACTIVE = True
             tracker.log_params(run_id, mt.flatten_params(plain))
-            (art / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(plain)), encoding="utf-8")
+            (art / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create({**plain, "cost": given_cost})),
+                                             encoding="utf-8")
             out = compute_job(plain, task, factory, art, where=f"run {run_id}", table=table.frame)
-            metrics = {**table_facts(task, table), **out.metrics()}
+            metrics = {**table_facts(task, table), **cost_metrics, **out.metrics()}
             triples = [(k, v, 0) for k, v in metrics.items()]
             for done in out.results.values():
                 triples += done.series
@@ -389,6 +395,8 @@ def run_job(cfg: DictConfig | Mapping, *, in_sweep: bool | None = None, job: Any
                 run_tags.update(done.tags)
             write_protocol_artifacts(out, art, tracking)
             summary = out.summary()
+            note = console.cost_note(plain["cost"], cost_metrics)
+            summary = f"{note}\n\n{summary}" if note else summary
             (art / "summary.txt").write_text(summary + "\n", encoding="utf-8")
             grid = [float(x) for x in plain["budget"]["grid"]] if out.budget is not None else []
             triples += [(k, v, 0) for k, v in console.headline_metrics(metrics, task.metric, grid).items()]

@@ -110,6 +110,14 @@ def _quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def _short_cost(value: str) -> str:
+    """A derived cost (price x measured cost) is a long float: 6 significant digits on screen."""
+    try:
+        return f"{float(value):.6g}" if len(str(value)) > 10 else value
+    except (TypeError, ValueError):
+        return value
+
+
 def comparison_frame(runs: list, metric: str = "hit@10") -> Any:
     """One row per child run: policy, cost, status and the headline metrics."""
     import pandas as pd
@@ -122,7 +130,7 @@ def comparison_frame(runs: list, metric: str = "hit@10") -> Any:
     for r in runs:
         row = {
             "policy": r.data.tags.get("route_bench.policy", ""),
-            "cost": r.data.params.get("cost.c", ""),
+            "cost": _short_cost(r.data.params.get("cost.c", "")),
             "seed": r.data.params.get("seed", ""),
             "status": r.info.status,
         }
@@ -425,7 +433,7 @@ class SweepTrackingCallback(Callback):
         status = "FAILED" if failed or unfinished else "FINISHED"
         alpha = float(OmegaConf.select(config, "protocol.alpha", default=0.05))
         n_boot = int(OmegaConf.select(config, "protocol.n_boot", default=1000))
-        comparison_text = decision_text = ""
+        comparison_text = decision_text = gain_text = ""
         try:
             import tempfile
             from pathlib import Path
@@ -439,6 +447,14 @@ class SweepTrackingCallback(Callback):
                 cells = []
                 comparison_text = f"[route-bench] policy comparison not made: {type(exc).__name__}: {exc}"
             decisions, decision_text = decision_table_of(self.tracker.client, runs, n_boot=n_boot, alpha=alpha)
+            try:  # protocol C: which policy predicts the gain better (Williams' test); empty without it
+                from harness.tracking.comparisons import format_gain_comparisons, gain_comparisons
+
+                gains = gain_comparisons(self.tracker.client, runs, alpha=alpha)
+                gain_text = format_gain_comparisons(gains) if len(gains) else ""
+            except Exception as exc:  # noqa: BLE001 - the jobs' results stand without it
+                gains = None
+                gain_text = f"[route-bench] gain comparison not made: {type(exc).__name__}: {exc}"
             with tempfile.TemporaryDirectory() as tmp:
                 frame.to_csv(Path(tmp) / "comparison.csv", index=False)
                 (Path(tmp) / "comparison.txt").write_text(text + "\n", encoding="utf-8")
@@ -447,6 +463,9 @@ class SweepTrackingCallback(Callback):
                     (Path(tmp) / "policy_comparison.txt").write_text(comparison_text + "\n", encoding="utf-8")
                 if decisions is not None and len(decisions):
                     write_decision_table(decisions, Path(tmp))
+                if gains is not None and len(gains):
+                    gains.to_csv(Path(tmp) / "gain_comparison.csv", index=False)
+                    (Path(tmp) / "gain_comparison.txt").write_text(gain_text + "\n", encoding="utf-8")
                 self.tracker.log_artifacts(self.parent_run_id, tmp)
             if decisions is not None and len(decisions):
                 try:  # the UI's table view of the parent run
@@ -467,6 +486,8 @@ class SweepTrackingCallback(Callback):
             print("\n" + comparison_text)
         if decision_text:
             print("\n" + decision_text)
+        if gain_text:
+            print("\n" + gain_text)
         if self.uri and self.uri.startswith("sqlite:///"):
             print(f"\nOpen the results:  mlflow ui --backend-store-uri {self.uri}")
         else:

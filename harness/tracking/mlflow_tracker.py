@@ -133,12 +133,16 @@ def artifact_location(uri: str) -> str | None:
 
 
 def experiment_name(cfg: Mapping[str, Any]) -> str:
-    """``tracking.experiment`` if set, else ``<dataset.name>/<arms.base>-vs-<arms.extra>``."""
+    """``tracking.experiment`` if set, else ``<dataset.name>/<arms.base>-vs-<arms.extra>``, under
+    ``<experiment.name>/`` for a named experiment (``conf/experiment/seed*.yaml``): its runs on
+    each dataset are one MLflow experiment, found by ``harness.results``."""
     explicit = (cfg.get("tracking") or {}).get("experiment")
     if explicit:
         return str(explicit)
     arms = cfg.get("arms") or {}
-    return f"{cfg['dataset']['name']}/{arms.get('base', 'keep')}-vs-{arms.get('extra', 'hybrid')}"
+    name = f"{cfg['dataset']['name']}/{arms.get('base', 'keep')}-vs-{arms.get('extra', 'hybrid')}"
+    named = (cfg.get("experiment") or {}).get("name") if isinstance(cfg.get("experiment"), Mapping) else None
+    return f"{named}/{name}" if named else name
 
 
 def config_hash(cfg: Mapping[str, Any]) -> str:

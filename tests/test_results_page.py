@@ -1,0 +1,242 @@
+"""docs/results.md is generated from logged runs, and every number of ours on it is the value
+of the run it cites.
+
+- The papers' figures (harness.published) are verbatim pieces of the quoted passages, and the
+  passages are in the papers whenever the seed texts are at hand (``HARNESS_SEEDS_DIR`` or
+  ``../shared/seeds`` next to the repository).
+- The fast variant of each named experiment runs from scratch (real data, real models, small
+  slices), ``python -m harness results --variant fast`` writes a page, and each cited number is
+  read back here from the MLflow store with MLflow's own client (a metric, a ratio of two, a
+  mean, or one cell of a CSV artifact) and formatted here, independently of harness.results.
+- The committed docs/results.md agrees with its sidecar docs/results.json (every cited number
+  in page order, the commit it was made at) and names the fingerprints; where the store that
+  produced it is at hand (``HARNESS_RESULTS_STORE``), every cited value is read back from it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.published import FIGURES, PAPERS
+
+REPO = Path(__file__).resolve().parent.parent
+PAGE = REPO / "docs" / "results.md"
+SIDECAR = REPO / "docs" / "results.json"
+FAST = ("seed000_keep_hybrid_fast", "seed003_budget_triggers_fast", "seed002_rag_gain_fast")
+
+
+def _fmt(value: float, scale: float, decimals: int) -> str:
+    """Written here again (not imported): nan -> n/a, no negative zero."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    text = f"{value * scale:.{decimals}f}"
+    return text.lstrip("-") if float(text) == 0 else text
+
+
+def _value_tokens(text: str) -> list[str]:
+    return re.findall(r"-?\d[\d,]*\.?\d*|-?\.\d+", text)
+
+
+# ---- the papers' figures ------------------------------------------------------------------------
+def test_every_published_figure_is_in_the_passage_it_quotes():
+    assert len({f.key for f in FIGURES}) == len(FIGURES)
+    for f in FIGURES:
+        assert f.paper in PAPERS
+        quote = f.quote.replace("−", "-")
+        for token in _value_tokens(f.text):
+            assert token in quote, (f.key, token, f.quote)
+
+
+def _seeds_dir() -> Path | None:
+    env = os.environ.get("HARNESS_SEEDS_DIR")
+    for cand in ([Path(env)] if env else []) + [REPO.parent / "shared" / "seeds"]:
+        if cand.is_dir() and list(cand.glob("000_*.txt")):
+            return cand
+    return None
+
+
+def test_every_quoted_passage_is_in_its_paper():
+    seeds = _seeds_dir()
+    if seeds is None:
+        pytest.skip("the seed papers are not at hand (HARNESS_SEEDS_DIR)")
+    texts = {p.name[:3]: p.read_text(encoding="utf-8") for p in seeds.glob("*.txt")}
+    for f in FIGURES:
+        assert f.quote in texts[f.paper], (f.key, f.quote)
+
+
+# ---- a page from fresh runs ---------------------------------------------------------------------
+def _check_cites(page: str, sidecar: dict, client) -> int:
+    """Every cited number is the store's value (read here), and the page shows them in order."""
+    import mlflow  # noqa: F401 - the client's artifact download needs the package
+
+    pos = 0
+    artifacts: dict[tuple[str, str], pd.DataFrame] = {}
+    runs: dict[str, object] = {}
+
+    def metric(run_id: str, name: str) -> float:
+        if run_id not in runs:
+            runs[run_id] = client.get_run(run_id)
+        return float(runs[run_id].data.metrics.get(name, math.nan))
+
+    for cite in sidecar["numbers"]:
+        op, sources = cite["op"], cite["sources"]
+        if op == "metric":
+            value = metric(*sources[0])
+        elif op == "ratio":
+            den = metric(*sources[1])
+            value = metric(*sources[0]) / den if den else math.nan
+        elif op == "mean":
+            vals = [metric(r, n) for r, n in sources]
+            value = sum(vals) / len(vals)
+        else:
+            assert op == "artifact", cite
+            key = (sources[0][0], cite["path"])
+            if key not in artifacts:
+                with tempfile.TemporaryDirectory() as tmp:
+                    artifacts[key] = pd.read_csv(client.download_artifacts(key[0], key[1], tmp))
+            rows = artifacts[key]
+            for col, want in cite["match"].items():
+                rows = rows[rows[col].astype(str) == want]
+            assert len(rows) == 1, cite
+            value = float(rows.iloc[0][cite["column"]])
+        text = _fmt(value, cite["scale"], cite["decimals"])
+        assert text == cite["text"], (cite, value)
+        at = page.find(text, pos)
+        assert at >= 0, f"cited number {text} not found in the page after position {pos}: {cite}"
+        pos = at + len(text)
+    return len(sidecar["numbers"])
+
+
+def _ours_cells_are_cited(page: str, sidecar: dict) -> None:
+    """Every number in an 'ours' column of a table is a cited number (in page order)."""
+    cited = [c["text"] for c in sidecar["numbers"]]
+    seen: list[str] = []
+    header: list[str] = []
+    for line in page.splitlines():
+        if not line.startswith("|"):
+            header = []
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not header:
+            header = cells
+            continue
+        if set(line) <= set("|-"):
+            continue
+        for head, cell in zip(header, cells):
+            if head.startswith("ours"):
+                seen += [t for t in _value_tokens(cell)]
+    # each number in an 'ours' cell appears among the cited numbers, in order
+    i = 0
+    for token in seen:
+        while i < len(cited) and cited[i] != token:
+            i += 1
+        assert i < len(cited), f"number {token} in an 'ours' column is not a cited number"
+        i += 1
+
+
+@pytest.fixture(scope="module")
+def fast_store(tmp_path_factory):
+    """The three fast experiments, run from scratch into one store (one cache: they share the
+    QASPER slice's table)."""
+    root = tmp_path_factory.mktemp("results")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    # the suite's cache when CI sets one (the QASPER wheel and tables are shared), else a fresh one
+    env = {**os.environ, "HARNESS_CACHE_DIR": os.environ.get("HARNESS_CACHE_DIR") or str(root / "cache")}
+    for name in FAST:
+        proc = subprocess.run([sys.executable, "-m", "harness", "-m", f"experiment={name}", f"tracking.uri={uri}"],
+                              cwd=root, env=env, capture_output=True, text=True, timeout=1500)
+        assert proc.returncode == 0, (name, proc.stdout[-4000:], proc.stderr[-4000:])
+    out = root / "docs" / "results.md"
+    proc = subprocess.run([sys.executable, "-m", "harness", "results", "--variant", "fast", "--out", str(out),
+                           "--tracking-uri", uri], cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return uri, out
+
+
+@pytest.mark.slow
+def test_fast_page_numbers_are_the_runs_values(fast_store):
+    from mlflow.tracking import MlflowClient
+
+    uri, out = fast_store
+    page = out.read_text(encoding="utf-8")
+    sidecar = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    assert _check_cites(page, sidecar, MlflowClient(tracking_uri=uri)) > 100
+    _ours_cells_are_cited(page, sidecar)
+    # the three experiments are on it, each with its paper's figures beside ours
+    for title in ("seed 000", "seed 003", "seed 002"):
+        assert f"({title})" in page
+    for f in FIGURES:
+        if f.key.startswith(("s0.", "s3.dep50", "s2.r_wig", "s2.q_")):
+            assert f.text in page, f.key
+    assert re.search(r"Dataset fingerprint: `[0-9a-f]{8,}", page)
+    assert re.search(r"git commit `[0-9a-f]{7,}|git commit `unknown", page)
+    assert "Why our numbers differ" in page and "cannot tell" in page
+
+
+@pytest.mark.slow
+def test_a_number_that_is_not_the_runs_value_is_caught(fast_store):
+    """The check above can fail: a cited value changed in the sidecar, or a number changed on the
+    page, is reported."""
+    from mlflow.tracking import MlflowClient
+
+    uri, out = fast_store
+    client = MlflowClient(tracking_uri=uri)
+    page = out.read_text(encoding="utf-8")
+    sidecar = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    i = next(i for i, c in enumerate(sidecar["numbers"]) if c["text"] not in ("n/a",) and c["op"] == "metric")
+    wrong = json.loads(json.dumps(sidecar))
+    wrong["numbers"][i]["text"] = "123.456"
+    with pytest.raises(AssertionError):
+        _check_cites(page, wrong, client)
+    text = sidecar["numbers"][i]["text"]
+    with pytest.raises(AssertionError):
+        _check_cites(page.replace(text, "123.456"), sidecar, client)
+
+
+@pytest.mark.slow
+def test_results_refuse_an_empty_or_missing_store(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "harness", "results", "--tracking-uri",
+                           f"sqlite:///{tmp_path / 'none.db'}", "--out", str(tmp_path / "r.md")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "--tracking-uri" in proc.stderr and not (tmp_path / "r.md").exists()
+
+
+# ---- the committed page -------------------------------------------------------------------------
+def test_committed_page_matches_its_sidecar():
+    assert PAGE.is_file() and SIDECAR.is_file(), "docs/results.md and docs/results.json are generated together"
+    page = PAGE.read_text(encoding="utf-8")
+    sidecar = json.loads(SIDECAR.read_text(encoding="utf-8"))
+    assert sidecar["variant"] == "full" and len(sidecar["numbers"]) > 100
+    assert f"git commit `{sidecar['git_commit']}`" in page
+    pos = 0
+    for cite in sidecar["numbers"]:
+        assert _fmt(cite["value"], cite["scale"], cite["decimals"]) == cite["text"], cite
+        at = page.find(cite["text"], pos)
+        assert at >= 0, cite
+        pos = at + len(cite["text"])
+    _ours_cells_are_cited(page, sidecar)
+    assert re.search(r"Dataset fingerprint: `[0-9a-f]{8,}", page)
+    for f in FIGURES:  # every published figure we can compare is on the page
+        assert f.text in page, f.key
+
+
+def test_committed_page_against_its_store():
+    store = os.environ.get("HARNESS_RESULTS_STORE")
+    if not store:
+        pytest.skip("the store that produced docs/results.md is not at hand (HARNESS_RESULTS_STORE)")
+    from mlflow.tracking import MlflowClient
+
+    page = PAGE.read_text(encoding="utf-8")
+    sidecar = json.loads(SIDECAR.read_text(encoding="utf-8"))
+    assert _check_cites(page, sidecar, MlflowClient(tracking_uri=store)) == len(sidecar["numbers"])
