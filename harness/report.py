@@ -53,6 +53,7 @@ from typing import Sequence
 
 from harness.errors import ConfigError, HarnessError
 from harness.io import atomic_write, atomic_write_text
+from harness.protocols.threshold import CEILING  # one threshold for summaries, reports and the results page
 from harness.tracking.mlflow_tracker import pick_runs
 
 SWEEP_TAG = "route_bench.sweep_id"
@@ -354,7 +355,6 @@ def load_sweep(
     return rep
 
 
-CEILING = 0.999
 NO_DIFFERENCE = "no policy can be shown to differ from always-base in hits on these held-out questions"
 
 

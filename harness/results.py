@@ -37,6 +37,7 @@ from typing import Any, Sequence
 
 from harness.errors import ConfigError, HarnessError
 from harness.io import atomic_write_text
+from harness.protocols.threshold import CEILING  # the base arm at ceiling: nothing can be rescued
 from harness.published import PAPERS, figure
 
 DEFAULT_OUT = "docs/results.md"
@@ -47,7 +48,6 @@ EXPERIMENTS = (  # page order: (experiment name, seed paper, title)
 )
 NA = "n/a"
 NOT_RUN = "not in this sweep"
-CEILING = 0.999  # the base arm's held-out outcome at or above this: nothing can be rescued (report.py too)
 
 
 class NoRuns(HarnessError):

@@ -48,6 +48,15 @@ SIGNAL_SIGNS: dict[str, int] = {
 }
 
 
+def development_medians(policy: Policy, X: pd.DataFrame) -> tuple[int, np.ndarray]:
+    """(missing values, per-feature medians) of ``policy.features`` on the development
+    questions: all that the signal routers learn (outcomes are never read)."""
+    arr = feature_array(X, policy.features, policy.name)
+    if len(arr) == 0:
+        raise HarnessError(f"policy {policy.name!r}: fit got no development questions")
+    return count_missing(arr), column_medians(arr)
+
+
 class SingleSignalPolicy(Policy):
     """score = sign * feature.
 
@@ -79,11 +88,8 @@ class SingleSignalPolicy(Policy):
         self.features = (feature,)
 
     def fit(self, X: pd.DataFrame, delta, groups=None, seed: int = 0) -> "SingleSignalPolicy":
-        arr = feature_array(X, self.features, self.name)
-        if len(arr) == 0:
-            raise HarnessError(f"policy {self.name!r}: fit got no development questions")
-        self.n_imputed_ = count_missing(arr)
-        self.median_ = float(column_medians(arr)[0])
+        self.n_imputed_, medians = development_medians(self, X)
+        self.median_ = float(medians[0])
         return self
 
     def score(self, X: pd.DataFrame, ctx: ScoreContext) -> np.ndarray:
@@ -128,11 +134,7 @@ class FeatureDifferencePolicy(Policy):
         self.features = (a, b)
 
     def fit(self, X: pd.DataFrame, delta, groups=None, seed: int = 0) -> "FeatureDifferencePolicy":
-        arr = feature_array(X, self.features, self.name)
-        if len(arr) == 0:
-            raise HarnessError(f"policy {self.name!r}: fit got no development questions")
-        self.n_imputed_ = count_missing(arr)
-        self.medians_ = column_medians(arr)
+        self.n_imputed_, self.medians_ = development_medians(self, X)
         return self
 
     def score(self, X: pd.DataFrame, ctx: ScoreContext) -> np.ndarray:
