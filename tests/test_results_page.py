@@ -43,8 +43,19 @@ def _fmt(value: float, scale: float, decimals: int) -> str:
     return text.lstrip("-") if float(text) == 0 else text
 
 
+NUMBER = r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+"
+# a number standing alone: not part of a word (bm25, top1), a longer number or a signed one
+TOKEN = re.compile(rf"(?<![\w.\-])(?:{NUMBER})(?![\w])")
+
+
 def _value_tokens(text: str) -> list[str]:
-    return re.findall(r"-?\d[\d,]*\.?\d*|-?\.\d+", text)
+    return [t.rstrip(".") for t in TOKEN.findall(re.sub(r"`[^`]*`", "", text))]
+
+
+def _find_token(page: str, text: str, pos: int) -> int:
+    """Where ``text`` stands as a whole token in ``page`` at or after ``pos`` (-1: nowhere)."""
+    m = re.compile(rf"(?<![\w.\-]){re.escape(text)}(?![\w]|\.\d)").search(page, pos)
+    return m.start() if m else -1
 
 
 # ---- the papers' figures ------------------------------------------------------------------------
@@ -86,7 +97,8 @@ def _check_cites(page: str, sidecar: dict, client) -> int:
     def metric(run_id: str, name: str) -> float:
         if run_id not in runs:
             runs[run_id] = client.get_run(run_id)
-        return float(runs[run_id].data.metrics.get(name, math.nan))
+        assert name in runs[run_id].data.metrics, f"run {run_id} has no metric {name!r}"  # a typo is not a nan
+        return float(runs[run_id].data.metrics[name])
 
     for cite in sidecar["numbers"]:
         op, sources = cite["op"], cite["sources"]
@@ -111,14 +123,15 @@ def _check_cites(page: str, sidecar: dict, client) -> int:
             value = float(rows.iloc[0][cite["column"]])
         text = _fmt(value, cite["scale"], cite["decimals"])
         assert text == cite["text"], (cite, value)
-        at = page.find(text, pos)
+        at = _find_token(page, text, pos)
         assert at >= 0, f"cited number {text} not found in the page after position {pos}: {cite}"
         pos = at + len(text)
     return len(sidecar["numbers"])
 
 
 def _ours_cells_are_cited(page: str, sidecar: dict) -> None:
-    """Every number in an 'ours' column of a table is a cited number (in page order)."""
+    """Every number in a table cell, except the label column and the papers' columns, is a cited
+    number, in page order."""
     cited = [c["text"] for c in sidecar["numbers"]]
     seen: list[str] = []
     header: list[str] = []
@@ -132,15 +145,15 @@ def _ours_cells_are_cited(page: str, sidecar: dict) -> None:
             continue
         if set(line) <= set("|-"):
             continue
-        for head, cell in zip(header, cells):
-            if head.startswith("ours"):
-                seen += [t for t in _value_tokens(cell)]
-    # each number in an 'ours' cell appears among the cited numbers, in order
+        for head, cell in list(zip(header, cells))[1:]:
+            if not head.startswith("paper"):
+                seen += _value_tokens(cell)
+    assert seen, "no table numbers found"
     i = 0
     for token in seen:
         while i < len(cited) and cited[i] != token:
             i += 1
-        assert i < len(cited), f"number {token} in an 'ours' column is not a cited number"
+        assert i < len(cited), f"number {token} in a table is not a cited number (or out of order)"
         i += 1
 
 
@@ -172,6 +185,7 @@ def test_fast_page_numbers_are_the_runs_values(fast_store):
     sidecar = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
     assert _check_cites(page, sidecar, MlflowClient(tracking_uri=uri)) > 100
     _ours_cells_are_cited(page, sidecar)
+    assert sidecar["missing"] == [], sidecar["missing"]  # every metric the page reads was logged
     # the three experiments are on it, each with its paper's figures beside ours
     for title in ("seed 000", "seed 003", "seed 002"):
         assert f"({title})" in page
@@ -201,6 +215,20 @@ def test_a_number_that_is_not_the_runs_value_is_caught(fast_store):
     text = sidecar["numbers"][i]["text"]
     with pytest.raises(AssertionError):
         _check_cites(page.replace(text, "123.456"), sidecar, client)
+    # a table number changed in place (sign, a digit in front): not a cited number any more
+    lines = page.splitlines()
+    body = [j for j in range(2, len(lines)) if lines[j].startswith("|") and lines[j - 1].startswith("|")
+            and not set(lines[j]) <= set("|-")]  # table rows below a header and its separator
+    k, cell = next((j, t) for j in body for t in _value_tokens(lines[j].split("|", 2)[2])
+                   if re.fullmatch(r"\d+\.\d+", t) and t in {c["text"] for c in sidecar["numbers"]}
+                   and not any(t in f.text for f in FIGURES))
+    for changed in (f"-{cell}", f"9{cell}"):
+        lines = page.splitlines()
+        label_end = len(lines[k].split("|", 2)[1]) + 2  # after the label column
+        at = _find_token(lines[k], cell, label_end)
+        lines[k] = lines[k][:at] + changed + lines[k][at + len(cell):]
+        with pytest.raises(AssertionError):
+            _ours_cells_are_cited("\n".join(lines), sidecar)
 
 
 @pytest.mark.slow
@@ -222,9 +250,10 @@ def test_committed_page_matches_its_sidecar():
     pos = 0
     for cite in sidecar["numbers"]:
         assert _fmt(cite["value"], cite["scale"], cite["decimals"]) == cite["text"], cite
-        at = page.find(cite["text"], pos)
+        at = _find_token(page, cite["text"], pos)
         assert at >= 0, cite
         pos = at + len(cite["text"])
+    assert sidecar.get("missing") == [], "metrics the page asked for but the runs do not have"
     _ours_cells_are_cited(page, sidecar)
     assert re.search(r"Dataset fingerprint: `[0-9a-f]{8,}", page)
     for f in FIGURES:  # every published figure we can compare is on the page
