@@ -102,26 +102,32 @@ class Page:
     def metric(self, run, name: str, scale: float = 1.0, decimals: int = 4) -> str:
         if run is None:
             return NA  # no run: nothing cited, the cell says so
-        if name not in run.data.metrics:
-            self.missing.append([run.info.run_id, name])
+        if not self._logged(run, name):
             return NA
         value = run.data.metrics[name]
         return self._cite(Cite(fmt(value, scale, decimals), "metric", float(value), scale, decimals,
                                [[run.info.run_id, name]]))
 
+    def _logged(self, run, *names: str) -> bool:
+        """Whether ``run`` logged every metric in ``names``; the ones it lacks are listed in
+        ``missing`` (shown as n/a, never cited: a typo'd name is not a nan)."""
+        lacking = [n for n in names if n not in run.data.metrics]
+        self.missing.extend([run.info.run_id, n] for n in lacking)
+        return not lacking
+
     def ratio(self, run, num: str, den: str, scale: float = 1.0, decimals: int = 4) -> str:
-        if run is None:
+        if run is None or not self._logged(run, num, den):
             return NA
-        a, b = run.data.metrics.get(num, math.nan), run.data.metrics.get(den, math.nan)
+        a, b = run.data.metrics[num], run.data.metrics[den]
         value = a / b if b else math.nan
         return self._cite(Cite(fmt(value, scale, decimals), "ratio", float(value), scale, decimals,
                                [[run.info.run_id, num], [run.info.run_id, den]]))
 
     def mean(self, pairs: list, scale: float = 1.0, decimals: int = 4) -> str:
         pairs = [(r, n) for r, n in pairs if r is not None]
-        if not pairs:
+        if not pairs or not all([self._logged(r, n) for r, n in pairs]):
             return NA
-        vals = [r.data.metrics.get(n, math.nan) for r, n in pairs]
+        vals = [r.data.metrics[n] for r, n in pairs]
         value = sum(vals) / len(vals)
         return self._cite(Cite(fmt(value, scale, decimals), "mean", float(value), scale, decimals,
                                [[r.info.run_id, n] for r, n in pairs]))

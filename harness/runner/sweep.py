@@ -110,18 +110,11 @@ def _quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _short_cost(value: str) -> str:
-    """A derived cost (price x measured cost) is a long float: 6 significant digits on screen."""
-    try:
-        return f"{float(value):.6g}" if len(str(value)) > 10 else value
-    except (TypeError, ValueError):
-        return value
-
-
 def comparison_frame(runs: list, metric: str = "hit@10") -> Any:
     """One row per child run: policy, cost, status and the headline metrics."""
     import pandas as pd
 
+    from harness.tracking.comparisons import short_cost
     from harness.tracking.mlflow_tracker import mlflow_name
 
     names = {"metric": metric, "mlflow_metric": mlflow_name(metric)}
@@ -130,7 +123,7 @@ def comparison_frame(runs: list, metric: str = "hit@10") -> Any:
     for r in runs:
         row = {
             "policy": r.data.tags.get("route_bench.policy", ""),
-            "cost": _short_cost(r.data.params.get("cost.c", "")),
+            "cost": short_cost(r.data.params.get("cost.c", "")),
             "seed": r.data.params.get("seed", ""),
             "status": r.info.status,
         }

@@ -77,15 +77,21 @@ def _cell_key(params: dict[str, str]) -> tuple:
     )
 
 
+def short_cost(value: Any) -> Any:
+    """A derived cost (price x measured cost) is a long float: 6 significant digits on screen;
+    a short value (``0.02``, ``0.0``) is shown as logged."""
+    try:
+        return f"{float(value):.6g}" if len(str(value)) > 10 else value
+    except (TypeError, ValueError):
+        return value
+
+
 def _cell_names(keys: list[tuple]) -> dict[tuple, str]:
     """Name each cell by the parameters whose values differ between cells."""
     varying = sorted({k for key in keys for k, v in key if len({dict(other).get(k) for other in keys}) > 1})
 
     def shown(k: str, v: Any) -> str:
-        try:  # a derived cost (price x measured cost) is a long float: 6 significant digits
-            return f"{k}={float(v):.6g}" if k == "cost.c" and len(str(v)) > 10 else f"{k}={v}"
-        except (TypeError, ValueError):
-            return f"{k}={v}"
+        return f"{k}={short_cost(v) if k == 'cost.c' else v}"
 
     # a key a cell does not set (e.g. cost.unit of a plain-c cost) is left out of its name
     return {key: " ".join(shown(k, dict(key).get(k)) for k in varying if dict(key).get(k) not in (None, "None"))
