@@ -2,8 +2,10 @@
 
 All share one preprocessing path (policies.preprocess): +-inf -> NaN -> fit-time column median
 (0.0 for an all-missing column); the linear models then standardise. Scoring never calls a
-fitted sklearn/LightGBM object directly: it applies the numbers kept in ``get_state()``, so a
-policy rebuilt from the frozen JSON state scores bit-identically to the one that was fitted.
+fitted sklearn/LightGBM object directly: it applies the numbers kept in ``get_state()``, with
+linear predictors summed in a fixed order without BLAS (preprocess.linear_predictor), so a
+policy rebuilt from the frozen JSON state scores bit-identically to the one that was fitted,
+whatever the CPU or the arrays' memory layout.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from policies.preprocess import (
     delta_classes,
     feature_array,
     impute,
+    linear_predictor,
 )
 
 CLASSES = (-1, 0, 1)
@@ -134,7 +137,7 @@ class RidgePolicy(_Learned):
     def score(self, X: pd.DataFrame, ctx: ScoreContext) -> np.ndarray:
         arr = self._prepare_score(X)
         z = (impute(arr, self.medians_) - self.mean_) / self.scale_
-        return z @ self.coef_ + self.intercept_
+        return linear_predictor(z, self.coef_, self.intercept_)
 
 
 class QPPRouter(RidgePolicy):
@@ -225,7 +228,7 @@ class LogisticPolicy(_ClassScorer):
         if len(self.classes_) == 1:
             return np.ones((len(arr), 1))
         z = (impute(arr, self.medians_) - self.mean_) / self.scale_
-        logits = z @ self.coef_.T + self.intercept_
+        logits = linear_predictor(z, self.coef_, self.intercept_)
         if len(self.classes_) == 2:
             p1 = expit(logits[:, 0])
             return np.column_stack([1.0 - p1, p1])

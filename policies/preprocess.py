@@ -58,6 +58,33 @@ def impute(arr: np.ndarray, medians: np.ndarray) -> np.ndarray:
     return out
 
 
+def linear_predictor(z: np.ndarray, coef: np.ndarray, intercept) -> np.ndarray:
+    """``z @ coef + intercept`` summed column by column in a fixed order, without BLAS.
+
+    Why not ``@``: a BLAS kernel chooses its summation order by CPU (AVX2 vs AVX-512 kernels)
+    and by the memory layout of its operands (a coefficient row from sklearn vs the same row
+    read back from JSON), so the last bits of a score could depend on both, and a router
+    restored from its frozen state would not score exactly like the router that was evaluated.
+    Each step here is one correctly rounded elementwise multiply or add, so the result depends
+    only on the values: bit-identical for a fitted and a restored router, and on every CPU.
+
+    ``coef`` of shape (d,) gives one score per row; shape (k, d) with ``intercept`` of shape (k,)
+    gives a (n, k) matrix (one column per class).
+    """
+    z = np.asarray(z, dtype=np.float64)
+    c = np.asarray(coef, dtype=np.float64)
+    if c.ndim == 2:
+        b = np.asarray(intercept, dtype=np.float64).reshape(-1)
+        cols = [linear_predictor(z, c[k], b[k]) for k in range(c.shape[0])]
+        return np.column_stack(cols) if cols else np.zeros((z.shape[0], 0))
+    if z.shape[1] != c.shape[0]:
+        raise HarnessError(f"linear predictor: {z.shape[1]} feature columns but {c.shape[0]} coefficients")
+    acc = np.zeros(z.shape[0], dtype=np.float64)
+    for j in range(c.shape[0]):
+        acc += z[:, j] * float(c[j])
+    return acc + float(intercept)
+
+
 def delta_classes(delta: np.ndarray) -> np.ndarray:
     """Class of the gain for the classifiers: sign(delta) in {-1, 0, +1}.
 

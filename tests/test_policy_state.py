@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from harness.errors import HarnessError
 from harness.io import canonical_json, digest_of, json_problem
 from policies.base import PolicyStateError, check_json_state
+from tests.numeric import assert_same_numbers
 
 
 @pytest.mark.parametrize("state,message", [
@@ -102,15 +104,13 @@ def test_plugin_with_numpy_state_fails_at_freeze_naming_it(planted_table, tmp_pa
     assert not (tmp_path / "freeze" / "policy_state.json").exists()
 
 
-def _pinned_digests(planted_table) -> dict[str, tuple[str, str]]:
-    """{config: (sha256 of the held-out scores, sha256 of the frozen state)} for every built-in.
+def _builtin_outputs(planted_table) -> dict[str, dict]:
+    """{config: {"scores": held-out scores, "state": the frozen state}} for every built-in.
 
     Each built-in config is fitted (when trainable) on the even-numbered documents with seed 3,
     its state goes through strict JSON text into a fresh instance, and that instance scores the
     odd-numbered documents (also with missing and infinite values); the scores of the fitted
-    instance must be bit-identical to it."""
-    import hashlib
-
+    instance must be bit-identical to it (the frozen router is the evaluated router)."""
     from harness.task import RoutingTask
     from policies.base import ScoreContext
     from policies.registry import builtin_policy_configs, make_policy
@@ -136,61 +136,28 @@ def _pinned_digests(planted_table) -> dict[str, tuple[str, str]]:
             X.iloc[5:7, 0] = np.inf
             X.iloc[7:9, -1] = -np.inf
             scores = np.concatenate([scores, np.asarray(rebuilt.score(X, ctx), dtype=np.float64)])
-        out[stem] = (
-            hashlib.sha256(scores.tobytes()).hexdigest()[:16],
-            hashlib.sha256(state_text.encode()).hexdigest()[:16],
-        )
+        out[stem] = {"scores": [float(v) for v in scores], "state": json.loads(state_text)}
     return out
 
 
-# Computed with the policies before the declarative-state refactor: scores and frozen state of
-# every built-in must stay bit-identical (a change here changes every published number).
-PINNED_DIGESTS: dict[str, tuple[str, str]] = {
-    'always_extra': ('4b8f1fdf84b712b0', '44136fa355b3678a'),
-    'always_keep': ('0a6a5d11fe510d5c', '44136fa355b3678a'),
-    'gbm': ('17215ace145f30e1', '9e306d39885182da'),
-    'logistic': ('657d8c4b66dec904', '63d8e9a288e225ff'),
-    'oracle': ('d2cc897f41dfdabb', '44136fa355b3678a'),
-    'qpp_ridge': ('2c5cf04aee59aca8', '7188f681f1af3ef5'),
-    'random': ('c809311d91e3c7b2', '1edafbad89f7ec6c'),
-    'ridge': ('fdfd2e7533190684', '93d8112e6a236433'),
-    'signal_bm25_margin12': ('7321ee16d86b217e', '0f938e2c8dd1d60c'),
-    'signal_bm25_top1': ('21a8381c9cc20791', '887e6a556f34fcb1'),
-    'signal_caption_frac_rerank10': ('5500966965c46e26', '5b3042086c00a713'),
-    'signal_dense_margin12': ('a7367bd5bdc88729', '17164a0e5a73ad5a'),
-    'signal_dense_mean_top5': ('4fc4bbcf7a474ef5', 'a1746b03ba90f102'),
-    'signal_dense_top1': ('9a0e39f4d7b07da5', '2ebaa82fd59934d7'),
-    'signal_overlap_dense_rerank10': ('3ec478fe6f33300d', '1415c22af8894d81'),
-    'signal_qpp_nqc_bm25': ('68a7cef6345af1de', '9827ee65789e5d23'),
-    'signal_qpp_nqc_dense': ('a8c75531c6cf9b46', 'e881ddc1a45553e9'),
-    'signal_qpp_qc_bm25': ('35e1377e35ada551', 'c5ddb6386fe778c3'),
-    'signal_qpp_qc_dense': ('e112279a996cbb12', '10800e143fb80c49'),
-    'signal_qpp_smv_bm25': ('5792d8d460f578fe', '3c6f19ed0a58a41a'),
-    'signal_qpp_smv_dense': ('2e10dd4c5bb41b85', 'cd8dabfee0dcc93d'),
-    'signal_qpp_usmv_bm25': ('01d25834528234cf', '0034067dc6485235'),
-    'signal_qpp_usmv_dense': ('51cbe69787413417', '34105f674840dd0f'),
-    'signal_qpp_uwig_bm25': ('3dd1bc18a6cdd917', 'c19383226d5c78c3'),
-    'signal_qpp_uwig_dense': ('3a17ddd6ec46a83f', '7110812103ca5a22'),
-    'signal_qpp_wig_bm25': ('4bc125b5a870dc99', '518e5d2c3772b23a'),
-    'signal_qpp_wig_dense': ('6e4412b435a6cb0d', 'f60f15736d8e0ef7'),
-    'signal_rerank_top1_dense_rank': ('2da5e04303caf38e', 'bcd160d412f7acf2'),
-    # answer-pair routers (pinned when they were added; the 28 above are unchanged since)
-    'bur_gbm': ('4db8d99eb98e38d6', 'd05de509755fa859'),
-    'bur_linear': ('3da9f86ea0f6b561', '810169545e8bed07'),
-    'query_ridge': ('acf520e187e9f9b8', '85c78c281ff5e61b'),
-    'signal_unc_answer_tokens': ('6b03b079b5ea0cbc', '6785d983fa0dc9f9'),
-    'signal_unc_max_entropy': ('a80306e097de3a42', 'd55aa1a91855c796'),
-    'signal_unc_mean_entropy': ('ac9be31f7c534048', 'e5917ee9ba3884b7'),
-    'signal_unc_min_confidence': ('6c3c5357348473ae', '02fcf0cb76cd4ab9'),
-    'uncertainty_ridge': ('fc76a04ca271f569', '4d9a8ff4ea06efd5'),
-    # post-generation predictor (pinned when added; the synthetic table's RAG uncertainty columns
-    # are drawn after every other value, so all entries above stayed as they were)
-    'unc_drop_rag_bm25': ('64716eb75045ac48', '626903cd79315f78'),
-}
+# Recorded with the policies before the declarative-state refactor (and before linear scores were
+# summed without BLAS), under OPENBLAS_CORETYPE=Haswell, where they reproduced the SHA-256 digests
+# pinned at that time bit for bit. A change beyond tests/numeric.py's cross-CPU tolerance changes
+# every published number. Regenerate (only for an intended change) with
+#   OPENBLAS_CORETYPE=Haswell python -c "import tests.test_policy_state as t; t.write_builtin_outputs()"
+BUILTIN_OUTPUTS_FILE = Path(__file__).parent / "fixtures" / "builtin_policy_outputs.json"
 
 
-def test_builtin_scores_and_states_are_pinned(planted_table):
-    got = _pinned_digests(planted_table)
-    assert len(got) >= 28 and set(PINNED_DIGESTS) == set(got)
-    changed = {k: (got[k], v) for k, v in PINNED_DIGESTS.items() if got[k] != v}
-    assert not changed, f"scores or state changed (got, pinned): {changed}"
+def write_builtin_outputs() -> None:  # pragma: no cover - run by hand, see the comment above
+    from harness.synthetic import synthetic_outcome_table
+
+    outputs = _builtin_outputs(synthetic_outcome_table(n_docs=60, questions_per_doc=5, seed=0))
+    BUILTIN_OUTPUTS_FILE.write_text(json.dumps(outputs, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def test_builtin_scores_and_states_are_as_recorded(planted_table):
+    got = _builtin_outputs(planted_table)
+    recorded = json.loads(BUILTIN_OUTPUTS_FILE.read_text(encoding="utf-8"))
+    assert len(got) >= 28 and set(recorded) == set(got)
+    for stem in sorted(recorded):
+        assert_same_numbers(got[stem], recorded[stem], f"built-in policy {stem!r}")

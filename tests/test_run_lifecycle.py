@@ -88,8 +88,12 @@ def test_live_claim_is_waited_for_then_reused_or_times_out(tracker):
     with pytest.raises(mt.ClaimTimeout, match=holder):
         tracker.claim_job(exp, "a", _job_tags("s"), "k", timeout_s=0.5, poll_s=0.1)
     seen = []
-    threading.Timer(0.6, lambda: tracker.end_run(holder, "FINISHED")).start()
-    claim = tracker.claim_job(exp, "a", _job_tags("s"), "k", timeout_s=20, poll_s=0.1, on_wait=seen.append)
+
+    def holder_finishes(run):  # the holder ends once the claim waits for it: no clock involved
+        seen.append(run)
+        tracker.end_run(holder, "FINISHED")
+
+    claim = tracker.claim_job(exp, "a", _job_tags("s"), "k", timeout_s=600, poll_s=0.01, on_wait=holder_finishes)
     assert claim.reused.info.run_id == holder and claim.waited_for == holder
     assert [r.info.run_id for r in seen] == [holder]
 
@@ -109,9 +113,15 @@ def test_server_style_claim_yields_to_an_older_claim(tracker, monkeypatch):
 
     monkeypatch.setattr(tracker, "start_job_run", racing_start)
     monkeypatch.setattr(tracker, "store_lock", lambda *a, **k: _no_lock())
-    threading.Timer(0.5, lambda: tracker.end_run(made[0], "FINISHED")).start()
-    claim = tracker.claim_job(exp, "a", _job_tags("s"), "k", timeout_s=20, poll_s=0.1)
-    assert claim.reused.info.run_id == made[0]
+    waited = []
+
+    def other_finishes(holder):  # the older claim ends once this one has yielded: no clock involved
+        waited.append(holder.info.run_id)
+        tracker.end_run(made[0], "FINISHED")
+
+    claim = tracker.claim_job(exp, "a", _job_tags("s"), "k", timeout_s=600, poll_s=0.01, on_wait=other_finishes)
+    assert waited == [made[0]] and claim.waited_for == made[0]
+    assert claim.reused is not None and claim.reused.info.run_id == made[0]
     active = tracker.search(exp, f"tags.`{mt.TAG_SKIP_KEY}` = 'k'")
     assert [r.info.run_id for r in active] == [made[0]]  # the yielded claim was deleted
 
