@@ -204,7 +204,7 @@ def blocks_for(arms_cfg: Mapping, present: Sequence[str], device: str = "cpu") -
     metric only the ``gold_at_k`` block provides (``all@k``, ``recall@k`` below ``arms.k``,
     ``harness.metric_blocks``) adds that block unless it is listed."""
     blocks = [make_block(_with_device(spec, device), f"arms.blocks[{i}]") for i, spec in enumerate(_listed(arms_cfg))]
-    from harness.metric_blocks import BLOCK_NAME, needs_gold_block
+    from harness.gold_metrics import BLOCK_NAME, needs_gold_block
 
     if needs_gold_block(arms_cfg) and all(b.name != BLOCK_NAME for b in blocks):
         blocks.append(make_block(BLOCK_NAME, "arms.metric"))

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from hydra.core.config_store import ConfigStore
@@ -24,7 +23,7 @@ from omegaconf import MISSING
 
 from harness.stats import MIN_BOOTSTRAP
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"  # the app's config folder
+from harness.conf_files import CONF_DIR, CONF_SOURCE, initialize_conf  # noqa: F401 - the app's config
 
 PROTOCOL_NAMES = ("threshold", "budget", "gain")
 CALIBRATIONS = ("oof", "in_sample")
@@ -426,9 +425,9 @@ __all__ = [
 
 # ---- configs composed outside the Hydra app (table build) -------------------------------------
 def compose_config(overrides: Sequence[str], return_hydra_config: bool = False):
-    from hydra import compose, initialize_config_dir
+    from hydra import compose
 
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+    with initialize_conf():
         return compose(config_name="config", overrides=list(overrides), return_hydra_config=return_hydra_config)
 
 

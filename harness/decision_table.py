@@ -69,7 +69,6 @@ COLUMNS = (
     "diff_vs_ref", "ci_low", "ci_high", "p", "p_holm", "mdd", "n_runs", "reference", "reference_from",
     "reference_tied", "note", "cell",
 )
-MARKS = ("ref", "=", "<", ">")
 
 
 @dataclass

@@ -21,7 +21,7 @@ four retrieval arms (``keep``, ``hybrid``, ``bm25``, ``dense``) and every k = 1.
 Questions without gold units get NaN (hit-type metrics count only questions with evidence, SPEC
 section 1; ``harness.task``). The block is added without being listed whenever ``arms.metric``
 names a metric only it provides (``all@k``, or ``recall@k`` with k != ``arms.k``;
-``harness.arm_blocks.blocks_for``); it owns no arm: it declares the retrieval arms in
+``harness.gold_metrics``, ``harness.arm_blocks.blocks_for``); it owns no arm: it declares the retrieval arms in
 ``metrics_for``, which lets it write their outcome columns that no other block wrote. Its key is
 the base table's key (which covers the dataset fingerprint, hence the gold units) and its
 version: computing it takes well under a second, and caching it keeps the joined table's
@@ -31,37 +31,15 @@ fingerprint on the same footing as every other block's.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from harness.arm_blocks import BASE, ArmBlock
 from harness.errors import HarnessError
+from harness.gold_metrics import BLOCK_NAME
 from harness.retrieval.arms import ARMS
-
-BLOCK_NAME = "gold_at_k"
-GOLD_METRIC = re.compile(r"^(all|recall)@([1-9][0-9]*)$")
-
-
-def gold_metric(metric: Any) -> tuple[str, int] | None:
-    """("all" | "recall", k) for ``all@k`` / ``recall@k``, else None."""
-    m = GOLD_METRIC.match(str(metric))
-    return (m.group(1), int(m.group(2))) if m else None
-
-
-def needs_gold_block(arms_cfg: Mapping) -> bool:
-    """Whether ``arms.metric`` is one only the ``gold_at_k`` block provides: ``all@k`` for any k,
-    ``recall@k`` for k other than the base table's own ``recall@<arms.k>``."""
-    parsed = gold_metric(arms_cfg.get("metric", "hit@10"))
-    if parsed is None:
-        return False
-    kind, k = parsed
-    try:
-        table_k = int(arms_cfg.get("k", 10))
-    except (TypeError, ValueError):
-        table_k = 10
-    return not (kind == "recall" and k == table_k)
 
 
 def _ranking_column(columns, arm: str) -> tuple[str, int] | None:

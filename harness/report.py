@@ -115,7 +115,7 @@ class SweepReport:
 # ---------------------------------------------------------------- tracking store access
 
 
-def resolve_tracking_uri(explicit: str | None) -> str:
+def existing_store_uri(explicit: str | None) -> str:
     """--tracking-uri, else $MLFLOW_TRACKING_URI, else the harness default local store.
 
     A SQLite URI whose file does not exist is an error (reading must not create an empty DB).
@@ -465,7 +465,7 @@ def _frontier_triples(row: JobRow, frontier: str, outcome: str) -> list[tuple[fl
     return sorted(pts)
 
 
-def frontier_points(row: JobRow, frontier: str, outcome: str) -> list[tuple[float, float]]:
+def logged_frontier_points(row: JobRow, frontier: str, outcome: str) -> list[tuple[float, float]]:
     """(realized usage, outcome) points of one job's frontier, sorted by usage."""
     return [(x, y) for x, y, _ in _frontier_triples(row, frontier, outcome)]
 
@@ -587,7 +587,7 @@ def draw_frontiers(rep: SweepReport, axes) -> bool:
     return True
 
 
-def plot_frontiers(rep: SweepReport, path: Path) -> bool:
+def plot_report_frontiers(rep: SweepReport, path: Path) -> bool:
     """Write the frontier PNG (one panel per frontier, one line per distinct curve, the legend
     beside the panels); False if no data."""
     if rep.outcome_metric is None:
@@ -728,7 +728,7 @@ def write_report(rep: SweepReport, out_dir: str | os.PathLike) -> dict[str, Path
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     plot_path = out / PLOT_NAME
-    has_plot = plot_frontiers(rep, plot_path)
+    has_plot = plot_report_frontiers(rep, plot_path)
     plot_bytes = plot_path.read_bytes() if has_plot else None
     paths = {
         "markdown": atomic_write_text(
@@ -831,7 +831,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit as exc:  # --help
             return int(exc.code or 0)
         check_out_dir(args.out)
-        uri = resolve_tracking_uri(args.tracking_uri)
+        uri = existing_store_uri(args.tracking_uri)
         check_store_reachable(uri)
         try:
             rep = load_sweep(uri, None if args.latest else args.sweep, args.experiment)

@@ -1,11 +1,11 @@
 """Text normalisation and token overlap for evidence matching (SPEC section 1).
 
 ``normalize_text``: casefold + whitespace collapse. It decides whether an evidence string *is*
-a unit, so it must not discard anything that distinguishes paragraphs. ``token_f1`` compares
-word tokens (``word_tokens``: runs of Unicode word characters of the ``normalize_text`` form)
-and serves fuzzy evidence matching; if either side has no token, it is 1.0 when both are empty
-and 0.0 otherwise. Answers are scored elsewhere, by SQuAD's rules
-(``harness.generation.answers``).
+a unit, so it must not discard anything that distinguishes paragraphs. ``word_f1`` compares
+word tokens (``word_tokens``: runs of Unicode word characters of the ``normalize_text`` form);
+if either side has no token, it is 1.0 when both are empty and 0.0 otherwise (fuzzy evidence
+matching, ``harness.data.evidence``, counts the same tokens but scores an empty side 0).
+Answers are scored elsewhere, by SQuAD's rules (``harness.generation.answers.token_f1``).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def overlap_f1(a_tokens: Sequence[str], b_tokens: Sequence[str]) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def token_f1(a: str, b: str) -> float:
+def word_f1(a: str, b: str) -> float:
     """Token-overlap F1 (multiset intersection) between the word tokens of ``a`` and ``b``;
     1.0 when both have no token, 0.0 when one has none."""
     ta, tb = word_tokens(a), word_tokens(b)

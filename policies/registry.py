@@ -38,8 +38,10 @@ LOADER_TARGET = "policies.registry.load_entry_point"
 
 
 def default_conf_dir() -> Path:
-    """The repository's ``conf`` folder (next to the ``policies`` package)."""
-    return Path(__file__).resolve().parent.parent / "conf"
+    """The app's ``conf`` folder (the repository's, or the installed package's copy of it)."""
+    from harness.conf_files import CONF_DIR
+
+    return CONF_DIR
 
 
 def _policy_dir(conf_dir: str | Path | None) -> Path:

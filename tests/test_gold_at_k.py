@@ -17,7 +17,8 @@ from harness.arm_blocks import ArmBlock, add_blocks, blocks_for
 from harness.config import compose_config, validate
 from harness.data.schema import Dataset, Question, Unit
 from harness.errors import ConfigError, HarnessError
-from harness.metric_blocks import GoldAtK, gold_metric, needs_gold_block
+from harness.gold_metrics import gold_metric, needs_gold_block
+from harness.metric_blocks import GoldAtK
 from harness.retrieval.arms import ARMS
 from harness.synthetic import synthetic_outcome_table
 from harness.task import RoutingTask

@@ -118,18 +118,18 @@ def test_report_table_equals_logged_metrics(store, tmp_path):
     assert len(md_rows) == 1 and "**0.8125**" in md_rows[0]
 
 
-def test_frontier_points_use_logged_series(store):
+def test_logged_frontier_points_use_logged_series(store):
     uri, _ = store
     rep = report.load_sweep(uri, SWEEP_ID)
     ridge = next(r for r in rep.rows if r.policy == "ridge")
     job = JOBS["ridge c=0.02 seed=0"]
     assert rep.outcome_metric == "hit_at_10"
     # deployable: x = logged realized usage at the same step
-    assert report.frontier_points(ridge, "deployable", "hit_at_10") == list(
+    assert report.logged_frontier_points(ridge, "deployable", "hit_at_10") == list(
         zip(job["usage"], job["deployable"])
     )
     # exact: no usage series logged, so x = budget = step / 100
-    assert report.frontier_points(ridge, "exact", "hit_at_10") == list(
+    assert report.logged_frontier_points(ridge, "exact", "hit_at_10") == list(
         zip((0.10, 0.25, 0.50, 0.75, 0.90), job["exact"])
     )
 

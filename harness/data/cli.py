@@ -1,9 +1,9 @@
 """``python -m harness data <dataset> [--path P] [--json] [key=value ...]``: dataset statistics.
 
-The first argument names a dataset config, ``conf/dataset/<dataset>.yaml``, found in the
-repository's ``conf`` folder (``Path(harness.__file__).parent.parent / "conf"``). Where the
-package is installed without the repository (no such folder), the same configs come from
-``BUILTIN_CONFIGS`` below; a test keeps the two identical. ``key=value`` overrides are parsed
+The first argument names a dataset config, ``conf/dataset/<dataset>.yaml``, found in the app's
+config folder (harness/conf_files.py: the repository's ``conf`` folder, or the installed package's
+copy of it). Where no such file exists, the same configs come from ``BUILTIN_CONFIGS`` below; a
+test keeps the two identical. ``key=value`` overrides are parsed
 like Hydra's (``max_questions=10``); ``--path P`` is short for ``path=P``.
 
 Prints documents, questions (with evidence), units by kind, evidence strings matched exactly /
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import harness
+from harness.conf_files import CONF_DIR
 from harness.errors import ConfigError, HarnessError, argument_parser, debugging, did_you_mean, one_line
 
 BUILTIN_CONFIGS: dict[str, dict[str, Any]] = {
@@ -31,7 +31,7 @@ BUILTIN_CONFIGS: dict[str, dict[str, Any]] = {
 
 
 def conf_dir() -> Path:
-    return Path(harness.__file__).resolve().parent.parent / "conf"
+    return CONF_DIR
 
 
 def dataset_config(name: str, overrides: list[str] = ()) -> dict:

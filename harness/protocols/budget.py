@@ -3,161 +3,10 @@
 Why: a threshold picked on one half of the documents need not spend the same share of extra
 calls on the other half. Repeating over seeded calibration/test halves shows both the ranking
 quality (exact frontier) and how well a calibrated threshold keeps its budget (deployable,
-conservative).
-
-Choices where the SPEC is silent (documented here and in the README):
-
-Splits
-- Split seeds: ``np.random.default_rng(seed).integers(0, 2**31 - 1, n_splits)``; each split is
-  ``stats.stratified_grouped_halves`` (calibration = first half, test = second).
-
-Exact frontier (ties at their expectation)
-- On test, the floor(rho * n) highest-scored questions run the extra arm (``1e-9`` guards
-  0.3 * 10 = 2.9999...). A block of tied scores straddling the cut counts at its expected
-  value, as if ties were broken uniformly at random: each question of the block runs with
-  probability (calls left for the block) / (block size). Written as a rule it is the same
-  rule as the calibrated frontiers below: run when score > t, and at score == t with
-  probability p, with t the score at the cut and p = (k - #{score > t}) / #{score == t}; the
-  frontiers table records that t and p. No draw is made: the outcome is the expectation.
-- The exact curve for AUC (k = 0..n) is the same expectation at every k: inside a tied block
-  it interpolates linearly between the block's ends. So a constant score gives exactly
-  random's expectation (``random_matched``) at every k, and its AUC equals random's. Distinct
-  scores give the ordering's own numbers (today's numbers, bit for bit).
-- Exact-frontier AUC: outcome vs usage k / n for every k = 0..n (k = 0 is always-base, k = n is
-  always-extra), trapezoid rule; averaged over splits. Random and oracle AUCs are reported
-  alongside on the same grid.
-
-Deployable and conservative frontiers (randomised at the threshold)
-- Threshold t = ``np.quantile(cal_scores, 1 - target, method="inverted_cdf")`` (the smallest
-  calibration score s with F(s) >= 1 - target); the extra arm runs when score > t, and at
-  score == t with probability p = (target * n_cal - #{cal > t}) / #{cal == t}, clipped to
-  [0, 1], so that the expected calibration usage equals the target exactly (target = rho for
-  the deployable frontier, rho_safe for the conservative one). With the inverted_cdf quantile,
-  #{cal > t} <= target * n_cal < #{cal >= t} in exact arithmetic, so the clip only absorbs
-  float noise; a float artefact that would put #{cal > t} above the target moves t up to the
-  next calibration score. rho = 1 means t = -inf (run all), p = 1.
-- Note that this is the calibration *target* rho, not floor(rho * n_cal): with distinct scores
-  the question at t runs with probability frac(rho * n_cal). Test scores rarely equal a
-  calibration score for a continuous learner, so there the rule acts like "score > t"; a
-  constant score (every test score equals t) runs each question with probability rho.
-- Reported test numbers are the expectation over that coin (deterministic, no draw):
-  realized usage = mean run probability, outcome = mean((1 - p_i) * base_i + p_i * extra_i),
-  utility = outcome - cost * usage. The SPEC's "(seeded)" concerns a deployment, which draws
-  the coin per question; the protocol reports its expectation, so no seed is drawn or needed.
-  The frontiers table records t (``threshold``), p (``tie_prob``) and the calibration usage
-  the rule spends (``cal_usage``) per split, budget and frontier.
-- ``violated`` = realized usage > rho + 1e-12 and ``overshoot`` = realized usage > rho + tol +
-  1e-12: float noise in an expected usage never counts as a violation.
-
-Calibration scores (cross-fitted by default)
-- ``calibration="oof"`` (default, SPEC 6): cross-fitted. The calibration half's documents
-  are cut into ``cal_folds`` grouped folds (``stats.grouped_kfold`` seeded with the run's seed;
-  the folds differ per split); fold model k, fitted on the other folds, gives the out-of-fold
-  scores of fold k, and the test half's documents, cut into as many grouped folds, are scored
-  fold by fold by the same models (``calibration_scores``). Calibration and test scores then
-  come from the same K models on questions each never saw, which is the exchangeability the
-  quantile threshold and the DKW slack assume; the deployed router is the K models, each
-  question routed by its document's fold. Why: a flexible learner's in-sample scores are more
-  extreme than its scores on unseen documents, so a threshold set on them overspends on test
-  (gbm on an earlier QASPER table: 0.094 on calibration, 0.125-0.163 on test at rho = 0.10);
-  and out-of-fold calibration scores with one refit on the whole half for test do not match
-  either (ridge on QASPER spent 0.040 at rho = 0.10: a fold model's level moves with the few
-  rescues its training part holds). Measured on the default table at rho = 0.10 (mean test
-  usage over 5 splits, cross-fitted vs in-sample): gbm 0.103 vs 0.103, logistic 0.094 vs
-  0.120, ridge 0.079 vs 0.087.
-- ``calibration="in_sample"``: the policy fitted on the whole calibration half scores that
-  same half (the earlier behaviour).
-- Untrainable policies (``trainable = False``: random, single signals, oracle) need no folds;
-  their scores do not depend on fitting, so both modes give the same scores. The table records
-  the configured ``calibration`` and the folds actually used (``cal_folds``, 0 = none).
-
-Conservative slack and grouping
-- eps = ``stats.dkw_epsilon(n_cal, dkw_delta)``, the one-sided DKW slack
-  sqrt(ln(1 / delta) / (2 n_cal)): only overspending matters. It assumes i.i.d. calibration
-  questions exchangeable with test questions. The halves are split by document and questions
-  of one document are correlated (and out-of-fold scores of one fold share a model), so the
-  effective sample size lies between the number of calibration documents and n_cal: the slack
-  computed from n_cal questions is a lower bound on an honest slack when documents hold several
-  questions, and the conservative violation rate can exceed delta. The table records n_cal,
-  the number of calibration documents (``n_cal_docs``) and eps (``dkw_eps``) so a reader can
-  recompute a document-level slack.
-
-References at matched usage
-- Random at matched usage is the exact expectation, not a draw: running the extra arm on k of
-  n questions chosen uniformly gives base_mean + (k / n) * mean(delta) (and the same for
-  utility with - cost * k / n); k may be fractional (an expected count).
-- Oracle at matched usage: the best outcome with k extra calls = run extra on the largest
-  deltas first (rescues, then neutral) - base_mean + sum(top-k delta) / n; for a fractional
-  expected count k it interpolates linearly between floor(k) and ceil(k) (the best outcome of
-  a rule that makes floor(k) or ceil(k) calls with the same expected count).
-
-Per-question decisions and the calibration-half utility (what the decision table reads)
-- ``BudgetResult.decisions`` (logged by the app as ``budget_decisions.parquet``): one row per
-  test-half question, split, budget and frontier (exact, deployable, conservative) with its
-  run probability ``prob`` under that frontier's rule (the same expectation rule as above:
-  1 above t, ``tie_prob`` at t, 0 below), ``base``, ``extra`` and its expected utility
-  ``utility = (1 - prob) * base + prob * extra - cost * prob``; the mean of ``utility`` (or of
-  the expected outcome) over a split's rows is that split's number in the frontiers table. A
-  fixed decision has one row per test question and split with ``frontier="fixed"``, budget NaN
-  and prob 0 or 1. ``oracle`` marks the oracle's rows (an upper bound, never deployable).
-- ``cal_utility`` (frontiers table, deployable and conservative rows): the rule's expected
-  utility on the CALIBRATION half, from the very calibration scores its threshold was set on
-  (out-of-fold by default), i.e. ``mean((1 - q) * base + q * extra) - cost * cal_usage`` with q
-  the rule's run probability of each calibration question. It is what a team sees before
-  deploying; the decision table (``harness.decision_table``) chooses its reference by it,
-  never by a test outcome. NaN for the exact frontier (no calibration) and fixed decisions.
-
-Fixed decisions
-- Policies with ``fixed_route`` ("base": always-keep, "extra": always-extra) are references,
-  not points on budget frontiers (SPEC 6): for them the protocol reports only their fixed point
-  on each test half (usage 0 or 1, outcome, utility; mean and sd over splits) as
-  ``budget/fixed/...``; no per-budget metrics and no AUC. Their rows in the frontiers table
-  have ``frontier="fixed"``, ``fixed=True`` and budget NaN, so plots draw them as a point.
-
-Routing summaries (README "Routing summaries")
-- Per split, on the test half: APGR, CPT(50%), CPT(80%) (RouteLLM) and AIQ (RouterBench) for
-  the policy's exact curve (every k, ties at their expectation), its deployable operating
-  points (with always-base and always-extra as ends), random and the oracle (exact curve).
-- PGR, APGR and CPT are defined for a split only when the base-to-extra gap of its test half
-  is told from zero (``routing_summaries.gap_check``): >= ``min_discordant`` discordant
-  questions, a positive net gap, and p < ``alpha`` (default 0.05) in the exact McNemar test of
-  rescues vs harms (0/1 outcomes) or the document sign-flip test of extra - base (continuous
-  outcomes). Their means over splits are reported only when every split is defined, else NaN
-  (a mean over the lucky splits would be selected by the gap); AIQ is no ratio and is always
-  reported. The per-split table (``routing``) records the test (``gap_test``), its p
-  (``gap_p``) and the reason.
-- Random's APGR is the exact expectation (the straight line, 0.5): APGR is linear in the curve,
-  so a policy's noisy curve is unbiased for its expectation. Random's AIQ and CPT are the mean
-  over ``routing_summaries.N_RANDOM_ORDERINGS`` (200) seeded uniformly random orderings of the
-  test half (``random_ordering_reference``; generator ``np.random.default_rng([seed, split])``,
-  seed = the run's seed, split = the split's index 0..n_splits-1): the hull and the first
-  crossing pick a realisation's lucky points, so the policy's single realisation must be
-  compared with random realisations, not with random's noiseless line (against the line a
-  random policy "beat random" on AIQ in 8 of 8 seeds). A constant score (ties at their
-  expectation: no realisation, no luck) therefore sits on the line, slightly below random's
-  AIQ reference and above its CPT reference; its APGR equals random's exactly.
-- The deployable frontier's AIQ hulls its few operating points and so also drops points by
-  their test outcomes, optimistic in the same way. Random's reference hulls all n + 1 points
-  of each ordering, which selects at least as much as a hull over the deployable's handful of
-  budgets (a hull over more points of the same curve is never lower), so comparing the
-  deployable AIQ with random's is conservative, never flattering.
-
-Cost
-- Nothing protocol B fits or ranks depends on the cost: policies score the gain, thresholds
-  are set by usage. The cost enters only the utilities (utility = outcome - cost * usage per
-  row and per question). The protocol therefore computes every split at cost 0 and subtracts
-  the cost afterwards with the same expressions (``_CostFree.at_cost``); a sweep over costs
-  reuses one policy's cost-free result in memory (``protocols.common.reused``, for a
-  ``KeyedFactory``) instead of refitting it.
-
-Power
-- Every split's test half holds the discordant questions (rescues delta > 0, harms delta < 0)
-  that all frontier differences rest on; the summary and ``budget/power/...`` report their
-  means over splits and the minimum detectable utility difference against always-base
-  (``stats.min_detectable_difference`` of delta on test, grouped by document, 80% power,
-  two-sided alpha 0.05): a frontier gap below it is not resolved by these questions.
-- Violation and overshoot rates are shares of splits; their "std" is the std of the 0/1
-  indicator across splits. All stds are population stds (ddof = 0).
+conservative). The choices where the SPEC is silent (splits, ties at their expectation, the
+randomised threshold, cross-fitted calibration scores, the DKW slack, references at matched
+usage, per-question decisions, fixed decisions, routing summaries, cost, power) are written
+down in docs/protocols.md, "Protocol B, budget".
 """
 
 from __future__ import annotations
@@ -229,7 +78,7 @@ def exact_run_probability(scores, rho: float) -> np.ndarray:
 
 
 def calibrated_threshold(cal_scores, rho: float) -> float:
-    """The (1 - rho) empirical quantile of calibration scores (see module docstring)."""
+    """The (1 - rho) empirical quantile of calibration scores (see docs/protocols.md)."""
     if rho >= 1.0:
         return -math.inf
     return float(np.quantile(np.asarray(cal_scores, dtype=float), 1.0 - rho, method=QUANTILE_METHOD))
@@ -237,7 +86,7 @@ def calibrated_threshold(cal_scores, rho: float) -> float:
 
 def calibrated_rule(cal_scores, target: float) -> tuple[float, float]:
     """(t, p): run when score > t, and with probability p when score == t; on the calibration
-    scores the expected usage is ``target`` (module docstring)."""
+    scores the expected usage is ``target`` (docs/protocols.md)."""
     s = np.asarray(cal_scores, dtype=float)
     t = calibrated_threshold(s, target)
     if math.isinf(t):
@@ -329,7 +178,7 @@ def random_routing_summaries(test: RoutingTask, gap: GapCheck, seed, n_orders: i
     """Random's row: APGR of the straight line (random's exact expectation, 0.5), AIQ and
     CPT(50%) / CPT(80%) the mean over ``n_orders`` seeded random orderings of the test half
     (``random_ordering_reference`` with the same cost axis as the policy's AIQ; CPT NaN unless
-    ``gap.ok``). ``seed``: ``[run seed, split index]`` in the protocol (module docstring)."""
+    ``gap.ok``). ``seed``: ``[run seed, split index]`` in the protocol (docs/protocols.md)."""
     base_cost, extra_cost, _ = cost_axis(test)
     line = exact_routing_summaries(np.zeros(test.n), test, gap)
     ref = random_ordering_reference(test.base, test.extra, seed, extra_cost=extra_cost, base_cost=base_cost,
@@ -413,7 +262,7 @@ class BudgetResult:
     fixed_route: str | None = None
     routing: pd.DataFrame | None = None  # per split: APGR, CPT, AIQ of each curve (routing/...)
     # per test question, split, budget and frontier: run probability and expected utility
-    # (module docstring, "Per-question decisions"); the app logs it as budget_decisions.parquet
+    # (docs/protocols.md, "Per-question decisions"); the app logs it as budget_decisions.parquet
     decisions: pd.DataFrame | None = None
 
     def _routing_lines(self) -> str:
@@ -567,7 +416,7 @@ DECISION_COLUMNS = ("qid", "doc_id", "split", "budget", "frontier", "prob", "bas
 
 
 def _decision_rows(test: RoutingTask, split: int, budget: float, frontier: str, prob, oracle: bool) -> pd.DataFrame:
-    """The test half's per-question run probabilities under one rule (module docstring), with
+    """The test half's per-question run probabilities under one rule (docs/protocols.md), with
     the expected utility at cost 0 (``_CostFree.at_cost`` subtracts the cost)."""
     p = np.asarray(prob, dtype=float)
     base, extra = np.asarray(test.base, dtype=float), np.asarray(test.extra, dtype=float)
@@ -761,12 +610,12 @@ def run_budget_protocol(
     policy fitted on the whole calibration half to the test half, evaluate every frontier.
 
     ``min_discordant`` and ``alpha`` decide whether a test half's base-to-extra gap is told
-    from zero (PGR, APGR and CPT are NaN otherwise; module docstring, "Routing summaries").
+    from zero (PGR, APGR and CPT are NaN otherwise; docs/protocols.md, "Routing summaries").
 
     With a ``KeyedFactory`` (``protocols.common``), the cost-free part (fitting, scores,
     frontiers, decisions, routing summaries) is kept in memory and reused by the next call with
     the same task, policy and settings at another cost: only utilities depend on the cost
-    (module docstring, "Cost"), so a sweep over costs fits each policy once per seed. The
+    (docs/protocols.md, "Cost"), so a sweep over costs fits each policy once per seed. The
     numbers are bit for bit those of a fresh run (tested)."""
     if not 0.0 < float(alpha) < 1.0:
         raise ConfigError("protocol.alpha", f"must be in (0, 1), got {alpha!r}")

@@ -38,7 +38,6 @@ from harness.protocols.common import fmt, text_table
 from harness.protocols.registry import Protocol, ProtocolContext, ProtocolResult, Table
 from harness.retrieval.feature_names import FEATURE_SETS
 
-FAMILIES = ("query-only", "uncertainty", "retrieval-score", "full", "post-generation", "oracle")
 UNITS = ("prompt_tokens", "output_tokens", "ms")
 RETRIEVAL_FEATURES = frozenset(FEATURE_SETS["baseline"] + FEATURE_SETS["bm25"] + FEATURE_SETS["qpp"])
 

@@ -8,114 +8,8 @@ held-out task and the frozen folder, rebuilds the policy from the frozen file wi
 ``policy_factory()`` + ``set_state()`` after checking the digests, and only then looks at
 held-out outcomes. So nothing held-out can reach tau or the fitted model by construction.
 
-Choices where the SPEC is silent (seed 000 agrees):
-- The extra arm runs when score >= tau (seed 000: "hybrid runs when predicted delta >= tau").
-- Utility ties between candidate taus are compared up to 1e-12 (float sums); the tie goes to
-  the candidate with fewer extra calls.
-- The oracle is scored with the true delta on development folds and on held-out (upper bound).
-- McNemar p-values are reported only for binary outcomes (hits); nan for continuous quality.
-
-Power (SPEC 5: every comparison states its power). For each held-out comparison, policy vs
-always-base and policy vs always-extra (``<name>`` = base / extra):
-- ``heldout/mcnemar_vs_<name>/discordant``: the questions the comparison rests on, i.e. where
-  the policy's chosen outcome differs from the reference arm's. For hits that is McNemar's
-  discordant pairs, policy_only + other_only. For continuous quality it is the number of
-  questions whose chosen outcome differs (policy_only / other_only stay 0 there, as before).
-- ``heldout/mcnemar_vs_<name>/min_p``: the smallest two-sided exact McNemar p that this many
-  discordant pairs can reach (``stats.min_mcnemar_p``); nan for continuous outcomes.
-- ``heldout/diff_vs_<name>/utility/mdd``: the minimum detectable mean utility difference at
-  ``power`` and two-sided ``alpha`` (``stats.min_detectable_difference`` on the per-question
-  utility differences, clustered by document; centred, so a constant cost shift is not noise).
-- ``heldout/diff_vs_<name>/utility/p``: the valid-size test of the comparison, a two-sided
-  paired sign-flip permutation test on the documents' total utility differences
-  (``stats.sign_flip_test``; exact, all 2^k sign patterns, for k <= 16 documents with a
-  non-zero total, else ``n_perm`` seeded random patterns, seed = the frozen config's seed). For
-  hits without cost and one question per document it is the exact McNemar p. This p, not the
-  bootstrap interval, decides the verdict: a percentile document bootstrap excludes 0 as soon
-  as a handful of discordant documents all point one way (4 rescues in 4 of 12 held-out
-  documents, no cost: interval [0.017, 0.117], while the exact p is 2 * 0.5^4 = 0.125).
-- ``heldout/diff_vs_<name>/utility/discordant_docs``: k, the documents whose total utility
-  difference is non-zero (what the sign-flip test rests on; |total| > 1e-12, as the test).
-- ``heldout/diff_vs_<name>/utility/all_zero``: 1 when every per-question utility difference is
-  exactly 0 (the policy decides like the reference on every held-out question), else 0. The
-  MDD alone cannot tell this: it is 0 also when the documents' differences do not vary.
-- ``heldout/extra_vs_base/{rescues,harms,discordant,min_p}``: what the held-out set itself can
-  resolve. A policy only ever picks base or extra, so its hits differ from always-base only on
-  questions where the two arms differ (rescues + harms), and no policy can reach a McNemar p vs
-  always-base below this ``min_p``. When it is > ``alpha`` the summary says that no policy can be
-  shown to differ from always-base IN HITS on this held-out set (the utility comparisons, which
-  include the cost, can still resolve a policy that pays for extra calls that change no hit).
-- The bootstrap intervals stay 95% (SPEC 5) whatever ``alpha`` is; ``alpha`` and ``power`` set
-  the sign-flip verdict, the MDD and the "cannot be shown" line. ``summary()`` states, per
-  comparison, one of:
-  * "the same utility as <ref> on every held-out question" when ``all_zero``;
-  * which side is better, only when the sign-flip p < ``alpha`` (the side is the sign of the
-    mean difference of the decisions, the point estimate for R = 1), with p, k and the interval;
-  * otherwise "cannot resolve differences below <MDD> (<N> discordant questions; the smallest
-    reachable McNemar p is <P>; [exact] sign-flip p = <p>)" ("cannot resolve a difference (MDD
-    0: the document totals do not vary)" when the MDD is 0 although not every difference is);
-    when the bootstrap interval nevertheless excludes 0 the sentence ends instead with "the
-    bootstrap interval [lo, hi] excludes 0 but rests on too few discordant documents (k):
-    exact sign-flip p = <p> >= alpha = <alpha>". "exact" is written for k <= 16.
-
-Development estimates. ``dev/oof_utility`` is the utility of the tuned tau on the same
-out-of-fold scores it was tuned on: a maximum over thresholds, hence optimistic, and named so
-in the summary. ``dev/nested_utility`` / ``dev/nested_extra_share`` (``nested_dev_estimate``) are
-honest: ``nested_folds`` outer document-grouped folds over development; in each, tau comes from
-``select_tau`` on inner out-of-fold scores (``n_folds`` inner folds) of the outer-training
-part, the policy is fitted on the outer-training part, scores the outer-test part, and tau is
-applied there; utilities are pooled over all development questions. Fixed-decision policies use
-their fixed tau (so nested = OOF for them). ``nested_folds = 0`` switches it off (the metrics
-are absent). Seeds: outer folds ``grouped_kfold(dev groups, nested_folds, seed)``, inner folds
-``grouped_kfold(outer-train groups, n_folds, seed)``, fits and scores with ``seed``; i.e. the
-repeat's own seed everywhere, the same as the tuned OOF scores. So with ``nested_folds ==
-n_folds`` the outer-test scores ARE the out-of-fold scores, and nested minus OOF utility
-isolates the optimism of choosing tau on them.
-
-Repeated splits (``repeats`` = R >= 1). Repeat r uses the split seed s_r: s_0 = ``seed``, and
-for r >= 1, s_r = ``np.random.SeedSequence([seed, r]).generate_state(1)[0] % 2**31``
-(``repeat_seeds``; a hash, so seed sweeps 0, 1, 2 do not share repeats; below 2**31 for any
-library's seed). Repeat r is exactly a single-split run with ``seed = s_r``: split, OOF folds,
-fits, nested folds and its bootstrap all use s_r. R = 1 is today's single run (freeze folder
-``freeze_dir`` itself); for R > 1 repeat r freezes to ``freeze_dir / "repeat_<r>"`` and is
-evaluated right after its own freeze (develop, freeze, then held-out: per repeat). For R > 1:
-- every metric (held-out, development, counts such as rescues, harms, extra_calls, n/...) is
-  the mean over repeats, with ``<name>_std`` its population sd over repeats (0 when all repeats
-  agree, also for tau = +-inf); ``n/repeats`` = R (logged for every R).
-- ``dev/tau`` is logged only for R = 1. A mean of taus is meaningless once one repeat has
-  tau = +inf (never extra): the mean is +-inf or nan and its sd nan. For R > 1 ``dev/tau_median``
-  (``np.median`` of the repeats' taus, no ``_std``) replaces it; +-inf is allowed (for even R
-  the mean of the two middle taus, so +inf when one of them is +inf; nan only if they are -inf
-  and +inf). Each repeat's own tau is in ``extras["per_repeat"]``.
-- the decisions table stacks all repeats' per-question decisions, with a ``repeat`` column
-  (0 for R = 1 too, so the schema does not depend on R).
-- ``.../utility/ci_low``, ``ci_high``, ``.../utility/mdd``, ``.../utility/p``,
-  ``.../utility/discordant_docs`` and ``.../utility/all_zero`` come from the pooled decisions
-  (bootstrap and sign-flip seed ``seed``) with the DOCUMENT as the cluster: a document held out
-  in several repeats is one cluster holding all its rows of all repeats (its total summed over
-  them). Its questions are the same questions each time, so treating (repeat, doc) as
-  independent clusters would narrow the interval by up to sqrt(R) without new information
-  (``harness.compare`` clusters the same way). The pooled sign-flip p is approximate: across
-  repeats a document is development in some and held-out in others, so documents are not
-  independent of the fitted policies as they are for one split (R = 1, where it is valid).
-  Their point estimate (``.../utility``) is the mean over repeats, like every metric, while the
-  interval is that of the pooled mean (each question weighted once per repeat): held-out sets
-  of different sizes weigh differently in the two, so the point can differ slightly from the
-  pooled mean and, in edge cases, lie near or just outside the interval. The verdict's side is
-  the sign of the pooled mean (the statistic the sign-flip test is on).
-- McNemar p (``heldout/mcnemar_vs_<name>/p``) is nan: pooled pairs repeat questions, so McNemar
-  on them is not valid, and a mean of p-values is not a p-value. The discordant counts and
-  ``min_p`` are means over repeats (what one held-out split can resolve); each repeat's own p
-  (McNemar and sign-flip) is in ``extras["per_repeat"]``.
-- ``frozen`` describes repeat 0 (as for R = 1); ``extras["frozen_per_repeat"]`` lists every
-  repeat's frozen folder, files and digests (index = repeat).
-
-Ceiling warning. When the base arm is at ceiling on held-out (``heldout/base/<metric>`` >=
-``CEILING`` = 0.999, the threshold ``harness.report`` warns at), the extra arm can rescue no
-question (or almost none) and the whole comparison can only count harms; the summary then says
-so in one line starting with "warning:" (``ceiling_warning``), right under its title. The usual
-cause is a metric every arm maxes out, e.g. hit@10 on HotpotQA distractor (10 candidate
-paragraphs per question, all in every top 10): route on all@2 there (docs/arms.md).
+The choices where the SPEC is silent, the power metrics, the development estimates, repeated
+splits and the ceiling warning are written down in docs/protocols.md, "Protocol A, threshold".
 """
 
 from __future__ import annotations
@@ -462,7 +356,7 @@ def evaluate_heldout(
     Returns (metrics, per-question decisions). Bootstrap intervals resample documents
     (``n_boot`` >= 1000 per SPEC 5) with the frozen config's seed; the sign-flip test uses the
     same seed (``n_perm`` random patterns only beyond 16 discordant documents); the power
-    metrics (module docstring) use ``alpha`` and ``power``.
+    metrics (docs/protocols.md) use ``alpha`` and ``power``.
     """
     if n_boot < MIN_BOOTSTRAP:
         raise ConfigError("protocol.n_boot", f"SPEC 5 asks for at least {MIN_BOOTSTRAP} bootstrap resamples, got {n_boot}")
@@ -556,7 +450,7 @@ class ThresholdResult:
 
     def _direction(self, name: str) -> float:
         """The mean utility difference the sign-flip test is on: the point estimate for R = 1,
-        the pooled mean of the decisions for R > 1 (module docstring)."""
+        the pooled mean of the decisions for R > 1 (docs/protocols.md)."""
         if self.repeats == 1:
             return float(self.metrics[f"heldout/diff_vs_{name}/utility"])
         d = self.decisions
@@ -798,7 +692,7 @@ def _aggregate_repeats(
 ) -> dict[str, float]:
     """R > 1: means and population sds over repeats; intervals, MDD, sign-flip p, discordant
     documents and the all-zero flag from the pooled decisions with documents as clusters;
-    McNemar p nan; ``dev/tau_median`` instead of ``dev/tau`` (module docstring)."""
+    McNemar p nan; ``dev/tau_median`` instead of ``dev/tau`` (docs/protocols.md)."""
     out: dict[str, float] = {}
     for key in per_repeat[0]:
         if key == "cost":
@@ -840,7 +734,7 @@ def run_threshold_protocol(
     n_perm: int = N_PERM,
 ) -> ThresholdResult:
     """Protocol A end to end, over ``repeats`` document-level splits: per split, develop +
-    freeze on development, then evaluate held-out; R > 1 aggregated as the module docstring
+    freeze on development, then evaluate held-out; R > 1 aggregated as docs/protocols.md
     says. ``nested_folds = 0`` switches the nested development estimate off; ``n_perm`` is the
     number of random sign patterns of the sign-flip test (used only beyond 16 discordant
     documents)."""

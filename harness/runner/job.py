@@ -54,7 +54,6 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from harness.app import (
-    CONF_DIR,
     TableHandle,
     compute_job,
     launch_dir,
@@ -66,6 +65,7 @@ from harness.app import (
     to_plain,
     write_protocol_artifacts,
 )
+from harness.conf_files import CONF_SOURCE
 from harness.config import validate
 from harness.io import atomic_write_text, digest_of
 
@@ -465,7 +465,7 @@ def _skipped(claim, finish, verbose: bool, name: str, sweep_id: str | None) -> d
     return {"status": "SKIPPED", "run_id": done.info.run_id, "metrics": dict(done.data.metrics)}
 
 
-@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
+@hydra.main(config_path=CONF_SOURCE, config_name="config", version_base="1.3")
 def hydra_main(cfg: DictConfig) -> dict:
     """The Hydra task function: one job (a single run, or one job of a sweep)."""
     import sys
