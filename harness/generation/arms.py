@@ -25,9 +25,14 @@ Choices where the SPEC is silent: ``k = 5`` units (seed 003), the evidence cap o
 characters and seed 000's prompt rules (``harness.generation.prompts``); ``max_tokens`` 64 by
 default (seed 000 allows 256: a short-answer dataset rarely needs more, and a 135M model that
 rambles only costs time); greedy decoding. The key of a block holds the model's identity (the
-SHA-256 of a local GGUF; a server's URL and model name, since its weights cannot be read) and
-every generation setting; threads are not in it (llama.cpp's output was bit-identical across
-thread counts and batch sizes).
+SHA-256 of a local GGUF; a server's URL, without any credentials, and model name, since its
+weights cannot be read), every generation setting and the engine's settings that can change
+the text (``engine_identity``): for llama.cpp its version, thread count, context and batch
+sizes. The thread count is pinned to 1 by default (``n_threads``): llama.cpp's greedy text
+differed between 1 and 2 threads on 5 of 10 QASPER RAG prompts, so a default that followed the
+machine's core count would build different answers on different machines; a block built with
+more threads gets another key. What the generator reported (``Generator.describe()``) is
+recorded in the cache's sidecars (``built_with``) and on every run as tags.
 """
 
 from __future__ import annotations
@@ -53,12 +58,14 @@ def _file_digest(path: str) -> str:
 
 
 def model_identity(spec: str) -> dict:
-    """What identifies the model behind a generator spec (``load_generator``'s syntax)."""
+    """What identifies the model behind a generator spec (``load_generator``'s syntax); a
+    server's URL without its credentials (they never enter a key)."""
     from harness.generation.backends import packaged_model_path
+    from harness.generation.http_client import redact_url
 
     s = str(spec)
     if s.startswith(("http://", "https://")):
-        return {"server": s}
+        return {"server": redact_url(s)}
     name, _, arg = s.partition(":")
     if name in ("default", "llamacpp", "llama.cpp") or s.lower().endswith(".gguf"):
         path = Path(arg) if arg else (Path(s) if s.lower().endswith(".gguf") else packaged_model_path())
@@ -73,6 +80,34 @@ def model_identity(spec: str) -> dict:
     return {"backend": name, "packaged": _file_digest(str(packaged_model_path()))}
 
 
+def engine_identity(spec: str, n_threads: int) -> dict:
+    """The engine settings behind a generator spec that can change the generated text and are
+    not part of the model: for llama.cpp ``llamacpp_settings`` (version, threads, context and
+    batch sizes); for transformers the torch/transformers versions, dtype and torch's thread
+    count; for mlx its versions. A server's settings are its operator's: not knowable here."""
+    from harness.generation.backends import LLAMACPP_N_CTX, llamacpp_settings, package_version
+
+    s = str(spec)
+    if s.startswith(("http://", "https://")):
+        return {"engine": "server"}
+    name = s.partition(":")[0]
+    if name in ("default", "llamacpp", "llama.cpp") or s.lower().endswith(".gguf"):
+        return llamacpp_settings(n_threads=n_threads, n_ctx=LLAMACPP_N_CTX)
+    if name == "transformers":
+        return {"engine": "transformers", "transformers_version": package_version("transformers"),
+                "torch_version": package_version("torch"), "weights_dtype": "float32", "n_threads": int(n_threads)}
+    return {"engine": name, "mlx_version": package_version("mlx"), "mlx_lm_version": package_version("mlx-lm")}
+
+
+def check_engine(keyed: dict, described: dict, arm: str) -> None:
+    """Refuse to cache text from a generator whose settings differ from the keyed ones: the
+    key must say how the text was made."""
+    differ = {k: (v, described[k]) for k, v in keyed.items() if k in described and described[k] != v}
+    if differ:
+        raise HarnessError(f"arm {arm!r}: the generator runs with {differ} (keyed, running): "
+                           "its text would be cached under a key that does not describe it")
+
+
 class AnswerArm(ArmBlock):
     """What the answer arms share: the generator, the settings, scoring, costs."""
 
@@ -82,8 +117,9 @@ class AnswerArm(ArmBlock):
     retrieval: str | None = None  # the retrieval arm whose top k units a RAG arm reads
 
     def __init__(self, generator: str = "default", max_tokens: int = 64, top_k: int = 5, seed: int = 0,
-                 k: int = 5, model: str | None = None, device: str = "cpu"):
-        for key, value, low in (("max_tokens", max_tokens, 1), ("top_k", top_k, 1), ("k", k, 1), ("seed", seed, 0)):
+                 k: int = 5, model: str | None = None, device: str = "cpu", n_threads: int = 1):
+        for key, value, low in (("max_tokens", max_tokens, 1), ("top_k", top_k, 1), ("k", k, 1), ("seed", seed, 0),
+                                ("n_threads", n_threads, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{key} must be an integer >= {low}, got {value!r}")
         server = str(generator).startswith(("http://", "https://"))
@@ -98,10 +134,21 @@ class AnswerArm(ArmBlock):
         self.k = k
         self.model = model
         self.device = "server" if server else str(device)  # a server places its model itself
+        self.n_threads = n_threads
+        self._built_with: dict | None = None
 
     def _base_identity(self) -> dict:
-        return {**ArmBlock.identity(self), "model": {**model_identity(self.generator), "name": self.model},
-                "prompt_version": PROMPT_VERSION}
+        from harness.generation.http_client import redact_url
+
+        base = ArmBlock.identity(self)
+        base["params"]["generator"] = redact_url(self.generator)  # credentials never enter a key
+        return {**base, "model": {**model_identity(self.generator), "name": self.model},
+                "engine": engine_identity(self.generator, self.n_threads), "prompt_version": PROMPT_VERSION}
+
+    def built_with(self) -> dict | None:
+        """What the generator of the last ``compute`` reported (``describe()``), for the cache's
+        sidecars and the run's tags."""
+        return self._built_with
 
     # ---- per question ----------------------------------------------------------------------
     def prompt(self, question, row, units: dict, boolean: bool):
@@ -124,9 +171,16 @@ class AnswerArm(ArmBlock):
             from harness.retrieval.precision import resolve_device
 
             kwargs["device"] = resolve_device(self.device, "device")
+        engine = engine_identity(self.generator, self.n_threads)
+        if engine["engine"] == "xllamacpp":
+            kwargs["n_threads"] = self.n_threads
         arm = self.arms[0]
         out: list[dict] = []
-        with load_generator(self.generator, config=cfg, **kwargs) as gen:
+        with _torch_threads(self.n_threads if engine["engine"] == "transformers" else None), \
+                load_generator(self.generator, config=cfg, **kwargs) as gen:
+            described = gen.describe()
+            check_engine(engine, described, arm)
+            self._built_with = {"generator": described, "engine": engine}
             for _, row in rows.iterrows():
                 q = questions.get(str(row["qid"]))
                 if q is None:
@@ -180,6 +234,27 @@ class AnswerArm(ArmBlock):
         if self.device == "cpu":  # the default keeps the key it had before devices existed
             ident["params"].pop("device", None)
         return ident
+
+
+class _torch_threads:
+    """torch's intra-op thread count set for the block's build and restored after (None: no-op)."""
+
+    def __init__(self, n: int | None):
+        self.n, self.old = n, None
+
+    def __enter__(self):
+        if self.n is not None:
+            import torch
+
+            self.old = torch.get_num_threads()
+            torch.set_num_threads(self.n)
+        return self
+
+    def __exit__(self, *exc):
+        if self.old is not None:
+            import torch
+
+            torch.set_num_threads(self.old)
 
 
 class NoRetrievalArm(AnswerArm):

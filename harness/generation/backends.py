@@ -21,11 +21,15 @@ so a backend that samples anyway is still seeded) and returns a ``Generation``
 No backend downloads anything: a model is a local file or folder, or a server you run.
 Why llama.cpp is the default (measured figures in ``docs/generation.md``): the wheel installs in
 seconds with no compiler, loads the 98 MB GGUF in under half a second, generates several times
-faster than fp32 torch on CPU, and its outputs were bit-identical across runs, thread counts
-and batch sizes (parallel slots). Its prebuilt CPU kernels are compiled for a fixed AVX2
-target (``get_system_info()`` lists no AVX-512 even on an AVX-512-BF16 CPU), so the numbers do
-not depend on which x86-64 CPU runs them; torch instead dispatches its fp32 kernels by CPU
-feature at run time.
+faster than fp32 torch on CPU, and its outputs were bit-identical across runs and parallel
+slots. They are NOT identical across thread counts (measured: 1 vs 2 threads gave different
+text on 5 of 10 QASPER RAG prompts), so the thread count, like every other engine setting that
+can change the text (context and batch sizes, the engine's version), is fixed by the caller
+and reported by ``describe()`` / ``llamacpp_settings``: the answer arms pin one thread by
+default and put these settings into their cache key. Its prebuilt CPU kernels are compiled for
+a fixed AVX2 target (``get_system_info()`` lists no AVX-512 even on an AVX-512-BF16 CPU), so
+the numbers do not depend on which x86-64 CPU runs them; torch instead dispatches its fp32
+kernels by CPU feature at run time.
 """
 
 from __future__ import annotations
@@ -95,9 +99,32 @@ def packaged_model_path() -> Path:
     return path
 
 
-def default_threads() -> int:
-    """Half the CPUs, 1 to 4: llama.cpp's busy-waiting threads slow down badly on shared cores."""
-    return max(1, min(4, (os.cpu_count() or 2) // 2))
+LLAMACPP_THREADS = 1  # the default: answers do not depend on the machine's core count
+LLAMACPP_N_CTX = 8192
+LLAMACPP_N_BATCH = 2048  # llama.cpp's own defaults, pinned here so an engine upgrade that
+LLAMACPP_N_UBATCH = 512  # changes them cannot change the prompt's arithmetic unnoticed
+LLAMACPP_FLASH_ATTN = -1  # LLAMA_FLASH_ATTN_TYPE_AUTO, resolved by the (keyed) engine version
+
+
+def package_version(dist: str) -> str | None:
+    """The installed version of a distribution (None when it is not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def llamacpp_settings(*, n_threads: int = LLAMACPP_THREADS, n_ctx: int = LLAMACPP_N_CTX, n_parallel: int = 1,
+                      cache_prompt: bool = False) -> dict:
+    """Every llama.cpp setting that can change the generated text, without loading the engine:
+    what ``LlamaCppGenerator.describe()`` reports and what the answer arms put into their cache
+    key (one function, so the two cannot drift apart). Thread count matters: 1 and 2 threads
+    gave different greedy text on 5 of 10 QASPER RAG prompts."""
+    return {"engine": "xllamacpp", "engine_version": package_version("xllamacpp"), "n_threads": int(n_threads),
+            "n_ctx": int(n_ctx), "n_batch": LLAMACPP_N_BATCH, "n_ubatch": LLAMACPP_N_UBATCH,
+            "flash_attn_type": LLAMACPP_FLASH_ATTN, "n_parallel": int(n_parallel), "cache_prompt": bool(cache_prompt)}
 
 
 def check_messages(messages: Any) -> list[dict]:
@@ -238,7 +265,8 @@ class LlamaCppGenerator(Generator):
     """llama.cpp in-process through the prebuilt ``xllamacpp`` wheel, on a GGUF file.
 
     ``n_parallel`` > 1 gives that many server slots and ``generate_batch`` fills them
-    concurrently (continuous batching); outputs were bit-identical to ``n_parallel=1``.
+    concurrently (continuous batching); outputs were bit-identical to ``n_parallel=1`` on the
+    test prompts. ``n_threads`` defaults to 1: other thread counts can give other text.
     ``cache_prompt=False`` (default) recomputes every prompt, so no answer depends on which
     prompt came before it. The engine also serves HTTP on ``self.url`` (loopback only).
     """
@@ -250,8 +278,8 @@ class LlamaCppGenerator(Generator):
         model_path: str | os.PathLike | None = None,
         *,
         config: GenerationConfig | None = None,
-        n_ctx: int = 8192,
-        n_threads: int | None = None,
+        n_ctx: int = LLAMACPP_N_CTX,
+        n_threads: int = LLAMACPP_THREADS,
         n_parallel: int = 1,
         cache_prompt: bool = False,
     ):
@@ -266,11 +294,17 @@ class LlamaCppGenerator(Generator):
         self.model_path = path
         self.model = path.name
         self.n_parallel = max(1, int(n_parallel))
-        self.n_threads = int(n_threads or default_threads())
+        self.n_threads = int(n_threads)
+        if self.n_threads < 1:
+            raise GenerationError(f"llama.cpp: n_threads must be >= 1, got {n_threads!r}")
+        self.n_ctx = int(n_ctx)
         self.cache_prompt = bool(cache_prompt)
         p = xlc.CommonParams()
         p.model.path = str(path)
-        p.n_ctx = int(n_ctx) * self.n_parallel  # llama.cpp splits n_ctx over the slots
+        p.n_ctx = self.n_ctx * self.n_parallel  # llama.cpp splits n_ctx over the slots
+        p.n_batch = LLAMACPP_N_BATCH
+        p.n_ubatch = LLAMACPP_N_UBATCH
+        p.flash_attn_type = xlc.llama_flash_attn_type(LLAMACPP_FLASH_ATTN)
         p.n_parallel = self.n_parallel
         p.cpuparams.n_threads = self.n_threads
         p.cpuparams_batch.n_threads = self.n_threads
@@ -304,7 +338,8 @@ class LlamaCppGenerator(Generator):
             return list(ex.map(lambda p: self.generate(p, max_tokens=max_tokens), prompts))
 
     def describe(self) -> dict:
-        return {**super().describe(), "n_threads": self.n_threads, "n_parallel": self.n_parallel}
+        return {**super().describe(), **llamacpp_settings(n_threads=self.n_threads, n_ctx=self.n_ctx,
+                                                          n_parallel=self.n_parallel, cache_prompt=self.cache_prompt)}
 
     def close(self) -> None:
         self._server = None  # the engine stops when its last reference goes
@@ -526,7 +561,8 @@ class TransformersGenerator(Generator):
         return out
 
     def describe(self) -> dict:
-        return {**super().describe(), "dtype": str(self._lm.dtype), "batch_size": self.batch_size, "device": self.device}
+        return {**super().describe(), "dtype": str(self._lm.dtype), "batch_size": self.batch_size, "device": self.device,
+                "n_threads": self._torch.get_num_threads()}
 
     def close(self) -> None:
         self._lm = None

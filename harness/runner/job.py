@@ -391,6 +391,7 @@ def run_job(cfg: DictConfig | Mapping, *, in_sweep: bool | None = None, job: Any
             for fact in ("dataset_fingerprint", "table_sha256"):
                 if table.info.get(fact):
                     run_tags[f"route_bench.{fact}"] = str(table.info[fact])
+            run_tags.update(mt.block_tags(table.info.get("blocks") or {}))
             for done in out.results.values():
                 run_tags.update(done.tags)
             write_protocol_artifacts(out, art, tracking)
