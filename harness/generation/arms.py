@@ -117,11 +117,15 @@ class AnswerArm(ArmBlock):
     retrieval: str | None = None  # the retrieval arm whose top k units a RAG arm reads
 
     def __init__(self, generator: str = "default", max_tokens: int = 64, top_k: int = 5, seed: int = 0,
-                 k: int = 5, model: str | None = None, device: str = "cpu", n_threads: int = 1):
+                 k: int = 5, model: str | None = None, device: str = "cpu", n_threads: int = 1,
+                 timeout_s: float = 120.0, deadline_s: float | None = None, retries: int = 3):
         for key, value, low in (("max_tokens", max_tokens, 1), ("top_k", top_k, 1), ("k", k, 1), ("seed", seed, 0),
-                                ("n_threads", n_threads, 1)):
+                                ("n_threads", n_threads, 1), ("retries", retries, 0)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{key} must be an integer >= {low}, got {value!r}")
+        for key, value in (("timeout_s", timeout_s), ("deadline_s", deadline_s)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+                raise ValueError(f"{key} must be a number of seconds > 0, got {value!r}")
         server = str(generator).startswith(("http://", "https://"))
         if str(device) != "cpu" and not server and not str(generator).startswith("transformers"):
             raise ValueError(f"device {device!r}: the in-process {str(generator).partition(':')[0]} backend runs on "
@@ -135,6 +139,10 @@ class AnswerArm(ArmBlock):
         self.model = model
         self.device = "server" if server else str(device)  # a server places its model itself
         self.n_threads = n_threads
+        self.timeout_s = timeout_s  # a server's bounds: how long to wait, not what is answered,
+        self.deadline_s = deadline_s  # so not in the key (``identity``)
+        self.retries = retries
+        self._deadline_at: float | None = None  # deadline_s counts from the build's first request
         self._built_with: dict | None = None
 
     def _base_identity(self) -> dict:
@@ -142,6 +150,8 @@ class AnswerArm(ArmBlock):
 
         base = ArmBlock.identity(self)
         base["params"]["generator"] = redact_url(self.generator)  # credentials never enter a key
+        for waiting in ("timeout_s", "deadline_s", "retries"):
+            base["params"].pop(waiting, None)
         return {**base, "model": {**model_identity(self.generator), "name": self.model},
                 "engine": engine_identity(self.generator, self.n_threads), "prompt_version": PROMPT_VERSION}
 
@@ -165,8 +175,18 @@ class AnswerArm(ArmBlock):
         units = {u.unit_id: u for doc in dataset.documents.values() for u in doc}
         cfg = GenerationConfig(max_tokens=self.max_tokens, top_k=self.top_k, seed=self.seed)
         kwargs: dict = {}
-        if self.model and self.generator.startswith(("http://", "https://")):
-            kwargs["model"] = self.model
+        if self.generator.startswith(("http://", "https://")):
+            if self.model:
+                kwargs["model"] = self.model
+            kwargs.update(timeout_s=self.timeout_s, retries=self.retries)
+            if self.deadline_s is not None:
+                if self._deadline_at is None:
+                    self._deadline_at = time.monotonic() + float(self.deadline_s)
+                left = self._deadline_at - time.monotonic()
+                if left <= 0:
+                    raise HarnessError(f"arm {self.arms[0]!r}: deadline_s={self.deadline_s:g} passed; the chunks "
+                                       "answered so far are kept (run again to resume)")
+                kwargs["deadline_s"] = left
         if self.generator.startswith("transformers") and self.device != "cpu":
             from harness.retrieval.precision import resolve_device
 

@@ -38,8 +38,6 @@ import importlib.util
 import json
 import os
 import time
-import urllib.error
-import urllib.request
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -47,6 +45,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from harness.errors import HarnessError
+from harness.generation.chat_response import parse_chat_completion
+from harness.generation.http_client import MAX_RESPONSE_BYTES, redact_url, request_json, split_credentials
 from harness.generation.prompts import MAX_OUTPUT_TOKENS
 from harness.generation.types import Generation, TokenLogprob, TopLogprob
 
@@ -65,6 +65,11 @@ class GenerationError(HarnessError):
 
 class BackendUnavailable(GenerationError):
     """The backend's package is not installed (the message says what to install)."""
+
+
+class ServerAnswerError(GenerationError):
+    """An answer that cannot be cached as it is: a field missing or out of its range (the
+    message names the source and the field)."""
 
 
 @dataclass(frozen=True)
@@ -189,64 +194,6 @@ class Generator(ABC):
 # --------------------------------------------------------------------- OpenAI response format
 
 
-def _drop_stop_token(tokens: list[TokenLogprob], content: str, finish: str) -> list[TokenLogprob]:
-    """Drop the end-of-sequence entry some servers put last in ``logprobs.content``.
-
-    llama.cpp lists it as an empty piece (``""``); others as a special-token string that is
-    not in the message text. Only with ``finish_reason == "stop"``.
-    """
-    if finish != "stop" or not tokens:
-        return tokens
-    last = tokens[-1].token
-    if last == "" or (last.strip() and not content.rstrip().endswith(last.strip())):
-        return tokens[:-1]
-    return tokens
-
-
-def parse_chat_completion(resp: Mapping, *, backend: str, model: str, want_logprobs: bool = True) -> Generation:
-    """A ``Generation`` from an OpenAI chat-completion response (``ms`` left at 0)."""
-    if not isinstance(resp, Mapping):
-        raise GenerationError(f"{backend}: response is not a JSON object")
-    if resp.get("error"):
-        raise GenerationError(f"{backend}: server error: {json.dumps(resp['error'])[:500]}")
-    try:
-        choice = resp["choices"][0]
-        content = choice["message"].get("content") or ""
-    except (KeyError, IndexError, TypeError, AttributeError) as e:
-        raise GenerationError(f"{backend}: response has no choices[0].message ({e!r})") from None
-    finish = choice.get("finish_reason") or ""
-    entries = (choice.get("logprobs") or {}).get("content") or []
-    if want_logprobs and content and not entries:
-        raise GenerationError(
-            f"{backend}: the server returned no logprobs (it must support 'logprobs': true and "
-            "'top_logprobs' on /v1/chat/completions)"
-        )
-    tokens = []
-    for e in entries:
-        top = tuple(
-            TopLogprob(str(a.get("token", "")), float(a["logprob"])) for a in (e.get("top_logprobs") or [])
-        )
-        tokens.append(TokenLogprob(str(e.get("token", "")), float(e["logprob"]), top, None))
-    tokens = _drop_stop_token(tokens, content, finish)
-    usage = resp.get("usage") or {}
-    timings = resp.get("timings") or {}
-    model_ms = None
-    if "prompt_ms" in timings and "predicted_ms" in timings:  # llama.cpp's own timing
-        model_ms = float(timings["prompt_ms"]) + float(timings["predicted_ms"])
-    return Generation(
-        text=content,
-        tokens=tuple(tokens),
-        prompt_tokens=int(usage.get("prompt_tokens", -1)),
-        output_tokens=int(usage.get("completion_tokens", len(entries))),
-        ms=0.0,
-        model_ms=model_ms,
-        finish_reason=finish,
-        backend=backend,
-        model=model,
-        extra={"timings": dict(timings)} if timings else {},
-    )
-
-
 def _chat_body(gen: Generator, messages: list[dict], max_tokens: int) -> dict:
     return {
         "messages": messages,
@@ -351,9 +298,15 @@ class LlamaCppGenerator(Generator):
 class OpenAICompatibleGenerator(Generator):
     """Any OpenAI-compatible server: ``POST {base_url}/v1/chat/completions`` with logprobs.
 
-    ``base_url`` may end in ``/v1`` or not. ``model`` defaults to the first id of
-    ``GET /v1/models``. The API key comes from ``api_key`` or ``$OPENAI_API_KEY`` (sent as a
-    Bearer token only when set). ``concurrency`` requests run at once in ``generate_batch``.
+    ``base_url`` may end in ``/v1`` or not, and may hold ``user:password@`` (sent as Basic
+    authorisation, never shown: ``base_url`` and every message hold the URL without it).
+    ``model`` defaults to the first id of ``GET /v1/models``. The API key comes from ``api_key``
+    or ``$OPENAI_API_KEY`` (sent as a Bearer token only when set; never shown). ``concurrency``
+    requests run at once in ``generate_batch``. Bounds (``harness.generation.http_client``):
+    ``timeout_s`` of wall time per request, ``deadline_s`` for all requests of this generator
+    (None: no limit), ``max_response_bytes``, ``retries`` with backoff (``backoff_s``, doubling)
+    for 429 and 5xx. Every answer is checked before it is returned
+    (``harness.generation.chat_response``): a bad one is one line naming the server and field.
     """
 
     backend = "openai-http"
@@ -365,58 +318,60 @@ class OpenAICompatibleGenerator(Generator):
         *,
         config: GenerationConfig | None = None,
         api_key: str | None = None,
-        timeout_s: float = 300.0,
+        timeout_s: float = 120.0,
+        deadline_s: float | None = None,
+        retries: int = 3,
+        backoff_s: float = 1.0,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
         concurrency: int = 1,
         extra_body: Mapping | None = None,
     ):
         super().__init__(config)
-        base = str(base_url).rstrip("/")
+        clean, basic = split_credentials(str(base_url).strip())
+        base = clean.rstrip("/")
         if not base.startswith(("http://", "https://")):
-            raise GenerationError(f"openai-http: base_url must start with http:// or https://, got {base_url!r}")
+            raise GenerationError(f"openai-http: base_url must start with http:// or https://, got {base!r}")
         self.base_url = base if base.endswith("/v1") else base + "/v1"
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self._auth = f"Bearer {key}" if key else basic  # private: never in describe() or a message
+        for name, value in (("timeout_s", timeout_s), ("deadline_s", deadline_s)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+                raise GenerationError(f"openai-http: {name} must be a number of seconds > 0, got {value!r}")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise GenerationError(f"openai-http: retries must be an integer >= 0, got {retries!r}")
         self.timeout_s = float(timeout_s)
+        self.deadline_s = None if deadline_s is None else float(deadline_s)
+        self._deadline_at = None if deadline_s is None else time.monotonic() + float(deadline_s)
+        self.retries = int(retries)
+        self.backoff_s = float(backoff_s)
+        self.max_response_bytes = int(max_response_bytes)
         self.concurrency = max(1, int(concurrency))
         self.extra_body = dict(extra_body or {})
+        self.source = f"openai-http server {self.base_url}"
         t0 = time.perf_counter()
         self.model = model if model else self.list_models()[0]
         self.load_ms = (time.perf_counter() - t0) * 1000.0
 
     def _request(self, path: str, body: Mapping | None = None) -> Any:
-        url = self.base_url + path
-        headers = {"Accept": "application/json"}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode("utf-8")
-            headers["Content-Type"] = "application/json"
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        req = urllib.request.Request(url, data=data, headers=headers, method="POST" if data else "GET")
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
-                payload = r.read()
-        except urllib.error.HTTPError as e:
-            detail = e.read()[:500].decode("utf-8", "replace")
-            raise GenerationError(f"openai-http: {url}: HTTP {e.code}: {detail}") from None
-        except (urllib.error.URLError, OSError) as e:
-            raise GenerationError(f"openai-http: cannot reach {url}: {e}") from None
-        try:
-            return json.loads(payload)
-        except ValueError:
-            raise GenerationError(f"openai-http: {url} did not answer JSON") from None
+        headers = {"Authorization": self._auth} if self._auth else {}
+        return request_json(self.base_url + path, body, headers=headers, source=self.source, timeout_s=self.timeout_s,
+                            deadline_at=self._deadline_at, max_bytes=self.max_response_bytes, retries=self.retries,
+                            backoff_s=self.backoff_s)
 
     def list_models(self) -> list[str]:
         data = self._request("/models")
-        ids = [m.get("id") for m in (data.get("data") or []) if isinstance(m, Mapping) and m.get("id")]
+        rows = data.get("data") if isinstance(data, Mapping) else None
+        ids = [m.get("id") for m in (rows or []) if isinstance(m, Mapping) and m.get("id")]
         if not ids:
-            raise GenerationError(f"openai-http: {self.base_url}/models lists no model; pass model=")
+            raise GenerationError(f"{self.source}: /models lists no model (field data[].id); pass model=")
         return ids
 
     def _generate(self, messages: list[dict], max_tokens: int) -> Generation:
         body = {"model": self.model, **_chat_body(self, messages, max_tokens), **self.extra_body}
         t0 = time.perf_counter()
         resp = self._request("/chat/completions", body)
-        g = parse_chat_completion(resp, backend=self.backend, model=self.model)
+        g = parse_chat_completion(resp, backend=self.backend, model=self.model, source=self.source,
+                                  require_content=True)
         if g.model_ms is None:  # no server timing: the round trip is the model time we know
             g = replace(g, model_ms=(time.perf_counter() - t0) * 1000.0)
         return g
@@ -428,7 +383,7 @@ class OpenAICompatibleGenerator(Generator):
             return list(ex.map(lambda p: self.generate(p, max_tokens=max_tokens), prompts))
 
     def describe(self) -> dict:
-        return {**super().describe(), "base_url": self.base_url}
+        return {**super().describe(), "base_url": redact_url(self.base_url)}
 
 
 # --------------------------------------------------------------------- transformers + torch
