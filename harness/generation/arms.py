@@ -50,6 +50,10 @@ from harness.io import sha256_file
 from harness.retrieval.feature_names import UNCERTAINTY as UNCERTAINTY_FEATURES
 
 PROMPT_VERSION = 1  # bump when harness.generation.prompts changes what a prompt says
+# generate: decode an answer (every question); options: yes/no questions are answered by scoring
+# the options "Yes" / "No" after the prompt (harness.generation.options), open ones decoded
+ANSWER_MODES = ("generate", "options")
+OPTION_FEATURES = ("unc_option_margin", "unc_option_mass")
 
 
 @functools.lru_cache(maxsize=8)
@@ -118,7 +122,8 @@ class AnswerArm(ArmBlock):
 
     def __init__(self, generator: str = "default", max_tokens: int = 64, top_k: int = 5, seed: int = 0,
                  k: int = 5, model: str | None = None, device: str = "cpu", n_threads: int = 1,
-                 timeout_s: float = 120.0, deadline_s: float | None = None, retries: int = 3):
+                 timeout_s: float = 120.0, deadline_s: float | None = None, retries: int = 3,
+                 mode: str = "generate"):
         for key, value, low in (("max_tokens", max_tokens, 1), ("top_k", top_k, 1), ("k", k, 1), ("seed", seed, 0),
                                 ("n_threads", n_threads, 1), ("retries", retries, 0)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -138,6 +143,12 @@ class AnswerArm(ArmBlock):
         self.k = k
         self.model = model
         self.device = "server" if server else str(device)  # a server places its model itself
+        if mode not in ANSWER_MODES:
+            raise ValueError(f"mode must be one of {ANSWER_MODES}, got {mode!r}")
+        if mode == "options" and engine_identity(str(generator), n_threads)["engine"] != "xllamacpp":
+            raise ValueError("mode 'options' reads the whole next-token distribution, which only the llama.cpp "
+                             f"backend gives here (generator: default or a .gguf), not {str(generator).partition(':')[0]!r}")
+        self.mode = mode
         self.n_threads = n_threads
         self.timeout_s = timeout_s  # a server's bounds: how long to wait, not what is answered,
         self.deadline_s = deadline_s  # so not in the key (``identity``)
@@ -167,6 +178,7 @@ class AnswerArm(ArmBlock):
 
     def compute(self, rows: pd.DataFrame, dataset: Any) -> pd.DataFrame:
         from harness.generation import GenerationConfig, load_generator, uncertainty_features
+        from harness.generation.options import YES_NO
 
         if dataset is None or not getattr(dataset, "questions", None):
             raise HarnessError(f"arm {self.arms[0]!r} generates answers from the dataset's questions: the synthetic "
@@ -208,26 +220,32 @@ class AnswerArm(ArmBlock):
                                        f"{dataset.name!r}")
                 boolean = q.answer_type == "yes_no"
                 prompt = self.prompt(q, row, units, boolean)
+                prefix = "feat." if self.retrieval is None else f"feat.{arm}_"
                 t0 = time.perf_counter()
-                g = gen.generate(prompt.as_list())
-                wall_ms = (time.perf_counter() - t0) * 1000.0
+                if self.mode == "options" and boolean:
+                    scored = gen.score_options(prompt.as_list(), YES_NO)
+                    wall_ms = (time.perf_counter() - t0) * 1000.0
+                    text, prompt_n, output_n, model_ms = scored.best, scored.prompt_tokens, 0, scored.model_ms
+                    unc = option_uncertainty(scored)
+                else:
+                    g = gen.generate(prompt.as_list())
+                    wall_ms = (time.perf_counter() - t0) * 1000.0
+                    text, prompt_n, output_n, model_ms = g.text, g.prompt_tokens, g.output_tokens, g.model_ms
+                    u = uncertainty_features(g)
+                    unc = {"unc_mean_entropy": float(u.mean_entropy), "unc_max_entropy": float(u.max_entropy),
+                           "unc_min_confidence": float(u.min_confidence), "unc_answer_tokens": float(u.answer_tokens)}
+                    if self.mode == "options":
+                        unc.update({name: float("nan") for name in OPTION_FEATURES})
                 rec = {
                     "qid": q.qid,
-                    f"{arm}.answer": g.text,
-                    f"{arm}.cost.prompt_tokens": float(g.prompt_tokens),
-                    f"{arm}.cost.output_tokens": float(g.output_tokens),
-                    f"{arm}.cost.tokens": float(g.prompt_tokens + g.output_tokens),
+                    f"{arm}.answer": text,
+                    f"{arm}.cost.prompt_tokens": float(prompt_n),
+                    f"{arm}.cost.output_tokens": float(output_n),
+                    f"{arm}.cost.tokens": float(prompt_n + output_n),
                     f"{arm}.cost.total_ms": wall_ms,
-                    f"{arm}.cost.model_ms": float(g.model_ms) if g.model_ms is not None else float("nan"),
+                    f"{arm}.cost.model_ms": float(model_ms) if model_ms is not None else float("nan"),
                 }
-                u = uncertainty_features(g)
-                prefix = "feat." if self.retrieval is None else f"feat.{arm}_"
-                rec.update({
-                    f"{prefix}unc_mean_entropy": float(u.mean_entropy),
-                    f"{prefix}unc_max_entropy": float(u.max_entropy),
-                    f"{prefix}unc_min_confidence": float(u.min_confidence),
-                    f"{prefix}unc_answer_tokens": float(u.answer_tokens),
-                })
+                rec.update({prefix + name: value for name, value in unc.items()})
                 if self.retrieval is not None:
                     rec[f"{arm}.units"] = list(prompt.unit_ids)
                 out.append(rec)
@@ -256,6 +274,17 @@ class AnswerArm(ArmBlock):
         return ident
 
 
+def option_uncertainty(scored) -> dict[str, float]:
+    """The uncertainty features of an option-scored answer: exact values of the option
+    distribution (``harness.generation.options``) under the names of the decoded answer's
+    features, so every router reads them alike: mean and max entropy = the option entropy (one
+    decision), 1 - the best option's probability, one answer token; plus the margin between the
+    two best options' log-likelihoods and the options' share of the next-token mass."""
+    return {"unc_mean_entropy": scored.entropy, "unc_max_entropy": scored.entropy,
+            "unc_min_confidence": 1.0 - max(scored.probs), "unc_answer_tokens": 1.0,
+            "unc_option_margin": scored.margin, "unc_option_mass": scored.mass}
+
+
 class _torch_threads:
     """torch's intra-op thread count set for the block's build and restored after (None: no-op)."""
 
@@ -281,7 +310,7 @@ class NoRetrievalArm(AnswerArm):
     """Answer from the model's memory: no evidence in the prompt."""
 
     name, arms = "no_retrieval", ("no_retrieval",)
-    feature_sets = {"uncertainty": UNCERTAINTY_FEATURES}
+    feature_sets = {"uncertainty": UNCERTAINTY_FEATURES, "option_uncertainty": OPTION_FEATURES}  # the second: mode options
 
     def prompt(self, question, row, units, boolean):
         from harness.generation import no_retrieval_messages

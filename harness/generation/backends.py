@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import time
 from abc import ABC, abstractmethod
@@ -47,6 +48,7 @@ from typing import Any, Mapping, Sequence
 from harness.errors import HarnessError
 from harness.generation.chat_response import parse_chat_completion
 from harness.generation.http_client import MAX_RESPONSE_BYTES, redact_url, request_json, split_credentials
+from harness.generation.options import YES_NO, OptionScores, check_options, option_logprobs
 from harness.generation.prompts import MAX_OUTPUT_TOKENS
 from harness.generation.types import Generation, TokenLogprob, TopLogprob
 
@@ -56,6 +58,7 @@ PACKAGED_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PACKAGED_MODEL_LICENSE = "Apache-2.0"
 DEFAULT_TOP_K = 5
 MAX_TOP_K = 20  # OpenAI's API limit for top_logprobs
+FULL_DISTRIBUTION = 1 << 20  # more alternatives than any vocabulary: llama.cpp then returns them all
 _ROLES = ("system", "user", "assistant")
 
 
@@ -176,6 +179,11 @@ class Generator(ABC):
         """Answers for several prompts, in order (sequential unless the backend batches)."""
         return [self.generate(p, max_tokens=max_tokens) for p in prompts]
 
+    def score_options(self, messages: Any, options: Sequence[str] = YES_NO) -> OptionScores:
+        """Each option's log-likelihood after the prompt (``harness.generation.options``)."""
+        raise GenerationError(f"{self.backend}: option scoring needs the whole next-token distribution, which "
+                              "this backend does not give; use the llama.cpp backend (generator: default or a .gguf)")
+
     def describe(self) -> dict:
         """What to record with a run: backend, model, decoding settings."""
         return {"backend": self.backend, "model": self.model, "max_tokens": self.config.max_tokens,
@@ -277,6 +285,28 @@ class LlamaCppGenerator(Generator):
         body["cache_prompt"] = self.cache_prompt
         resp = self._server.handle_chat_completions(body)
         return parse_chat_completion(resp, backend=self.backend, model=self.model)
+
+    def score_options(self, messages: Any, options: Sequence[str] = YES_NO) -> OptionScores:
+        """Each option's log-likelihood right after the prompt (``harness.generation.options``):
+        one evaluation of the prompt, the full next-token distribution (llama.cpp returns every
+        vocabulary entry when asked for that many), nothing decoded."""
+        if self._server is None:
+            raise GenerationError("llama.cpp: generator is closed")
+        opts = check_options(options)
+        body = {"messages": check_messages(messages), "max_tokens": 1, "temperature": 0.0, "seed": self.config.seed,
+                "logprobs": True, "top_logprobs": FULL_DISTRIBUTION, "cache_prompt": self.cache_prompt}
+        resp = self._server.handle_chat_completions(body)
+        g = parse_chat_completion(resp, backend=self.backend, model=self.model, want_logprobs=False)
+        try:
+            dist = resp["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+        except (KeyError, IndexError, TypeError):
+            raise GenerationError("llama.cpp: no next-token distribution in the answer "
+                                  "(choices[0].logprobs.content[0].top_logprobs)") from None
+        total = sum(math.exp(float(e["logprob"])) for e in dist if isinstance(e, Mapping) and "logprob" in e)
+        if not 0.999 <= total <= 1.001:
+            raise GenerationError(f"llama.cpp: the next-token distribution holds {total:.4f} of the mass over "
+                                  f"{len(dist)} entries, not the whole vocabulary")
+        return OptionScores(opts, option_logprobs(dist, opts, "llama.cpp"), g.prompt_tokens, g.model_ms)
 
     def generate_batch(self, prompts: Sequence[Any], *, max_tokens: int | None = None) -> list[Generation]:
         if self.n_parallel == 1 or len(prompts) < 2:
