@@ -59,6 +59,10 @@ PACKAGED_MODEL_LICENSE = "Apache-2.0"
 DEFAULT_TOP_K = 5
 MAX_TOP_K = 20  # OpenAI's API limit for top_logprobs
 FULL_DISTRIBUTION = 1 << 20  # more alternatives than any vocabulary: llama.cpp then returns them all
+# first ask for this many: llama.cpp's alternatives are log-softmax over the whole vocabulary
+# whatever their number (measured: equal to the last bit), so an option among them is exact;
+# the whole vocabulary (49,152 entries for SmolLM2) cost about 1.2 s a question in conversion
+OPTION_TOP_N = 256
 _ROLES = ("system", "user", "assistant")
 
 
@@ -288,25 +292,33 @@ class LlamaCppGenerator(Generator):
 
     def score_options(self, messages: Any, options: Sequence[str] = YES_NO) -> OptionScores:
         """Each option's log-likelihood right after the prompt (``harness.generation.options``):
-        one evaluation of the prompt, the full next-token distribution (llama.cpp returns every
-        vocabulary entry when asked for that many), nothing decoded."""
+        one evaluation of the prompt, the next-token log-probabilities over the whole
+        vocabulary: the top ``OPTION_TOP_N`` entries, or every entry when an option is not
+        among them (llama.cpp returns the whole vocabulary when asked for that many; its mass
+        is then checked to be 1); nothing decoded."""
         if self._server is None:
             raise GenerationError("llama.cpp: generator is closed")
         opts = check_options(options)
-        body = {"messages": check_messages(messages), "max_tokens": 1, "temperature": 0.0, "seed": self.config.seed,
-                "logprobs": True, "top_logprobs": FULL_DISTRIBUTION, "cache_prompt": self.cache_prompt}
-        resp = self._server.handle_chat_completions(body)
-        g = parse_chat_completion(resp, backend=self.backend, model=self.model, want_logprobs=False)
-        try:
-            dist = resp["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
-        except (KeyError, IndexError, TypeError):
-            raise GenerationError("llama.cpp: no next-token distribution in the answer "
-                                  "(choices[0].logprobs.content[0].top_logprobs)") from None
-        total = sum(math.exp(float(e["logprob"])) for e in dist if isinstance(e, Mapping) and "logprob" in e)
-        if not 0.999 <= total <= 1.001:
-            raise GenerationError(f"llama.cpp: the next-token distribution holds {total:.4f} of the mass over "
-                                  f"{len(dist)} entries, not the whole vocabulary")
-        return OptionScores(opts, option_logprobs(dist, opts, "llama.cpp"), g.prompt_tokens, g.model_ms)
+        msgs = check_messages(messages)
+        for n in (OPTION_TOP_N, FULL_DISTRIBUTION):  # the top entries usually hold the options
+            body = {"messages": msgs, "max_tokens": 1, "temperature": 0.0, "seed": self.config.seed,
+                    "logprobs": True, "top_logprobs": n, "cache_prompt": self.cache_prompt}
+            resp = self._server.handle_chat_completions(body)
+            g = parse_chat_completion(resp, backend=self.backend, model=self.model, want_logprobs=False)
+            try:
+                dist = resp["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+            except (KeyError, IndexError, TypeError):
+                raise GenerationError("llama.cpp: no next-token distribution in the answer "
+                                      "(choices[0].logprobs.content[0].top_logprobs)") from None
+            pieces = [e.get("token") for e in dist if isinstance(e, Mapping)]
+            if n == OPTION_TOP_N and not all(o in pieces for o in opts):
+                continue  # an option below the top entries: ask for the whole vocabulary
+            total = sum(math.exp(float(e["logprob"])) for e in dist if isinstance(e, Mapping) and "logprob" in e)
+            if n == FULL_DISTRIBUTION and not 0.999 <= total <= 1.001:
+                raise GenerationError(f"llama.cpp: the next-token distribution holds {total:.4f} of the mass over "
+                                      f"{len(dist)} entries, not the whole vocabulary")
+            return OptionScores(opts, option_logprobs(dist, opts, "llama.cpp"), g.prompt_tokens, g.model_ms)
+        raise AssertionError("unreachable")
 
     def generate_batch(self, prompts: Sequence[Any], *, max_tokens: int | None = None) -> list[Generation]:
         if self.n_parallel == 1 or len(prompts) < 2:
