@@ -145,7 +145,8 @@ def _with_blocks(cfg: Mapping, handle: TableHandle, dataset: Any) -> TableHandle
         return handle
     frame, builds = add_blocks(handle.frame, blocks, dataset, base_key=handle.key)
     info = dict(handle.info)
-    info["blocks"] = {b.name: {"key": b.key, "sha256": b.sha256, "columns": len(b.columns)} for b in builds}
+    info["blocks"] = {b.name: {"key": b.key, "sha256": b.sha256, "columns": len(b.columns),
+                               **({"built_with": b.built_with} if b.built_with else {})} for b in builds}
     info["base_table_sha256"] = info.get("table_sha256")
     info["table_sha256"] = digest_of({"base": info.get("table_sha256"), "blocks": {b.name: b.sha256 for b in builds}})
     return TableHandle(frame, key=joined_key(handle.key, builds), info=info, path=None)

@@ -45,7 +45,9 @@ being listed, and so is ``gold_at_k`` when ``arms.metric`` names a metric only i
 Layout under ``cache_root()/blocks/<name>/<key>/``: ``chunks/chunk-NNNNN.parquet``, then
 ``block.parquet``; each file verified by its digest sidecar (``harness.io``), the build held
 under ``.lock``; a block's key is the digest of the base table's key, the keys of the blocks it
-requires, its class, version and identity.
+requires, its class, version and identity. What a block reports it ran with (``built_with()``,
+e.g. a generator's ``describe()``) is recorded in each chunk's sidecar and, for all chunks, in
+``block.parquet``'s; the table's info carries it to the run's tags.
 """
 
 from __future__ import annotations
@@ -107,6 +109,12 @@ class ArmBlock(abc.ABC):
         """Columns computed from the cached ones each time the block is loaded (cheap, so
         never stale: e.g. an answer's score from its cached text), one row per row of
         ``frame`` (same order); None for none."""
+        return None
+
+    def built_with(self) -> dict | None:
+        """Plain JSON saying what the last ``compute`` ran with (e.g. a generator's
+        ``describe()``): recorded in the cache's sidecars and on the runs, never in the key
+        (whatever can change the numbers belongs in ``identity()``). None for nothing."""
         return None
 
 
@@ -250,6 +258,7 @@ class BlockBuild:
     columns: list[str] = field(default_factory=list)
     chunks_computed: int = 0
     chunks_reused: int = 0
+    built_with: list = field(default_factory=list)  # the distinct ``built_with()`` records of its chunks
 
 
 def _owned(block: ArmBlock, column: str) -> bool:
@@ -302,17 +311,21 @@ def build_block(block: ArmBlock, inputs: pd.DataFrame, dataset: Any, *, base_key
             move_aside(exc.path, exc.reason)
             return None
 
+    def cached(got: tuple[pd.DataFrame, dict]) -> tuple[pd.DataFrame, BlockBuild]:
+        return _with_derived(block, got[0], dataset, BlockBuild(block.name, key, path, got[1]["sha256"],
+                                                                built_with=list(got[1].get("built_with") or [])))
+
     got = finished() if path.exists() else None
     if got is not None:
-        return _with_derived(block, got[0], dataset, BlockBuild(block.name, key, path, got[1]["sha256"]))
+        return cached(got)
     folder.mkdir(parents=True, exist_ok=True)
     with file_lock(folder / ".lock"):
         got = finished() if path.exists() else None
         if got is not None:
-            return _with_derived(block, got[0], dataset, BlockBuild(block.name, key, path, got[1]["sha256"]))
+            return cached(got)
         rows = inputs.sort_values("qid", kind="stable").reset_index(drop=True)
         size = max(1, int(block.chunk_size))
-        parts, computed, reused = [], 0, 0
+        parts, computed, reused, built_with = [], 0, 0, {}
         n_chunks = -(-len(rows) // size)
         print(f"[route-bench] arm block {block.name} ({key[:12]}): {len(rows)} questions in {n_chunks} chunks "
               "(chunks already on disk are reused)", flush=True)
@@ -324,10 +337,15 @@ def build_block(block: ArmBlock, inputs: pd.DataFrame, dataset: Any, *, base_key
             part = read_part(chunk_path, key, "qids", ids)
             if part is None:
                 part = _check_output(block, chunk, block.compute(chunk.copy(), dataset), existing)
-                _write_parquet(chunk_path, part, key=key, qids=ids, chunk=i)
+                made = block.built_with()
+                _write_parquet(chunk_path, part, key=key, qids=ids, chunk=i,
+                               **({"built_with": made} if made is not None else {}))
                 computed += 1
             else:
+                made = _recorded(chunk_path, "built_with")
                 reused += 1
+            if made is not None:
+                built_with.setdefault(digest_of(made), made)
             parts.append(part)
             now = time.perf_counter()
             if now - last_line >= 30 or i == n_chunks - 1:  # a line at most every 30 s, and at the end
@@ -335,10 +353,24 @@ def build_block(block: ArmBlock, inputs: pd.DataFrame, dataset: Any, *, base_key
                 print(f"[route-bench] arm block {block.name}: {i + 1}/{n_chunks} chunks ({computed} computed, "
                       f"{int(now - t_start)}s so far)", flush=True)
         frame = pd.concat(parts, ignore_index=True).sort_values("qid", kind="stable").reset_index(drop=True)
-        record = _write_parquet(path, frame, key=key)
+        made = list(built_with.values())
+        record = _write_parquet(path, frame, key=key, **({"built_with": made} if made else {}))
         frame, record = read_verified_parquet(path, key)  # read back: cold and warm give equal dtypes
     return _with_derived(block, frame, dataset, BlockBuild(block.name, key, path, record["sha256"],
-                                                           chunks_computed=computed, chunks_reused=reused))
+                                                           chunks_computed=computed, chunks_reused=reused,
+                                                           built_with=made))
+
+
+def _recorded(path: Path, field_name: str) -> Any:
+    """A field of a verified cache file's sidecar record (None when absent or unreadable)."""
+    import json
+
+    from harness.io import sidecar_path
+
+    try:
+        return json.loads(sidecar_path(path).read_text(encoding="utf-8")).get(field_name)
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _with_derived(block: ArmBlock, frame: pd.DataFrame, dataset: Any, build: BlockBuild) -> tuple[pd.DataFrame, BlockBuild]:

@@ -65,6 +65,8 @@ FIGURES: tuple[Figure, ...] = (
     Figure("s3.acc_rag", "003", "Table 1 (text)", _S3, "43.4%",
            "always retrieving improves HotpotQA accuracy from 15.4% to 43.4%"),
     Figure("s3.benefit", "003", "Table 1 (text)", _S3, "31.9%", "retrieval benefit occurs on 31.9% of examples"),
+    Figure("s3.harm", "003", "Table 2 (text), candidate BM25", _S3, "3.4%",
+           "increases harm from 3.4% to 5.8%"),
     Figure("s3.dep50_bur_linear", "003", "Table 3 (text)", _S3, "33.8%",
            "BUR-linear reaches 33.8% deployable accuracy at the 50% target"),
     Figure("s3.dep50_min_conf", "003", "Table 3 (text)", _S3, "33.3%", "minimum token confidence reaches 33.3%"),

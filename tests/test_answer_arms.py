@@ -38,6 +38,7 @@ def test_answer_blocks_hold_what_the_metrics_say_of_the_text(tmp_path, isolated_
     from harness.app import build_table
     from harness.data import load_dataset
     from harness.generation import score_answer
+    from harness.generation.arms import NoRetrievalArm, RagKeepArm
 
     cfg = {"dataset": {"name": "qasper", "loader": "qasper", "path": str(FIXTURE)},
            "arms": {"base": "no_retrieval", "extra": "rag_keep", "metric": "correct",
@@ -47,6 +48,9 @@ def test_answer_blocks_hold_what_the_metrics_say_of_the_text(tmp_path, isolated_
     frame = table.frame.set_index("qid")
     dataset = load_dataset(cfg["dataset"])
     assert len(frame) == 6 and set(table.info["blocks"]) == {"no_retrieval", "rag_keep"}
+    for name, arm in (("no_retrieval", NoRetrievalArm(**SHORT)), ("rag_keep", RagKeepArm(**SHORT, k=2))):
+        (made,) = table.info["blocks"][name]["built_with"]  # what the generator said it ran with
+        assert made["generator"]["backend"] == "llama.cpp" and made["engine"] == arm.identity()["engine"]
     for q in dataset.questions:
         row = frame.loc[q.qid]
         for arm in ("no_retrieval", "rag_keep"):
@@ -84,6 +88,10 @@ def test_no_retrieval_vs_rag_sweep_runs_every_protocol(tmp_path):
     families = {r.data.tags["route_bench.policy"]: r.data.tags["route_bench.router_family"] for r in runs}
     assert families == {"signal_unc_mean_entropy": "uncertainty", "query_ridge": "query-only", "bur_linear": "full"}
     for r in runs:
+        tags = r.data.tags  # every run says how its answers were made (Generator.describe())
+        assert tags["route_bench.generator.no_retrieval.n_threads"] == "1"
+        assert tags["route_bench.generator.rag_keep.backend"] == "llama.cpp"
+        assert tags["route_bench.generator.rag_keep.engine_version"]
         m = r.data.metrics
         assert {"heldout/utility", "frontier/exact_auc", "gain/pearson", "cost/0.25/deployable/ms"} <= set(m)
         assert 0 <= m["table/base/correct"] <= 1 and 0 <= m["table/extra/correct"] <= 1

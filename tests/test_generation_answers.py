@@ -171,6 +171,35 @@ def test_yes_no_mapping_and_accuracy():
     assert score_answer("No", ["Yes", "No"]).correct
 
 
+def _chars_of(categories: tuple[str, ...]) -> list[str]:
+    """Every code point whose Unicode category starts with one of ``categories``."""
+    import sys
+    import unicodedata
+
+    return [chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)).startswith(categories)]
+
+
+def test_yes_no_label_reads_unicode_punctuation_as_a_word_boundary():
+    # the issue's cases, each once
+    for text in ("\u201cYes\u201d", "Yes\u2014it does.", "Yes\u2026", "\u00abYes\u00bb", "\u00a1Yes!", "\u00bfNo?",
+                 "\u300cYes\u300d", "\u201eNo\u201c, it does not.", "\uff39\uff45\uff53", "\u200bYes", "Yes\u00a0they do"):
+        assert yes_no_label(text) in ("yes", "no"), text
+    assert yes_no_label("\u201cNo\u201d \u2014 yes elsewhere") == "no"  # still the first word
+    # the category: every punctuation, symbol and separator character around or after the word,
+    # and every control and format character before it
+    marks = _chars_of(("P", "S", "Z"))
+    assert len(marks) > 7000
+    for ch in marks:
+        assert yes_no_label(f"{ch}Yes{ch}") == "yes", hex(ord(ch))
+        assert yes_no_label(f"No{ch}it does not") == "no", hex(ord(ch))
+    for ch in _chars_of(("Cc", "Cf")):
+        assert yes_no_label(f"{ch}Yes") == "yes", hex(ord(ch))
+    # letters are not boundaries: still whole words only
+    for text in ("Yesterday", "\u00abNot\u00bb", "\u201cYesss\u201d", "Nope\u2026", "no\u0301"):
+        assert yes_no_label(text) == "other", text
+    assert score_answer("\u201cYes\u201d \u2014 it does.", ["Yes"]).correct
+
+
 def test_utility_class_and_gain():
     assert utility_class(True, False) == 1  # RAG rescues
     assert utility_class(False, True) == -1  # RAG harms

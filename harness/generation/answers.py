@@ -20,10 +20,15 @@
   ``harness.data.qasper``: an annotator who marked it unanswerable). A non-abstaining answer to
   such a question is scored against the references as they are.
 * **Yes/no questions** (``boolean``; by default: every reference normalises to "yes" or "no"):
-  the answer is mapped to ``yes`` / ``no`` / ``other`` by the first normalised word that is
-  "yes" or "no" (``yes_no_label``: "The answer is no." says no; small models rarely start
-  with the word itself, though the prompt asks them to); ``correct`` is then yes/no accuracy
-  (the label equals a reference label), while EM and F1 are still reported on the text.
+  the answer is mapped to ``yes`` / ``no`` / ``other`` by the first word that is "yes" or "no"
+  (``yes_no_label``: "The answer is no." says no; small models rarely start with the word
+  itself, though the prompt asks them to); ``correct`` is then yes/no accuracy (the label
+  equals a reference label), while EM and F1 are still reported on the text. The words are
+  found after NFKC normalisation and case folding, with every Unicode punctuation, symbol,
+  separator, control and format character (``unicodedata`` categories P*, S*, Z*, Cc, Cf) read
+  as a space: "“Yes”", "Yes—it does.", "Yes…", "«Yes»", "¡Yes!" and a full-width "Ｙｅｓ" all
+  say yes (SQuAD's normalisation drops only ASCII punctuation and glues "Yes—it" into one
+  word). A consequence: "No-one knows" says no.
 * ``quality``: the continuous answer quality Q in [0, 1] for SPEC section 7's gain: token F1,
   or yes/no accuracy for boolean questions.
 * ``utility_class``: seed 003's u in {-1, 0, +1} of RAG over no-retrieval:
@@ -35,6 +40,7 @@ from __future__ import annotations
 import math
 import re
 import string
+import unicodedata
 from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
@@ -88,12 +94,30 @@ def is_abstention(text: str) -> bool:
     return n == _ABSTAIN_NORM or n.startswith(_ABSTAIN_NORM + " ")
 
 
+_SEPARATOR_CATEGORIES = ("P", "S", "Z")  # punctuation, symbols, separators (any subcategory)
+_INVISIBLE_CATEGORIES = ("Cc", "Cf")  # controls, format characters (zero-width space, BOM)
+
+
+def _spaced(text: str) -> str:
+    return "".join(" " if (cat := unicodedata.category(ch))[0] in _SEPARATOR_CATEGORIES
+                   or cat in _INVISIBLE_CATEGORIES else ch for ch in text)
+
+
+def label_words(text: str) -> list[str]:
+    """The words of ``text`` for the yes/no label: split at every Unicode punctuation, symbol,
+    separator, control or format character, NFKC-normalised and case-folded (module
+    docstring). Separators go first, so a symbol NFKC spells with letters ("℡" -> "TEL")
+    still separates; and again after, for what NFKC turns into punctuation."""
+    return _spaced(unicodedata.normalize("NFKC", _spaced(text)).casefold()).split()
+
+
 def yes_no_label(text: str) -> str:
-    """``"yes"``, ``"no"`` or ``"other"``: the first normalised word of the answer that is
-    "yes" or "no" (whole words: "Yesterday" and "not" are neither)."""
+    """``"yes"``, ``"no"`` or ``"other"``: the first word of the answer that is "yes" or "no"
+    (whole words: "Yesterday" and "not" are neither; Unicode quotes, dashes and ellipses
+    separate words like spaces)."""
     if is_abstention(text):
         return "other"
-    for word in normalize_answer(strip_citations(text)).split():
+    for word in label_words(strip_citations(text)):
         if word in ("yes", "no"):
             return word
     return "other"

@@ -25,9 +25,14 @@ Choices where the SPEC is silent: ``k = 5`` units (seed 003), the evidence cap o
 characters and seed 000's prompt rules (``harness.generation.prompts``); ``max_tokens`` 64 by
 default (seed 000 allows 256: a short-answer dataset rarely needs more, and a 135M model that
 rambles only costs time); greedy decoding. The key of a block holds the model's identity (the
-SHA-256 of a local GGUF; a server's URL and model name, since its weights cannot be read) and
-every generation setting; threads are not in it (llama.cpp's output was bit-identical across
-thread counts and batch sizes).
+SHA-256 of a local GGUF; a server's URL, without any credentials, and model name, since its
+weights cannot be read), every generation setting and the engine's settings that can change
+the text (``engine_identity``): for llama.cpp its version, thread count, context and batch
+sizes. The thread count is pinned to 1 by default (``n_threads``): llama.cpp's greedy text
+differed between 1 and 2 threads on 5 of 10 QASPER RAG prompts, so a default that followed the
+machine's core count would build different answers on different machines; a block built with
+more threads gets another key. What the generator reported (``Generator.describe()``) is
+recorded in the cache's sidecars (``built_with``) and on every run as tags.
 """
 
 from __future__ import annotations
@@ -45,6 +50,10 @@ from harness.io import sha256_file
 from harness.retrieval.feature_names import UNCERTAINTY as UNCERTAINTY_FEATURES
 
 PROMPT_VERSION = 1  # bump when harness.generation.prompts changes what a prompt says
+# generate: decode an answer (every question); options: yes/no questions are answered by scoring
+# the options "Yes" / "No" after the prompt (harness.generation.options), open ones decoded
+ANSWER_MODES = ("generate", "options")
+OPTION_FEATURES = ("unc_option_margin", "unc_option_mass")
 
 
 @functools.lru_cache(maxsize=8)
@@ -53,12 +62,14 @@ def _file_digest(path: str) -> str:
 
 
 def model_identity(spec: str) -> dict:
-    """What identifies the model behind a generator spec (``load_generator``'s syntax)."""
+    """What identifies the model behind a generator spec (``load_generator``'s syntax); a
+    server's URL without its credentials (they never enter a key)."""
     from harness.generation.backends import packaged_model_path
+    from harness.generation.http_client import redact_url
 
     s = str(spec)
     if s.startswith(("http://", "https://")):
-        return {"server": s}
+        return {"server": redact_url(s)}
     name, _, arg = s.partition(":")
     if name in ("default", "llamacpp", "llama.cpp") or s.lower().endswith(".gguf"):
         path = Path(arg) if arg else (Path(s) if s.lower().endswith(".gguf") else packaged_model_path())
@@ -73,6 +84,34 @@ def model_identity(spec: str) -> dict:
     return {"backend": name, "packaged": _file_digest(str(packaged_model_path()))}
 
 
+def engine_identity(spec: str, n_threads: int) -> dict:
+    """The engine settings behind a generator spec that can change the generated text and are
+    not part of the model: for llama.cpp ``llamacpp_settings`` (version, threads, context and
+    batch sizes); for transformers the torch/transformers versions, dtype and torch's thread
+    count; for mlx its versions. A server's settings are its operator's: not knowable here."""
+    from harness.generation.backends import LLAMACPP_N_CTX, llamacpp_settings, package_version
+
+    s = str(spec)
+    if s.startswith(("http://", "https://")):
+        return {"engine": "server"}
+    name = s.partition(":")[0]
+    if name in ("default", "llamacpp", "llama.cpp") or s.lower().endswith(".gguf"):
+        return llamacpp_settings(n_threads=n_threads, n_ctx=LLAMACPP_N_CTX)
+    if name == "transformers":
+        return {"engine": "transformers", "transformers_version": package_version("transformers"),
+                "torch_version": package_version("torch"), "weights_dtype": "float32", "n_threads": int(n_threads)}
+    return {"engine": name, "mlx_version": package_version("mlx"), "mlx_lm_version": package_version("mlx-lm")}
+
+
+def check_engine(keyed: dict, described: dict, arm: str) -> None:
+    """Refuse to cache text from a generator whose settings differ from the keyed ones: the
+    key must say how the text was made."""
+    differ = {k: (v, described[k]) for k, v in keyed.items() if k in described and described[k] != v}
+    if differ:
+        raise HarnessError(f"arm {arm!r}: the generator runs with {differ} (keyed, running): "
+                           "its text would be cached under a key that does not describe it")
+
+
 class AnswerArm(ArmBlock):
     """What the answer arms share: the generator, the settings, scoring, costs."""
 
@@ -82,10 +121,16 @@ class AnswerArm(ArmBlock):
     retrieval: str | None = None  # the retrieval arm whose top k units a RAG arm reads
 
     def __init__(self, generator: str = "default", max_tokens: int = 64, top_k: int = 5, seed: int = 0,
-                 k: int = 5, model: str | None = None, device: str = "cpu"):
-        for key, value, low in (("max_tokens", max_tokens, 1), ("top_k", top_k, 1), ("k", k, 1), ("seed", seed, 0)):
+                 k: int = 5, model: str | None = None, device: str = "cpu", n_threads: int = 1,
+                 timeout_s: float = 120.0, deadline_s: float | None = None, retries: int = 3,
+                 mode: str = "generate"):
+        for key, value, low in (("max_tokens", max_tokens, 1), ("top_k", top_k, 1), ("k", k, 1), ("seed", seed, 0),
+                                ("n_threads", n_threads, 1), ("retries", retries, 0)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{key} must be an integer >= {low}, got {value!r}")
+        for key, value in (("timeout_s", timeout_s), ("deadline_s", deadline_s)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+                raise ValueError(f"{key} must be a number of seconds > 0, got {value!r}")
         server = str(generator).startswith(("http://", "https://"))
         if str(device) != "cpu" and not server and not str(generator).startswith("transformers"):
             raise ValueError(f"device {device!r}: the in-process {str(generator).partition(':')[0]} backend runs on "
@@ -98,10 +143,33 @@ class AnswerArm(ArmBlock):
         self.k = k
         self.model = model
         self.device = "server" if server else str(device)  # a server places its model itself
+        if mode not in ANSWER_MODES:
+            raise ValueError(f"mode must be one of {ANSWER_MODES}, got {mode!r}")
+        if mode == "options" and engine_identity(str(generator), n_threads)["engine"] != "xllamacpp":
+            raise ValueError("mode 'options' reads the whole next-token distribution, which only the llama.cpp "
+                             f"backend gives here (generator: default or a .gguf), not {str(generator).partition(':')[0]!r}")
+        self.mode = mode
+        self.n_threads = n_threads
+        self.timeout_s = timeout_s  # a server's bounds: how long to wait, not what is answered,
+        self.deadline_s = deadline_s  # so not in the key (``identity``)
+        self.retries = retries
+        self._deadline_at: float | None = None  # deadline_s counts from the build's first request
+        self._built_with: dict | None = None
 
     def _base_identity(self) -> dict:
-        return {**ArmBlock.identity(self), "model": {**model_identity(self.generator), "name": self.model},
-                "prompt_version": PROMPT_VERSION}
+        from harness.generation.http_client import redact_url
+
+        base = ArmBlock.identity(self)
+        base["params"]["generator"] = redact_url(self.generator)  # credentials never enter a key
+        for waiting in ("timeout_s", "deadline_s", "retries"):
+            base["params"].pop(waiting, None)
+        return {**base, "model": {**model_identity(self.generator), "name": self.model},
+                "engine": engine_identity(self.generator, self.n_threads), "prompt_version": PROMPT_VERSION}
+
+    def built_with(self) -> dict | None:
+        """What the generator of the last ``compute`` reported (``describe()``), for the cache's
+        sidecars and the run's tags."""
+        return self._built_with
 
     # ---- per question ----------------------------------------------------------------------
     def prompt(self, question, row, units: dict, boolean: bool):
@@ -110,6 +178,7 @@ class AnswerArm(ArmBlock):
 
     def compute(self, rows: pd.DataFrame, dataset: Any) -> pd.DataFrame:
         from harness.generation import GenerationConfig, load_generator, uncertainty_features
+        from harness.generation.options import YES_NO
 
         if dataset is None or not getattr(dataset, "questions", None):
             raise HarnessError(f"arm {self.arms[0]!r} generates answers from the dataset's questions: the synthetic "
@@ -118,15 +187,32 @@ class AnswerArm(ArmBlock):
         units = {u.unit_id: u for doc in dataset.documents.values() for u in doc}
         cfg = GenerationConfig(max_tokens=self.max_tokens, top_k=self.top_k, seed=self.seed)
         kwargs: dict = {}
-        if self.model and self.generator.startswith(("http://", "https://")):
-            kwargs["model"] = self.model
+        if self.generator.startswith(("http://", "https://")):
+            if self.model:
+                kwargs["model"] = self.model
+            kwargs.update(timeout_s=self.timeout_s, retries=self.retries)
+            if self.deadline_s is not None:
+                if self._deadline_at is None:
+                    self._deadline_at = time.monotonic() + float(self.deadline_s)
+                left = self._deadline_at - time.monotonic()
+                if left <= 0:
+                    raise HarnessError(f"arm {self.arms[0]!r}: deadline_s={self.deadline_s:g} passed; the chunks "
+                                       "answered so far are kept (run again to resume)")
+                kwargs["deadline_s"] = left
         if self.generator.startswith("transformers") and self.device != "cpu":
             from harness.retrieval.precision import resolve_device
 
             kwargs["device"] = resolve_device(self.device, "device")
+        engine = engine_identity(self.generator, self.n_threads)
+        if engine["engine"] == "xllamacpp":
+            kwargs["n_threads"] = self.n_threads
         arm = self.arms[0]
         out: list[dict] = []
-        with load_generator(self.generator, config=cfg, **kwargs) as gen:
+        with _torch_threads(self.n_threads if engine["engine"] == "transformers" else None), \
+                load_generator(self.generator, config=cfg, **kwargs) as gen:
+            described = gen.describe()
+            check_engine(engine, described, arm)
+            self._built_with = {"generator": described, "engine": engine}
             for _, row in rows.iterrows():
                 q = questions.get(str(row["qid"]))
                 if q is None:
@@ -134,26 +220,32 @@ class AnswerArm(ArmBlock):
                                        f"{dataset.name!r}")
                 boolean = q.answer_type == "yes_no"
                 prompt = self.prompt(q, row, units, boolean)
+                prefix = "feat." if self.retrieval is None else f"feat.{arm}_"
                 t0 = time.perf_counter()
-                g = gen.generate(prompt.as_list())
-                wall_ms = (time.perf_counter() - t0) * 1000.0
+                if self.mode == "options" and boolean:
+                    scored = gen.score_options(prompt.as_list(), YES_NO)
+                    wall_ms = (time.perf_counter() - t0) * 1000.0
+                    text, prompt_n, output_n, model_ms = scored.best, scored.prompt_tokens, 0, scored.model_ms
+                    unc = option_uncertainty(scored)
+                else:
+                    g = gen.generate(prompt.as_list())
+                    wall_ms = (time.perf_counter() - t0) * 1000.0
+                    text, prompt_n, output_n, model_ms = g.text, g.prompt_tokens, g.output_tokens, g.model_ms
+                    u = uncertainty_features(g)
+                    unc = {"unc_mean_entropy": float(u.mean_entropy), "unc_max_entropy": float(u.max_entropy),
+                           "unc_min_confidence": float(u.min_confidence), "unc_answer_tokens": float(u.answer_tokens)}
+                    if self.mode == "options":
+                        unc.update({name: float("nan") for name in OPTION_FEATURES})
                 rec = {
                     "qid": q.qid,
-                    f"{arm}.answer": g.text,
-                    f"{arm}.cost.prompt_tokens": float(g.prompt_tokens),
-                    f"{arm}.cost.output_tokens": float(g.output_tokens),
-                    f"{arm}.cost.tokens": float(g.prompt_tokens + g.output_tokens),
+                    f"{arm}.answer": text,
+                    f"{arm}.cost.prompt_tokens": float(prompt_n),
+                    f"{arm}.cost.output_tokens": float(output_n),
+                    f"{arm}.cost.tokens": float(prompt_n + output_n),
                     f"{arm}.cost.total_ms": wall_ms,
-                    f"{arm}.cost.model_ms": float(g.model_ms) if g.model_ms is not None else float("nan"),
+                    f"{arm}.cost.model_ms": float(model_ms) if model_ms is not None else float("nan"),
                 }
-                u = uncertainty_features(g)
-                prefix = "feat." if self.retrieval is None else f"feat.{arm}_"
-                rec.update({
-                    f"{prefix}unc_mean_entropy": float(u.mean_entropy),
-                    f"{prefix}unc_max_entropy": float(u.max_entropy),
-                    f"{prefix}unc_min_confidence": float(u.min_confidence),
-                    f"{prefix}unc_answer_tokens": float(u.answer_tokens),
-                })
+                rec.update({prefix + name: value for name, value in unc.items()})
                 if self.retrieval is not None:
                     rec[f"{arm}.units"] = list(prompt.unit_ids)
                 out.append(rec)
@@ -182,11 +274,43 @@ class AnswerArm(ArmBlock):
         return ident
 
 
+def option_uncertainty(scored) -> dict[str, float]:
+    """The uncertainty features of an option-scored answer: exact values of the option
+    distribution (``harness.generation.options``) under the names of the decoded answer's
+    features, so every router reads them alike: mean and max entropy = the option entropy (one
+    decision), 1 - the best option's probability, one answer token; plus the margin between the
+    two best options' log-likelihoods and the options' share of the next-token mass."""
+    return {"unc_mean_entropy": scored.entropy, "unc_max_entropy": scored.entropy,
+            "unc_min_confidence": 1.0 - max(scored.probs), "unc_answer_tokens": 1.0,
+            "unc_option_margin": scored.margin, "unc_option_mass": scored.mass}
+
+
+class _torch_threads:
+    """torch's intra-op thread count set for the block's build and restored after (None: no-op)."""
+
+    def __init__(self, n: int | None):
+        self.n, self.old = n, None
+
+    def __enter__(self):
+        if self.n is not None:
+            import torch
+
+            self.old = torch.get_num_threads()
+            torch.set_num_threads(self.n)
+        return self
+
+    def __exit__(self, *exc):
+        if self.old is not None:
+            import torch
+
+            torch.set_num_threads(self.old)
+
+
 class NoRetrievalArm(AnswerArm):
     """Answer from the model's memory: no evidence in the prompt."""
 
     name, arms = "no_retrieval", ("no_retrieval",)
-    feature_sets = {"uncertainty": UNCERTAINTY_FEATURES}
+    feature_sets = {"uncertainty": UNCERTAINTY_FEATURES, "option_uncertainty": OPTION_FEATURES}  # the second: mode options
 
     def prompt(self, question, row, units, boolean):
         from harness.generation import no_retrieval_messages

