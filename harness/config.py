@@ -40,6 +40,7 @@ MAX_GRID = 100  # budget.grid entries
 MAX_MIN_DISCORDANT = 1_000_000
 MAX_RETRIES = 100
 MAX_SWEEP_JOBS = 10_000  # jobs of one sweep (each validated before any run starts)
+MAX_WORKERS = 256  # hydra.launcher.n_jobs: parallel worker processes of a sweep
 CALIBRATIONS = ("oof", "in_sample")
 
 

@@ -293,6 +293,8 @@ CASES = [
         ("count-retries", [SYN, "tracking.retries=1000000000"], "'tracking.retries'"),
         ("count-min-discordant", [SYN, "protocol.min_discordant=10000000000"], "'protocol.min_discordant'"),
         ("count-sweep-jobs", ["-m", SYN, "experiment=none", "seed=range(0,20000)"], "at most 10000"),
+        ("count-launcher-workers", ["-m", SYN, "experiment=none", "hydra/launcher=parallel", "hydra.launcher.n_jobs=100000"],
+         "'hydra.launcher.n_jobs'"),
         ("count-table-n-docs", ["table", "build", SYN, "dataset.n_docs=50000000"], "'dataset.n_docs'"),
         # retrieval settings: ranges on every table kind, the sequence length within the model's
         ("arms-k-zero-synthetic", [SYN, "arms.k=0"], "'arms.k'"),

@@ -100,6 +100,13 @@ def sweep_id_of(config: DictConfig) -> str:
         return override.lstrip("+~").partition("=")[0] in PRESENTATION_KEYS
 
     task_overrides = [o for o in OmegaConf.to_container(config.hydra.overrides.task, resolve=False) if not shown_only(o)]
+    from harness.config import MAX_WORKERS
+
+    workers = OmegaConf.select(config, "hydra.launcher.n_jobs", default=None)
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers == 0
+                                or not -MAX_WORKERS <= workers <= MAX_WORKERS):
+        raise ConfigError("hydra.launcher.n_jobs", f"must be an integer in [1, {MAX_WORKERS}] (or joblib's "
+                                                   f"negative count from the CPUs), got {workers!r}")
     params_node = OmegaConf.select(config, "hydra.sweeper.params")
     params = OmegaConf.to_container(params_node, resolve=False) if params_node is not None else {}
     base = {k: v for k, v in to_plain(config).items() if k not in PRESENTATION_KEYS}
@@ -199,6 +206,13 @@ def validate_sweep_jobs(config: DictConfig) -> int | None:
     from harness.console import sweep_jobs
     from harness.errors import ConfigError
 
+    from harness.config import MAX_WORKERS
+
+    workers = OmegaConf.select(config, "hydra.launcher.n_jobs", default=None)
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers == 0
+                                or not -MAX_WORKERS <= workers <= MAX_WORKERS):
+        raise ConfigError("hydra.launcher.n_jobs", f"must be an integer in [1, {MAX_WORKERS}] (or joblib's "
+                                                   f"negative count from the CPUs), got {workers!r}")
     params_node = OmegaConf.select(config, "hydra.sweeper.params")
     params = OmegaConf.to_container(params_node, resolve=False) if params_node is not None else {}
     try:
