@@ -79,6 +79,22 @@ def usage() -> str:
     return USAGE.format(sweep=preset_sweep())
 
 
+def refuse_repeated_keys(overrides: Sequence[str]) -> None:
+    """A key given twice on the command line (``policy=ridge policy=logistic``): Hydra keeps the
+    last silently; a sweep of both values is ``policy=ridge,logistic``."""
+    from harness.errors import ConfigError as Refused
+
+    seen: dict[str, str] = {}
+    for item in overrides:
+        if "=" not in item or item.startswith("-"):
+            continue
+        key = item.partition("=")[0].lstrip("+~").strip()
+        if key in seen:
+            raise Refused(key, f"given twice on the command line ({seen[key]} then {item}); give it once "
+                               f"(a sweep over both: -m {key}={seen[key].partition('=')[2]},{item.partition('=')[2]})")
+        seen[key] = item
+
+
 def table_main(argv: Sequence[str]) -> int:
     """``table [build|show] [overrides...]``: build (or load from cache) the outcome table of the
     composed config (e.g. ``dataset=synthetic``) and print the outcome metric in use
@@ -95,13 +111,29 @@ def table_main(argv: Sequence[str]) -> int:
     for a in argv:
         if "=" not in a or a.startswith("-"):
             raise UsageError(f"table: unexpected argument {a!r}; usage: python -m harness table build [key=value ...]")
+    from harness.config import validate
+
+    refuse_repeated_keys(argv)
+    cfg = compose_config(argv)
+    validate(cfg)  # before any work, like the app
+    from harness.runner.job import Terminated, install_signal_handlers, signal_name
+
+    install_signal_handlers()  # SIGTERM: one line, exit 143; the finished shards stay for the next build
+    try:
+        return _build_and_show(cfg)
+    except Terminated as exc:
+        sys.stdout.flush()
+        print(f"error: Interrupted: {signal_name(exc)}; finished work is kept (a table build resumes from its "
+              "shards)", file=sys.stderr, flush=True)
+        return 128 + exc.signum
+
+
+def _build_and_show(cfg) -> int:
+    """The work of ``table build`` once its config is valid."""
     from omegaconf import OmegaConf
 
     from harness import app
-    from harness.config import validate
 
-    cfg = compose_config(argv)
-    validate(cfg)  # before any work, like the app
     plain = OmegaConf.to_container(cfg, resolve=True)
     plain.pop("hydra", None)
     table = app.build_table(plain)
@@ -217,6 +249,7 @@ def app_main(argv: Sequence[str]) -> int:
 
     parser.error = error  # type: ignore[method-assign]
     args = parser.parse_args(list(argv))
+    refuse_repeated_keys(args.overrides or [])
     if args.help:
         print(usage())
         print("== The Hydra app: config groups and the composed config ==")

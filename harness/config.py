@@ -26,6 +26,20 @@ from harness.stats import MIN_BOOTSTRAP
 from harness.conf_files import CONF_DIR, CONF_SOURCE, initialize_conf  # noqa: F401 - the app's config
 
 PROTOCOL_NAMES = ("threshold", "budget", "gain")
+
+# Upper bounds of every count a user sets: a typo'd zero too many ends in one line naming the
+# key and the bound, not in minutes of work or an out-of-memory kill. The bootstrap's draw
+# matrices are n_boot x documents (8 bytes each, a few alive at once): 20,000 draws over 7,405
+# HotpotQA questions stay near a gigabyte each.
+MAX_SEED = 2**32 - 1  # numpy's seed range
+MAX_BOOTSTRAP = 20_000
+MAX_FOLDS = 100  # protocol.n_folds, protocol.nested_folds, budget.cal_folds
+MAX_REPEATS = 100  # protocol.repeats, budget.n_splits: each one a full pass of the protocol
+MAX_GRID = 100  # budget.grid entries
+MAX_MIN_DISCORDANT = 1_000_000
+MAX_RETRIES = 100
+MAX_SWEEP_JOBS = 10_000  # jobs of one sweep (each validated before any run starts)
+MAX_WORKERS = 256  # hydra.launcher.n_jobs: parallel worker processes of a sweep
 CALIBRATIONS = ("oof", "in_sample")
 
 
@@ -160,14 +174,17 @@ def _in_range(key: str, value: Any, low: float | None = None, high: float | None
     interval given by ``low``/``high`` (``*_open``: that end excluded). NaN and inf always fail."""
     from harness.errors import ConfigError
 
-    lo = "" if low is None else ("(" if low_open else "[") + f"{low:g}"
-    hi = "" if high is None else f"{high:g}" + (")" if high_open else "]")
+    def fmt(v: float) -> str:
+        return str(int(v)) if integer and float(v).is_integer() else f"{v:g}"
+
+    lo = "" if low is None else ("(" if low_open else "[") + fmt(low)
+    hi = "" if high is None else fmt(high) + (")" if high_open else "]")
     if low is not None and high is not None:
         want = f"in {lo}, {hi}"
     elif low is not None:
-        want = f"{'>' if low_open else '>='} {low:g}"
+        want = f"{'>' if low_open else '>='} {fmt(low)}"
     else:
-        want = f"{'<' if high_open else '<='} {high:g}"
+        want = f"{'<' if high_open else '<='} {fmt(high)}"
     what = "an integer" if integer else "a finite number"
     ok = _is_number(value) and math.isfinite(value) and (not integer or float(value).is_integer())
     if ok and low is not None:
@@ -251,6 +268,11 @@ def _check_arms(arms: Any, synthetic: bool) -> None:
     from harness.errors import ConfigError, did_you_mean
     from harness.retrieval.arms import ARMS
 
+    from harness.retrieval.settings import check_retrieval_settings
+
+    # every table kind: the synthetic one would ignore arms.k=0 yet log it; an answer pair's base
+    # table is built with these settings
+    check_retrieval_settings(arms, synthetic=synthetic, synthetic_k=SYNTHETIC_K)
     base, extra = arms.get("base", "keep"), arms.get("extra", "hybrid")
     plugged = block_arms(arms.get("blocks") or [])  # arms of listed and installed blocks
     known = [*ARMS, *sorted(a for a in plugged if a not in ARMS)]
@@ -331,6 +353,36 @@ def _check_cost_source(cost: Any, arms: Any, synthetic: bool) -> None:
                                        "give an abstract cost.c (cost=default) or use a real dataset")
 
 
+# the URI schemes MLflow opens a tracking store for (mlflow.tracking._tracking_service.utils),
+# plus those of installed tracking-store plugins (entry points "mlflow.tracking_store")
+TRACKING_SCHEMES = ("", "file", "sqlite", "http", "https", "postgresql", "mysql", "mssql", "databricks",
+                    "databricks-uc", "uc")
+
+
+def tracking_uri_problem(uri: str) -> str | None:
+    """Why MLflow cannot open ``uri`` as a tracking store (an unknown scheme), else None; checked
+    before any work so ``garbage://x`` is named, not MLflow's model-registry message."""
+    from importlib.metadata import entry_points
+    from urllib.parse import urlparse
+
+    from harness.errors import did_you_mean
+
+    text = str(uri).strip()
+    scheme = urlparse(text).scheme.lower() if "://" in text or text.startswith("file:") else ""
+    base = scheme.split("+", 1)[0]  # postgresql+psycopg2
+    if base in TRACKING_SCHEMES:
+        return None
+    try:
+        plugins = {ep.name for ep in entry_points(group="mlflow.tracking_store")}
+    except Exception:  # noqa: BLE001 - no plugins
+        plugins = set()
+    if scheme in plugins or base in plugins:
+        return None
+    known = [s for s in TRACKING_SCHEMES if s] + sorted(plugins)
+    return (f"unsupported scheme {scheme + '://'!r} in {text!r}{did_you_mean(base, known)}; MLflow stores "
+            f"are {', '.join(s + '://' for s in known)} or a plain folder path")
+
+
 def validate(cfg: Any) -> None:
     """Every range and name check of a composed job config, before any work; raises ConfigError
     naming the key (with "did you mean" hints for names). The one place these checks live: the
@@ -344,7 +396,7 @@ def validate(cfg: Any) -> None:
         if key != "hydra" and key not in known_top:
             raise ConfigError(str(key), f"unknown top-level key{did_you_mean(key, known_top)}; known: {', '.join(known_top)}")
     _check_missing(cfg)
-    _in_range("seed", cfg.seed, 0, integer=True)
+    _in_range("seed", cfg.seed, 0, MAX_SEED, integer=True)
     from harness.retrieval.precision import resolve_device
 
     resolve_device(cfg.device, "device")  # a device this machine lacks: one line, before any work
@@ -365,36 +417,41 @@ def validate(cfg: Any) -> None:
     if not run:
         raise ConfigError("protocol.run", "is empty; name at least one protocol")
     _in_range("protocol.dev_frac", p.dev_frac, 0, 1, low_open=True, high_open=True)
-    _in_range("protocol.n_folds", p.n_folds, 2, integer=True)
+    _in_range("protocol.n_folds", p.n_folds, 2, MAX_FOLDS, integer=True)
     if not (_is_number(p.n_boot) and p.n_boot >= MIN_BOOTSTRAP):
         raise ConfigError("protocol.n_boot", f"SPEC 5 asks for at least {MIN_BOOTSTRAP} bootstrap resamples, got {p.n_boot}")
-    _in_range("protocol.repeats", p.repeats, 1, integer=True)
+    _in_range("protocol.n_boot", p.n_boot, MIN_BOOTSTRAP, MAX_BOOTSTRAP, integer=True)
+    _in_range("protocol.repeats", p.repeats, 1, MAX_REPEATS, integer=True)
     if p.nested_folds != 0:
-        _in_range("protocol.nested_folds", p.nested_folds, 2, integer=True)
+        _in_range("protocol.nested_folds", p.nested_folds, 2, MAX_FOLDS, integer=True)
     if p.gain_threshold is not None and not math.isfinite(p.gain_threshold):
         raise ConfigError("protocol.gain_threshold", f"must be a finite number or null, got {p.gain_threshold}")
-    _in_range("protocol.min_discordant", p.min_discordant, 1, integer=True)
+    _in_range("protocol.min_discordant", p.min_discordant, 1, MAX_MIN_DISCORDANT, integer=True)
     for key in ("alpha", "power"):
         _in_range(f"protocol.{key}", getattr(p, key), 0, 1, low_open=True, high_open=True)
     _check_cost(cfg.cost)
     if b.calibration not in CALIBRATIONS:
         raise ConfigError("budget.calibration", f"unknown {b.calibration!r}{did_you_mean(b.calibration, CALIBRATIONS)}; choose from {CALIBRATIONS}")
-    _in_range("budget.cal_folds", b.cal_folds, 2, integer=True)
+    _in_range("budget.cal_folds", b.cal_folds, 2, MAX_FOLDS, integer=True)
     grid = list(b.grid)
     if not grid:
         raise ConfigError("budget.grid", "is empty; give at least one budget in (0, 1], e.g. budget.grid=[0.25]")
+    if len(grid) > MAX_GRID:
+        raise ConfigError("budget.grid", f"has {len(grid)} budgets; at most {MAX_GRID}")
     for i, rho in enumerate(grid):
         _in_range(f"budget.grid[{i}]", rho, 0, 1, low_open=True)
         if rho in grid[:i]:
             raise ConfigError(f"budget.grid[{i}]", f"budget {rho} appears twice")
     _in_range("budget.dkw_delta", b.dkw_delta, 0, 1, low_open=True, high_open=True)
     _in_range("budget.tol", b.tol, 0)
-    _in_range("budget.n_splits", b.n_splits, 1, integer=True)
-    _in_range("tracking.retries", cfg.tracking.retries, 1, integer=True)
+    _in_range("budget.n_splits", b.n_splits, 1, MAX_REPEATS, integer=True)
+    _in_range("tracking.retries", cfg.tracking.retries, 1, MAX_RETRIES, integer=True)
     if not str(cfg.tracking.store_dir).strip():
         raise ConfigError("tracking.store_dir", "is empty; name a folder (default: mlruns)")
     if cfg.tracking.uri is not None and not str(cfg.tracking.uri).strip():
         raise ConfigError("tracking.uri", "is empty; give a tracking URI or null")
+    if cfg.tracking.uri is not None and tracking_uri_problem(str(cfg.tracking.uri)):
+        raise ConfigError("tracking.uri", str(tracking_uri_problem(str(cfg.tracking.uri))))
     if "name" not in cfg.dataset:
         raise ConfigError("dataset.name", "missing (each dataset config names itself)")
     from harness.data import check_dataset_config
@@ -488,4 +545,22 @@ def as_bad_input(exc: BaseException, overrides: Sequence[str] = ()) -> Exception
         return UsageError(first)
     if isinstance(exc, OSError):
         return StoreError(os_error_message(exc))
+    readonly = _readonly_store(exc)
+    if readonly is not None:
+        return readonly
+    return None
+
+
+def _readonly_store(exc: BaseException) -> Exception | None:
+    """SQLite's "attempt to write a readonly database" anywhere in the cause chain (behind
+    SQLAlchemy's autoflush text): the store is read-only, said in one line."""
+    from harness.errors import StoreError
+
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if "readonly database" in str(exc).lower() or "read-only file system" in str(exc).lower():
+            return StoreError("the tracking store is read-only (SQLite: attempt to write a readonly database); make "
+                              "it writable or point tracking.uri elsewhere")
+        exc = exc.__cause__ or exc.__context__
     return None

@@ -134,7 +134,9 @@ def run_name(cfg: Mapping, swept: Sequence[str] | None = None, job_overrides: It
     """``<policy> c=<cost> seed=<seed>`` for a single run (``swept`` None); in a sweep the policy
     name plus every swept key, policy keys in parentheses: ``ridge c=0.02``,
     ``ridge(features=qpp) seed=1``, ``plugin(weight=2) budget=fine``."""
-    policy = str((cfg.get("policy") or {}).get("name", "policy"))
+    from policies.registry import display_name
+
+    policy = display_name(cfg.get("policy") or {})  # the class that runs when _target_ replaced the config's
     if swept is None:
         cost = cfg["cost"]
         c = f"{float(cost['c']):g}" if cost.get("c") is not None else f"{float(cost['price']):g}/{cost.get('unit')}"

@@ -425,12 +425,20 @@ def format_text(table: pd.DataFrame) -> str:
     return "\n".join(lines + [legend(table)])
 
 
+def md_escape(text: object) -> str:
+    """A name or cell as Markdown text: HTML markup (``<script>``) escaped as in the HTML report,
+    ``|`` escaped (a table cell), a line break made a space (a table row is one line)."""
+    import html
+
+    return html.escape(" ".join(str(text).splitlines()), quote=False).replace("|", "\\|")
+
+
 def format_markdown(table: pd.DataFrame) -> str:
     header, rows = _text_cells(table)
-    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
+    esc = md_escape
     lines = ["| " + " | ".join(esc(h) for h in header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines + ["", legend(table)])
+    return "\n".join(lines + ["", md_escape(legend(table))])
 
 
 def format_html(table: pd.DataFrame, *, standalone: bool = False) -> str:

@@ -64,7 +64,7 @@ def os_error_message(exc: OSError, what: str = "file") -> str:
     """A one-line description of an OSError naming the path (no errno noise)."""
     import errno
 
-    path = exc.filename if exc.filename is not None else "?"
+    path = exc.filename
     reasons = {
         errno.EACCES: "permission denied",
         errno.EPERM: "operation not permitted",
@@ -76,6 +76,8 @@ def os_error_message(exc: OSError, what: str = "file") -> str:
         errno.EEXIST: "already exists",
     }
     reason = reasons.get(exc.errno) or (exc.strerror or type(exc).__name__).lower()
+    if path is None:  # never "file '?'": say what is known
+        return f"{reason} (the operating system named no {what}; rerun with --debug first for where)"
     return f"{what} {str(path)!r}: {reason}"
 
 

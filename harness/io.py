@@ -148,6 +148,11 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path
         with open(tmp_path, "rb") as f:  # on disk before the rename: no empty file after a crash
             os.fsync(f.fileno())
         os.replace(tmp_path, path)
+    except OSError as exc:
+        tmp_path.unlink(missing_ok=True)
+        if exc.filename is None:  # a full disk in a library's write names no file: name the target
+            exc.filename = str(path)
+        raise
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise

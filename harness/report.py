@@ -121,6 +121,11 @@ def existing_store_uri(explicit: str | None) -> str:
     A SQLite URI whose file does not exist is an error (reading must not create an empty DB).
     """
     uri = explicit or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+    from harness.config import tracking_uri_problem
+
+    problem = tracking_uri_problem(uri)
+    if problem:
+        raise ConfigError("--tracking-uri" if explicit else "MLFLOW_TRACKING_URI", problem)
     if uri.startswith("sqlite:///"):
         db = Path(uri[len("sqlite:///"):])
         if not db.is_file():
@@ -616,7 +621,9 @@ def plot_report_frontiers(rep: SweepReport, path: Path) -> bool:
 
 
 def _md_escape(s: str) -> str:
-    return str(s).replace("|", "\\|")
+    from harness.decision_table import md_escape
+
+    return md_escape(s)
 
 
 def render_markdown(rep: SweepReport, plot_name: str | None) -> str:
@@ -631,7 +638,7 @@ def render_markdown(rep: SweepReport, plot_name: str | None) -> str:
         f"- jobs: {len(rep.rows)}",
         *([f"- {rep.picked}"] if rep.picked else []),
         "",
-        *[line for w in rep.warnings for line in (f"> **warning:** {w}", "")],
+        *[line for w in rep.warnings for line in (f"> **warning:** {_md_escape(w)}", "")],
         "Best value per column in **bold** (highest, or lowest for violation rates) when one job holds it; "
         "see \"Policy vs policy\" for which differences are real.",
         "",

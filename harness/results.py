@@ -26,7 +26,6 @@ Which runs (choices where nothing else says):
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -843,7 +842,9 @@ def sidecar_path(out: Path) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    from harness.errors import argument_parser
+
+    parser = argument_parser(
         prog="python -m harness results",
         description="docs/results.md from the logged runs of the named experiments (conf/experiment/seed*.yaml)")
     parser.add_argument("--out", default=DEFAULT_OUT, help=f"the page to write (default {DEFAULT_OUT}; its sidecar "
@@ -858,6 +859,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from harness.report import DEFAULT_TRACKING_URI
 
     uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+    from harness.config import tracking_uri_problem
+
+    if tracking_uri_problem(uri):
+        raise ConfigError("--tracking-uri" if args.tracking_uri else "MLFLOW_TRACKING_URI", str(tracking_uri_problem(uri)))
     if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).is_file():
         raise ConfigError("--tracking-uri", f"no MLflow store at {uri}: run the experiments first "
                           "(python -m harness -m experiment=<name>) or name the store")

@@ -4,6 +4,8 @@ Like scikit-learn's ``check_estimator``: run it on a built-in, on a plugin, or o
 are writing, before a sweep spends an hour on it. Each failed check raises one
 :class:`PolicyCheckError` naming the policy and the check; the checks, in order:
 
+``is_policy``
+    the object is a :class:`policies.base.Policy`.
 ``features``
     ``features`` is a tuple (or list) of distinct names, each a column of the check table.
 ``get_params``
@@ -15,6 +17,9 @@ are writing, before a sweep spends an hour on it. Each failed check raises one
     ``score`` returns a 1-D array with one value per row of X.
 ``finite_scores``
     every score is finite (the harness refuses NaN and +-inf).
+``repeatable_score``
+    a second ``score`` of the same fitted policy on the same rows gives the same scores (the
+    harness scores a policy more than once and compares the results).
 ``inputs_untouched``
     the frame, ``delta``, ``groups`` and the ScoreContext arrays given to ``fit``/``score`` are
     unchanged afterwards.
@@ -60,11 +65,13 @@ from harness.task import RoutingTask
 from policies.base import Policy, ScoreContext, check_json_state
 
 CHECKS = (
+    "is_policy",
     "features",
     "get_params",
     "fit_score",
     "one_score_per_row",
     "finite_scores",
+    "repeatable_score",
     "inputs_untouched",
     "params_unchanged_by_fit",
     "deterministic_fit",
@@ -199,7 +206,7 @@ def check_policy(
     from harness.synthetic import synthetic_outcome_table
 
     if not isinstance(policy, Policy):
-        raise PolicyCheckError(repr(policy), "features", f"{type(policy).__name__} is not a policies.base.Policy")
+        raise PolicyCheckError(repr(policy), "is_policy", f"{type(policy).__name__} is not a policies.base.Policy")
     if table is None:
         table = synthetic_outcome_table(n_docs=40, questions_per_doc=5, seed=seed)
 
@@ -268,6 +275,12 @@ def check_policy(
         bad = ~np.isfinite(scores)
         if bad.any():
             raise _Fail(f"{int(bad.sum())} of {len(scores)} scores are NaN or infinite (first at row {int(np.flatnonzero(bad)[0])})")
+    with _check(policy, "repeatable_score", "in a second score call"):
+        again = np.asarray(fitted.score(test.narrow.copy(deep=True), _ctx(fitted, test.task, seed)), dtype=float)
+        if again.shape != scores.shape or not np.array_equal(again, scores):
+            detail = _first_diff(scores, again) if again.shape == scores.shape else f"shape {again.shape}"
+            raise _Fail(f"a second score() of the same fitted policy on the same rows gives other scores ({detail}); "
+                        "scores must depend only on the rows, the fitted state and ScoreContext")
     with _check(policy, "inputs_untouched"):
         if fitted.trainable:
             _same_frame(X_fit, fit_inputs[0], "the frame given to fit")

@@ -112,6 +112,89 @@ def _as_policy(obj: Any, what: str) -> Policy:
     return obj
 
 
+class PluginError(HarnessError):
+    """A plugin policy raised in one of its methods: names the plugin, the method and the first
+    line of its error (the traceback is in the run's error.txt and with --debug)."""
+
+
+PLUGIN_METHODS = ("fit", "score", "get_state", "set_state", "get_params")
+_OWN_PACKAGES = ("policies", "harness")
+
+
+def _is_builtin(cls: type) -> bool:
+    return cls.__module__.split(".", 1)[0] in _OWN_PACKAGES
+
+
+def _naming_method(name: str, method: Callable, origin: str, label: str) -> Callable:
+    import functools
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except HarnessError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - said with the plugin named, the cause kept
+            first = (str(exc).strip().splitlines() or [""])[0]
+            first = first if len(first) <= 200 else first[:197] + "..."
+            raise PluginError(f"policy plugin {origin} ({label}): {name}() raised {type(exc).__name__}"
+                              + (f": {first}" if first else "")) from exc
+
+    return call
+
+
+_NAMING_CLASSES: dict[tuple[type, str], type] = {}
+
+
+def name_plugin_errors(policy: Policy, origin: str) -> Policy:
+    """``policy`` itself, whose fit / score / state methods re-raise an error as PluginError
+    naming ``origin`` (the entry point or ``_target_``) and the method; built-in policies are
+    left as they are. Done by a subclass of the same name and module (clones stay wrapped)."""
+    cls = type(policy)
+    if _is_builtin(cls) or getattr(cls, "_names_plugin_errors", False):
+        return policy
+    key = (cls, origin)
+    if key not in _NAMING_CLASSES:
+        label = f"{cls.__module__}.{cls.__qualname__}"
+        body = {m: _naming_method(m, getattr(cls, m), origin, label) for m in PLUGIN_METHODS if callable(getattr(cls, m, None))}
+        body.update(_names_plugin_errors=True, __module__=cls.__module__, __qualname__=cls.__qualname__,
+                    __doc__=cls.__doc__)
+        _NAMING_CLASSES[key] = type(cls.__name__, (cls,), body)
+    policy.__class__ = _NAMING_CLASSES[key]
+    return policy
+
+
+def _check_target_is_policy(target: Any, target_path: str) -> None:
+    """A ``_target_`` that is a class must be a Policy subclass (a function may be a factory):
+    blamed on ``policy._target_``, before its parameters are matched against the wrong class."""
+    if inspect.isclass(target):
+        if not issubclass(target, Policy):
+            raise ConfigError("policy._target_", f"{target_path} is a class but not a Policy (policies.base.Policy "
+                                                 "subclass) nor a factory returning one")
+    elif not callable(target):
+        raise ConfigError("policy._target_", f"{target_path} is a {type(target).__name__}, not a Policy class or factory")
+
+
+def display_name(policy_cfg: Mapping[str, Any]) -> str:
+    """The name a run of ``policy_cfg`` carries: its ``name``, unless that names a conf/policy
+    config whose ``_target_`` the job replaced (``policy=always_keep policy._target_=x.Slow``):
+    then the class that runs (``Slow``), not the config's name."""
+    name = str(policy_cfg.get("name", "policy"))
+    target = policy_cfg.get("_target_")
+    if not isinstance(target, str) or target == LOADER_TARGET:
+        return name
+    path = _policy_dir(None) / f"{name}.yaml"
+    try:
+        from omegaconf import OmegaConf
+
+        declared = OmegaConf.load(path).get("_target_") if path.is_file() else None
+    except Exception:  # noqa: BLE001 - only a name
+        return name
+    if declared is None or str(declared).replace(":", ".") == target.replace(":", "."):
+        return name
+    return target.replace(":", ".").rsplit(".", 1)[-1] or name
+
+
 def load_entry_point(plugin: str, **params: Any) -> Policy:
     """Build the policy registered as entry point ``plugin`` with constructor ``params``."""
     if not isinstance(plugin, str) or not plugin:
@@ -130,8 +213,16 @@ def load_entry_point(plugin: str, **params: Any) -> Policy:
     if not callable(factory):
         raise ConfigError("policy.plugin", f"entry point {plugin!r} ({ep.value}) is not a class or factory")
     what = f"entry point {plugin!r} ({ep.value})"
+    _check_target_is_policy(factory, what)
     _check_params(factory, params, what)
-    policy = _as_policy(factory(**params), what)
+    try:
+        made = factory(**params)
+    except HarnessError:
+        raise
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise PluginError(f"policy plugin {what}: its constructor raised {type(exc).__name__}: {first}") from exc
+    policy = name_plugin_errors(_as_policy(made, what), what)
     if "name" not in vars(policy):
         policy.name = plugin
     return policy
@@ -183,6 +274,7 @@ def make_policy(cfg: Mapping[str, Any]) -> Policy:
                 raise ConfigError("policy.plugin", "is required: the entry-point name of the plugin policy")
             params["plugin"] = name
     else:
+        _check_target_is_policy(target, target_path)
         _check_params(target, params, target_path)
     try:
         obj = instantiate({"_target_": target_path, **params}, _convert_="all")
@@ -192,6 +284,8 @@ def make_policy(cfg: Mapping[str, Any]) -> Policy:
             raise cause from None
         raise ConfigError("policy._target_", f"{target_path} failed: {cause or exc}") from exc
     policy = _as_policy(obj, target_path)
+    if target is not load_entry_point:
+        policy = name_plugin_errors(policy, f"_target_ {target_path}")
     if name:
         policy.name = str(name)
     return policy
@@ -318,6 +412,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(list(argv) if argv is not None else None)
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
+    if args.conf_dir is not None:
+        from harness.errors import UsageError
+
+        folder = _policy_dir(args.conf_dir)
+        if not Path(args.conf_dir).is_dir():
+            raise UsageError(f"python -m harness policies: --conf-dir {args.conf_dir}: not a folder")
+        if not any(folder.glob("*.yaml")):
+            raise UsageError(f"python -m harness policies: --conf-dir {args.conf_dir} holds no policy configs "
+                             "(expected policy/*.yaml, or *.yaml, each with name and _target_)")
     rows = list_policies(args.conf_dir)
     print(format_table(rows))
     plugins = [r["name"] for r in rows if r["source"] == "entry-point"]

@@ -74,6 +74,34 @@ def _duplicate_field() -> str:
     return text.replace('"title": "Routing Retrieval",', '"title": "Routing Retrieval", "title": "Again",', 1)
 
 
+def _hotpot() -> list:
+    return json.loads(HOTPOT.read_text(encoding="utf-8"))
+
+
+def _qasper_no_answers() -> dict:
+    data = _qasper()
+    data["P1"]["qas"][0]["answers"] = []
+    return data
+
+
+def _hotpot_fact_index(index: int) -> list:
+    data = _hotpot()
+    data[0]["supporting_facts"][0][1] = index  # 'Alpha Weekly' has one sentence
+    return data
+
+
+def _hotpot_duplicate_title() -> list:
+    data = _hotpot()
+    data[0]["context"][1][0] = data[0]["context"][0][0]  # two paragraphs titled 'Gamma Daily'
+    return data
+
+
+def _with_surrogate(text: str, target: str) -> bytes:
+    """``text`` (JSON) with ``target`` followed by a lone ``\\ud800`` escape."""
+    assert target in text
+    return text.replace(target, target + "\\ud800", 1).encode()
+
+
 FILES = {
     "empty.json": b"",
     "blank.json": b"  \n\n",
@@ -91,7 +119,15 @@ FILES = {
     "hotpot-noid.json": json.dumps(_hotpot_missing_id()).encode(),
     "hotpot-object.json": b'{"_id": "h1"}',
     "denied.json": QASPER.read_bytes(),  # made unreadable in the case (see DENIED)
+    "qasper-no-answers.json": json.dumps(_qasper_no_answers()).encode(),
+    "qasper-surrogate.json": _with_surrogate(QASPER.read_text(encoding="utf-8"), "Which encoder is used?"),
+    "hotpot-index-99.json": json.dumps(_hotpot_fact_index(99)).encode(),
+    "hotpot-index-1.json": json.dumps(_hotpot_fact_index(1)).encode(),  # one past the last sentence
+    "hotpot-index-neg.json": json.dumps(_hotpot_fact_index(-1)).encode(),
+    "hotpot-dup-title.json": json.dumps(_hotpot_duplicate_title()).encode(),
+    "hotpot-surrogate.json": _with_surrogate(json.dumps(_hotpot()), "Gamma Daily"),
 }
+FIFO = "pipe.json"  # a named pipe (made in the case's folder): opening it would block forever
 DENIED = "denied.json"
 F = str(QASPER)
 
@@ -223,7 +259,115 @@ CASES = [
     # --- policies ---
     ("policies-unknown-flag", ["policies", "--bogus"], "--bogus"),
     ("policies-no-conf", ["policies", "--conf-dir", "{d}/missing"], "missing"),
+    ("policies-conf-without-policies", ["policies", "--conf-dir", "{d}"], "holds no policy configs"),
+    ("policies-conf-is-a-file", ["policies", "--conf-dir", "{d}/empty.json"], "not a folder"),
+    # --- results ---
+    ("results-unknown-flag", ["results", "--bogus"], "--bogus"),
+    ("results-bad-variant", ["results", "--variant", "nope"], "--variant"),
+    ("results-garbage-uri", ["results", "--tracking-uri", "garbage://x"], "'garbage://'"),
+    ("results-missing-store", ["results", "--tracking-uri", "sqlite:///{d}/none.db"], "none.db"),
+    *[
+        # --- issue 26: every input bounded and named (category in the id's first word) ---
+        # files: regular files only, under a size cap with a named override
+        ("file-device-data", ["data", "qasper", "path=/dev/zero"], "character device"),
+        ("file-device-app", ["dataset=hotpotqa", "dataset.path=/dev/zero"], "character device"),
+        ("file-device-table", ["table", "build", "dataset=qasper", "dataset.path=/dev/null"], "character device"),
+        ("file-fifo-data", ["data", "hotpotqa", "path={d}/" + FIFO], "FIFO"),
+        ("file-fifo-app", ["dataset=qasper", "dataset.path={d}/" + FIFO], "FIFO"),
+        ("file-fifo-wheel", ["data", "squad_pooled", "wheel={d}/" + FIFO], "FIFO"),
+        ("file-size-cap", ["@env:ROUTE_BENCH_MAX_FILE_MB=0.0001", "data", "qasper", f"path={F}"], "ROUTE_BENCH_MAX_FILE_MB"),
+        ("file-size-cap-app", ["@env:ROUTE_BENCH_MAX_FILE_MB=0.0001", "dataset=hotpotqa", f"dataset.path={HOTPOT}"],
+         "ROUTE_BENCH_MAX_FILE_MB"),
+        ("file-size-cap-bad", ["@env:ROUTE_BENCH_MAX_FILE_MB=lots", "data", "qasper", f"path={F}"], "'ROUTE_BENCH_MAX_FILE_MB'"),
+        # counts: an upper bound for every count the user sets
+        ("count-n-boot", [SYN, "protocol.n_boot=1000000000"], "'protocol.n_boot'"),
+        ("count-n-docs", [SYN, "dataset.n_docs=50000000"], "'dataset.n_docs'"),
+        ("count-questions-per-doc", [SYN, "dataset.questions_per_doc=100000"], "'dataset.questions_per_doc'"),
+        ("count-synthetic-rows", [SYN, "dataset.n_docs=100000", "dataset.questions_per_doc=1000"], "rows"),
+        ("count-repeats", [SYN, "protocol.repeats=1000000"], "'protocol.repeats'"),
+        ("count-n-folds", [SYN, "protocol.n_folds=100000"], "'protocol.n_folds'"),
+        ("count-nested-folds", [SYN, "protocol.nested_folds=100000"], "'protocol.nested_folds'"),
+        ("count-n-splits", [SYN, "budget.n_splits=1000000"], "'budget.n_splits'"),
+        ("count-cal-folds", [SYN, "budget.cal_folds=1000000"], "'budget.cal_folds'"),
+        ("count-seed", [SYN, "seed=99999999999"], "'seed'"),
+        ("count-retries", [SYN, "tracking.retries=1000000000"], "'tracking.retries'"),
+        ("count-min-discordant", [SYN, "protocol.min_discordant=10000000000"], "'protocol.min_discordant'"),
+        ("count-sweep-jobs", ["-m", SYN, "experiment=none", "seed=range(0,20000)"], "at most 10000"),
+        ("count-launcher-workers", ["-m", SYN, "experiment=none", "hydra/launcher=parallel", "hydra.launcher.n_jobs=100000"],
+         "'hydra.launcher.n_jobs'"),
+        ("count-table-n-docs", ["table", "build", SYN, "dataset.n_docs=50000000"], "'dataset.n_docs'"),
+        # retrieval settings: ranges on every table kind, the sequence length within the model's
+        ("arms-k-zero-synthetic", [SYN, "arms.k=0"], "'arms.k'"),
+        ("arms-k-negative-synthetic", [SYN, "arms.k=-3"], "'arms.k'"),
+        ("arms-k-ignored-synthetic", [SYN, "arms.k=5"], "'arms.k'"),
+        ("arms-candidates-synthetic", [SYN, "arms.candidates=0"], "'arms.candidates'"),
+        ("arms-candidates-below-k", ["arms.candidates=5"], "'arms.candidates'"),
+        ("arms-k-huge", ["arms.k=1000000"], "'arms.k'"),
+        ("arms-rrf-negative", ["arms.rrf_k=-1"], "'arms.rrf_k'"),
+        ("arms-rrf-float", [SYN, "arms.rrf_k=1.5"], "'arms.rrf_k'"),
+        ("arms-qpp-zero", ["arms.qpp_k=0"], "'arms.qpp_k'"),
+        ("arms-bm25-b", ["arms.bm25.b=2"], "'arms.bm25.b'"),
+        ("arms-bm25-k1-nan", ["arms.bm25.k1=nan"], "'arms.bm25.k1'"),
+        ("arms-seq-above-model", ["arms.encoder.max_seq_length=100000"], "512 positions"),
+        ("arms-seq-tiny", ["arms.encoder.max_seq_length=2"], "'arms.encoder.max_seq_length'"),
+        ("arms-batch-zero", ["arms.encoder.batch_size=0"], "'arms.encoder.batch_size'"),
+        ("arms-shard-zero", ["arms.shard_size=0"], "'arms.shard_size'"),
+        ("arms-encoder-folder-missing", ["arms.encoder.model={d}/no-such-model"], "'arms.encoder.model'"),
+        ("arms-table-k-zero", ["table", "build", SYN, "arms.k=0"], "'arms.k'"),
+        ("arms-answer-pair-k", ["arms=noret_rag", "protocol=answers", "arms.k=0"], "'arms.k'"),
+        # data: empty references, out-of-range supporting facts, duplicate titles, lone surrogates
+        ("datacheck-qasper-no-answers", ["data", "qasper", "path={d}/qasper-no-answers.json"], "'P1.qas[0].answers'"),
+        ("datacheck-qasper-no-answers-app", ["dataset=qasper", "dataset.path={d}/qasper-no-answers.json"], "'P1.qas[0].answers'"),
+        ("datacheck-qasper-no-answers-table", ["table", "build", "dataset=qasper", "dataset.path={d}/qasper-no-answers.json"],
+         "empty list"),
+        ("datacheck-hotpot-index-99", ["data", "hotpotqa", "path={d}/hotpot-index-99.json"], "'[0].supporting_facts[0][1]'"),
+        ("datacheck-hotpot-index-past-end", ["data", "hotpotqa", "path={d}/hotpot-index-1.json"], "past the last sentence"),
+        ("datacheck-hotpot-index-negative", ["data", "hotpotqa", "path={d}/hotpot-index-neg.json"], "negative"),
+        ("datacheck-hotpot-index-table", ["table", "build", "dataset=hotpotqa", "dataset.path={d}/hotpot-index-99.json"],
+         "'[0].supporting_facts[0][1]'"),
+        ("datacheck-hotpot-duplicate-title", ["data", "hotpotqa", "path={d}/hotpot-dup-title.json"], "'[0].context[1][0]'"),
+        ("datacheck-hotpot-duplicate-title-app", ["dataset=hotpotqa", "dataset.path={d}/hotpot-dup-title.json"],
+         "appears twice in one context"),
+        ("datacheck-hotpot-duplicate-title-table", ["table", "build", "dataset=hotpotqa",
+                                                    "dataset.path={d}/hotpot-dup-title.json"], "'Gamma Daily'"),
+        ("datacheck-hotpot-past-end-option", ["data", "hotpotqa", f"path={HOTPOT}", "past_end_facts=maybe"],
+         "'dataset.past_end_facts'"),
+        ("datacheck-qasper-surrogate", ["data", "qasper", "path={d}/qasper-surrogate.json"], "'P1.qas[0].question'"),
+        ("datacheck-qasper-surrogate-hotpot", ["data", "hotpotqa", "path={d}/hotpot-surrogate.json"], "'[0].context[0][0]'"),
+        ("datacheck-qasper-surrogate-app", ["dataset=qasper", "dataset.path={d}/qasper-surrogate.json"], "surrogate"),
+        # plugins: the plugin, the method and the first line of its error; what is not a Policy
+        ("plugin-boom-in-fit", [SYN, "policy=always_keep", "policy._target_=tests.bad_plugins.BoomInFit"],
+         "tests.bad_plugins.BoomInFit (tests.bad_plugins.BoomInFit): fit() raised ValueError: boom in fit"),
+        ("plugin-boom-in-score", [SYN, "policy=always_keep", "policy._target_=tests.bad_plugins.BoomInScore"],
+         "score() raised RuntimeError: boom in score"),
+        ("plugin-not-a-policy", [SYN, "policy._target_=tests.bad_plugins.NotAPolicy"], "'policy._target_'"),
+        ("plugin-not-a-policy-stdlib", [SYN, "policy._target_=collections.OrderedDict"], "'policy._target_'"),
+        ("plugin-not-callable", [SYN, "policy._target_=math.pi"], "'policy._target_'"),
+        # the remaining unnamed and misleading cases
+        ("misc-garbage-uri", [SYN, "tracking.uri=garbage://x"], "'tracking.uri'"),
+        ("misc-garbage-uri-sweep", ["-m", SYN, "experiment=none", "tracking.uri=garbage://x"], "'tracking.uri'"),
+        ("misc-garbage-uri-env", ["@env:MLFLOW_TRACKING_URI=garbage://x", SYN], "garbage://"),
+        ("misc-report-garbage-uri", ["report", "--latest", "--tracking-uri", "garbage://x"], "'--tracking-uri'"),
+        ("misc-key-twice", [SYN, "policy=ridge", "policy=logistic"], "given twice"),
+        ("misc-key-twice-sweep", ["-m", SYN, "experiment=none", "policy=ridge", "policy=logistic"], "given twice"),
+        ("misc-key-twice-table", ["table", "build", SYN, "seed=1", "seed=2"], "'seed'"),
+        ("misc-key-twice-nested", [SYN, "cost.c=0.1", "cost.c=0.2"], "'cost.c'"),
+    ],
 ]
+
+# issue 26's categories: each holds several cases (not only the issue's own strings)
+CATEGORIES = {
+    "file": "regular file, size cap with a named override",
+    "count": "upper bounds of counts",
+    "arms": "retrieval setting ranges",
+    "datacheck": "data checks: empty references, supporting-fact indexes, duplicate titles, lone surrogates",
+    "datacheck-qasper-no-answers": "empty references",
+    "datacheck-hotpot-index": "supporting-fact index out of range",
+    "datacheck-hotpot-duplicate-title": "duplicate titles within one context",
+    "datacheck-qasper-surrogate": "a lone surrogate",
+    "plugin": "plugin errors name the plugin",
+    "misc": "remaining unnamed / misleading cases",
+}
 
 
 @pytest.fixture(scope="module")
@@ -252,10 +396,12 @@ def workdir(tmp_path, monkeypatch, isolated_cache):
     for name, body in FILES.items():
         (data / name).write_bytes(body)
     (data / "not-a-wheel.whl").write_bytes(b"not a zip")
+    os.mkfifo(data / FIFO)
     run = tmp_path / "run"
     run.mkdir()
     monkeypatch.chdir(run)
-    for var in ("HYDRA_FULL_ERROR", "MLFLOW_TRACKING_URI", "HARNESS_OLMO_WHEEL", "ROUTE_BENCH_DEBUG"):
+    for var in ("HYDRA_FULL_ERROR", "MLFLOW_TRACKING_URI", "HARNESS_OLMO_WHEEL", "ROUTE_BENCH_DEBUG",
+                "ROUTE_BENCH_MAX_FILE_MB"):
         monkeypatch.delenv(var, raising=False)
     # "permission denied" without depending on the user (root reads everything): the reader sees
     # the error a chmod 000 file gives
@@ -298,12 +444,16 @@ def _cached_files(cache: Path) -> list[Path]:
 
 
 @pytest.mark.parametrize("argv, needle", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_bad_input_is_one_line(argv, needle, workdir, empty_store, closed_port, capsys):
+def test_bad_input_is_one_line(argv, needle, workdir, empty_store, closed_port, capsys, monkeypatch):
     data, run, cache = workdir
     if argv == ["data", "squad_pooled"]:  # a cache that cannot be written: a file in the way
         cache.parent.mkdir(parents=True, exist_ok=True)
         (cache.parent / "blocker").write_text("x")
         os.environ["HARNESS_CACHE_DIR"] = str(cache.parent / "blocker" / "cache")
+    for item in [a for a in argv if a.startswith("@env:")]:  # the case's environment
+        name, _, value = item[len("@env:"):].partition("=")
+        monkeypatch.setenv(name, value)
+    argv = [a for a in argv if not a.startswith("@env:")]
     subst = {"d": str(data), "store": empty_store, "port": str(closed_port)}
     argv = [a.format(**subst) for a in argv]
     needle = needle.format(**subst)
@@ -323,8 +473,14 @@ def test_bad_input_is_one_line(argv, needle, workdir, empty_store, closed_port, 
 def test_at_least_sixty_cases_over_every_entry_point():
     assert len(CASES) >= 60
     assert len({c[0] for c in CASES}) == len(CASES)
-    first = {c[1][0] if c[1][0] in ("data", "policies", "report", "table") else "app" for c in CASES}
-    assert first == {"app", "data", "policies", "report", "table"}
+    first = {c[1][0] if c[1][0] in ("data", "policies", "report", "results", "table") else "app" for c in CASES}
+    assert first == {"app", "data", "policies", "report", "results", "table"}
+
+
+def test_every_issue_26_category_has_several_cases():
+    for prefix in CATEGORIES:
+        ids = [c[0] for c in CASES if c[0].startswith(prefix)]
+        assert len(ids) >= 3, (prefix, ids)
 
 
 def test_duplicate_key_names_file_and_key(workdir):
@@ -429,3 +585,155 @@ def test_every_shipped_config_choice_still_validates():
         validate(compose(config_name="config", overrides=["dataset=hotpotqa", f"dataset.path={HOTPOT}"]))
         validate(compose(config_name="config", overrides=["arms=noret_rag", "protocol=answers"]))
         validate(compose(config_name="config", overrides=["policy=plugin", "policy.plugin=x", "budget.grid=[1.0]"]))
+
+
+# ---- issue 26: bounded in time and memory, named where it was not --------------------------------
+BOUNDED_CASES = [
+    (["data", "qasper", "path=/dev/zero"], "character device"),
+    (["data", "hotpotqa", "path={fifo}"], "FIFO"),
+    (["dataset=synthetic", "protocol.n_boot=1000000000"], "'protocol.n_boot'"),
+    (["dataset=synthetic", "dataset.n_docs=50000000"], "'dataset.n_docs'"),
+    (["table", "build", "dataset=qasper", "dataset.path=/dev/zero"], "character device"),
+]
+MEMORY_LIMIT = 2 * 2**30  # the most a bad input may take (peak resident set)
+
+
+@pytest.mark.parametrize("argv, needle", BOUNDED_CASES, ids=[" ".join(c[0])[:48] for c in BOUNDED_CASES])
+def test_bad_input_ends_promptly_in_little_memory(argv, needle, tmp_path):
+    """A device, a FIFO and huge counts end in one line, well under 2 GiB (the peak resident set
+    of that very process, from wait4); a hang would run into the generous timeout."""
+    import threading
+
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "cache")}
+    for var in ("HYDRA_FULL_ERROR", "MLFLOW_TRACKING_URI", "ROUTE_BENCH_MAX_FILE_MB"):
+        env.pop(var, None)
+    repo = Path(__file__).resolve().parent.parent
+    env["PYTHONPATH"] = os.pathsep.join([str(repo), env.get("PYTHONPATH", "")])
+    args = [a.format(fifo=fifo) for a in argv]
+    proc = subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    timer = threading.Timer(300, proc.kill)  # generous: only a hang gets here
+    timer.start()
+    try:
+        out, err = proc.stdout.read(), proc.stderr.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        timer.cancel()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    lines = err.decode().strip().splitlines()
+    assert proc.returncode == 2, (proc.returncode, err[-2000:])
+    assert len(lines) == 1 and needle in lines[0], err
+    assert usage.ru_maxrss * 1024 < MEMORY_LIMIT, usage.ru_maxrss  # Linux: kilobytes
+    assert _finished_runs(tmp_path) == 0 and _cached_files(tmp_path / "cache") == []
+
+
+def test_past_end_facts_skip_loads_what_the_default_refuses(workdir):
+    from harness.data import load_dataset
+    from harness.errors import DataError
+
+    data, _, _ = workdir
+    path = str(data / "hotpot-index-1.json")
+    with pytest.raises(DataError, match=r"past_end_facts=skip"):
+        load_dataset({"loader": "hotpotqa", "path": path})
+    ds = load_dataset({"loader": "hotpotqa", "path": path, "past_end_facts": "skip"})
+    q = next(q for q in ds.questions if q.qid == _hotpot()[0]["_id"])
+    assert all(not u.endswith("#1") for u in q.gold_unit_ids)  # 'Alpha Weekly' was cited only past its end
+    assert q.gold_unit_ids  # 'Beta Monthly' stays gold
+
+
+def test_a_plugin_error_names_plugin_and_method_in_every_method():
+    from policies.registry import PluginError, make_policy
+
+    policy = make_policy({"name": "always_keep", "_target_": "tests.bad_plugins.BoomInSetState"})
+    with pytest.raises(PluginError, match=r"_target_ tests\.bad_plugins\.BoomInSetState .*set_state\(\) raised "
+                                          r"KeyError: 'boom in set_state'"):
+        policy.set_state({})
+    fit = make_policy({"name": "x", "_target_": "tests.bad_plugins.BoomInFit"})
+    with pytest.raises(PluginError) as err:
+        fit.fit(None, None, None)
+    assert "\n" not in str(err.value) and "second line" not in str(err.value)
+    assert isinstance(err.value.__cause__, ValueError)  # the traceback keeps the plugin's own error
+    assert type(fit).__name__ == "BoomInFit" and type(type(fit)(**fit.get_params())).__name__ == "BoomInFit"
+    builtin = make_policy({"name": "ridge", "_target_": "policies.learned.RidgePolicy"})
+    assert type(builtin).__module__ == "policies.learned" and not hasattr(type(builtin), "_names_plugin_errors")
+
+
+def test_a_run_is_named_after_the_class_that_ran():
+    from harness.console import run_name
+    from policies.registry import display_name
+
+    cfg = {"policy": {"name": "always_keep", "_target_": "tests.bad_plugins.BoomInFit"}, "cost": {"c": 0.02}, "seed": 0}
+    assert display_name(cfg["policy"]) == "BoomInFit"
+    assert run_name(cfg) == "BoomInFit c=0.02 seed=0"
+    same = {"name": "always_keep", "_target_": "policies.builtin.AlwaysBase"}
+    assert display_name(same) == "always_keep"  # the config's own class keeps the config's name
+    assert display_name({"name": "mine", "_target_": "tests.bad_plugins.BoomInFit"}) == "mine"  # no such config
+
+
+def test_a_read_only_store_is_named(tmp_path, monkeypatch):
+    from harness.tracking import mlflow_tracker as mt
+
+    db = tmp_path / "mlflow.db"
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p) == db and mode == os.W_OK
+                        else real_access(p, mode, **kw))
+    import sqlite3 as _sqlite
+
+    _sqlite.connect(db).close()  # an (empty) SQLite file
+    with pytest.raises(mt.TrackingStoreError, match=r"mlflow\.db is read-only"):
+        mt.Tracker(f"sqlite:///{db}", retries=1)
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p) == tmp_path and mode == os.W_OK
+                        else real_access(p, mode, **kw))
+    with pytest.raises(mt.TrackingStoreError, match=r"its folder .* is read-only"):
+        mt.Tracker(f"sqlite:///{db}", retries=1)
+    from harness.config import as_bad_input
+
+    noise = RuntimeError("(raised as a result of Query-invoked autoflush; consider using a session.no_autoflush block)")
+    noise.__cause__ = _sqlite.OperationalError("attempt to write a readonly database")
+    assert "read-only" in str(as_bad_input(noise))
+
+
+def test_a_write_that_names_no_file_is_said_with_its_target(tmp_path):
+    """A full disk inside a library's write (an OSError without a file name) names the file
+    being written, never ``file '?'``."""
+    import errno
+
+    from harness.errors import one_line, os_error_message
+    from harness.io import atomic_write
+
+    def full(_path):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError) as err:
+        atomic_write(tmp_path / "table.parquet", full)
+    line = one_line(err.value)
+    assert "table.parquet" in line and "no space left" in line and "'?'" not in line
+    assert list(tmp_path.iterdir()) == []  # nothing half-written
+    assert "'?'" not in os_error_message(OSError(errno.ENOSPC, "No space left on device"))
+
+
+def test_markdown_report_escapes_names():
+    from harness.decision_table import md_escape
+    from harness.report import _md_escape
+
+    assert _md_escape("<script>alert(1)</script>|x") == "&lt;script&gt;alert(1)&lt;/script&gt;\\|x"
+    assert md_escape("a\nb") == "a b"
+
+
+def test_a_large_sweep_says_it_is_validating(capsys):
+    from harness.runner.sweep import _ValidationProgress
+
+    ticks = iter([0.0, 1.0, 6.0, 7.0, 12.5])  # the clock at start and before jobs 1..4
+    progress = _ValidationProgress(3000, every_s=5.0, clock=lambda: next(ticks))
+    for done in (1, 2, 3, 4):
+        progress.tick(done)
+    assert capsys.readouterr().out.splitlines() == [
+        "[route-bench] validating 3000 sweep jobs before any run starts ...",
+        "[route-bench] validated 1/3000 sweep jobs",
+        "[route-bench] validated 3/3000 sweep jobs",
+    ]
+    quiet = _ValidationProgress(10, clock=lambda: 100.0)
+    quiet.tick(5)
+    assert capsys.readouterr().out == ""

@@ -164,6 +164,16 @@ class Unseeded(_Good):
         return self
 
 
+class Drifting(_Good):
+    """Scores that change from one call to the next (a hidden counter)."""
+
+    name = "drifting"
+
+    def score(self, X, ctx):
+        self.calls_ = getattr(self, "calls_", 0) + 1
+        return super().score(X, ctx) + self.calls_
+
+
 class FeaturesAsString(_Good):
     name = "features_as_string"
     features = "dense_top1"
@@ -184,6 +194,7 @@ class FeaturesAsString(_Good):
         (FitChangesParam, "params_unchanged_by_fit", r"fit changed constructor parameter\(s\) \['shift'\]"),
         (NumpyState, "state_round_trip", r"state\['median'\]: numpy\.float32 is not JSON"),
         (LosesState, "state_round_trip", r"scores differently"),
+        (Drifting, "repeatable_score", r"a second score\(\) of the same fitted policy on the same rows gives other scores"),
         (Unseeded, "deterministic_fit", r"two fits with seed 0 on the same rows score differently"),
         (FeaturesAsString, "features", r"features must be a tuple of names, got 'dense_top1'"),
     ],
@@ -208,7 +219,7 @@ def test_check_policy_leaves_the_given_policy_unfitted_and_takes_a_table(planted
 
 
 def test_not_a_policy_is_refused():
-    with pytest.raises(PolicyCheckError, match=r"fails check 'features': dict is not a policies\.base\.Policy"):
+    with pytest.raises(PolicyCheckError, match=r"fails check 'is_policy': dict is not a policies\.base\.Policy"):
         check_policy({"name": "x"})
 
 

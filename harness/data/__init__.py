@@ -24,7 +24,7 @@ LOADER_OPTIONS: dict[str, dict[str, bool]] = {  # option -> required
     "qasper": {"path": True, "split": False, "heading_text": False},
     "qasper_yesno": {"wheel": False, "heading_text": False},
     "squad_pooled": {"wheel": False},
-    "hotpotqa": {"path": True},
+    "hotpotqa": {"path": True, "past_end_facts": False},
 }
 
 
@@ -71,7 +71,7 @@ def _load_squad_pooled(opts: dict, name: str) -> Dataset:
 def _load_hotpotqa(opts: dict, name: str) -> Dataset:
     from harness.data.hotpotqa import load_hotpotqa
 
-    return load_hotpotqa(opts["path"], name=name)
+    return load_hotpotqa(opts["path"], name=name, past_end_facts=opts.get("past_end_facts"))
 
 
 LOADERS: dict[str, Callable[[dict, str], Dataset]] = {
@@ -88,7 +88,9 @@ def first_questions(ds: Dataset, n: int) -> Dataset:
     return subset(ds, keep)
 
 
-SYNTHETIC_OPTIONS = {"n_docs": 1, "questions_per_doc": 1, "seed": 0}  # integer option -> minimum
+# integer option -> (minimum, maximum); the table has n_docs x questions_per_doc rows
+SYNTHETIC_OPTIONS = {"n_docs": (1, 100_000), "questions_per_doc": (1, 1_000), "seed": (0, 2**32 - 1)}
+MAX_SYNTHETIC_ROWS = 1_000_000
 
 
 def _check_synthetic(d: dict) -> None:
@@ -98,10 +100,14 @@ def _check_synthetic(d: dict) -> None:
         if key not in allowed:
             raise ConfigError(f"dataset.{key}", f"unknown option for loader 'synthetic'{did_you_mean(key, allowed)}; "
                                                 f"allowed: {', '.join(sorted(allowed))}")
-    for key, low in SYNTHETIC_OPTIONS.items():
+    for key, (low, high) in SYNTHETIC_OPTIONS.items():
         v = d.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < low):
-            raise ConfigError(f"dataset.{key}", f"expected an integer >= {low}, got {v!r}")
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high):
+            raise ConfigError(f"dataset.{key}", f"expected an integer in [{low}, {high}], got {v!r}")
+    rows = int(d.get("n_docs") or 60) * int(d.get("questions_per_doc") or 5)
+    if rows > MAX_SYNTHETIC_ROWS:
+        raise ConfigError("dataset.n_docs", f"{d.get('n_docs')} documents x {d.get('questions_per_doc')} questions "
+                                            f"per document = {rows} rows; at most {MAX_SYNTHETIC_ROWS}")
     signal = d.get("signal")
     if signal is not None and (isinstance(signal, bool) or not isinstance(signal, (int, float)) or not math.isfinite(signal)):
         raise ConfigError("dataset.signal", f"expected a finite number, got {signal!r}")
@@ -159,6 +165,13 @@ def check_dataset_config(cfg: Any) -> dict:
             raise ConfigError("dataset.path", f"expected a path or a non-empty list of paths, got {path!r}")
     if loader == "hotpotqa" and not (isinstance(d["path"], str) and d["path"].strip()):
         raise ConfigError("dataset.path", f"expected a path, got {d['path']!r}")
+    if loader == "hotpotqa" and not _missing(d.get("past_end_facts")):
+        from harness.data.hotpotqa import PAST_END_FACTS
+
+        v = d["past_end_facts"]
+        if v not in PAST_END_FACTS:
+            raise ConfigError("dataset.past_end_facts", f"unknown {v!r}{did_you_mean(v, PAST_END_FACTS)}; "
+                                                        f"expected one of {', '.join(PAST_END_FACTS)} or null")
     for key in ("wheel",):
         v = d.get(key)
         if key in allowed and not _missing(v) and not (isinstance(v, str) and v.strip()):

@@ -12,8 +12,11 @@ Choices (the SPEC is silent):
   leading spaces, so joining with "" restores the Wikipedia paragraph; the title is kept
   because it often is the bridge entity the question names. ``Unit.section`` = the title.
 * Gold = every context paragraph whose title appears in ``supporting_facts``. Evidence counts are
-  over distinct supporting titles: "exact" when the title is in the context, else "unmatched"
-  (the sentence index is not checked: a few official items point past the last sentence).
+  over distinct supporting titles: "exact" when the title is in the context, else "unmatched".
+  A sentence index must point into its paragraph: a negative one, or one past the paragraph's
+  last sentence, is a DataError naming the field (``dataset.past_end_facts=skip`` drops facts
+  past the end instead, for files that hold a few). Titles are unique within one context (gold
+  is found by title).
 * Answers = ``[answer]``; ``answer_type`` = "yes_no" for yes/no answers, else "span".
 * Paragraphs with no text (empty sentence list) are still units if the title is non-empty.
 
@@ -37,7 +40,14 @@ CITATION = (
 )
 
 
-def load_hotpotqa(path: str | Path, name: str = "hotpotqa") -> Dataset:
+PAST_END_FACTS = ("refuse", "skip")
+
+
+def load_hotpotqa(path: str | Path, name: str = "hotpotqa", past_end_facts: str | None = None) -> Dataset:
+    """``past_end_facts``: a supporting fact whose sentence index is past its paragraph's last
+    sentence is refused (default, naming the field) or ``skip``ped (it cites no sentence, so it
+    makes no paragraph gold)."""
+    past_end = past_end_facts or "refuse"
     path = Path(path).expanduser()
     source = path.name
     obj, digest = load_json_file(path)
@@ -58,6 +68,7 @@ def load_hotpotqa(path: str | Path, name: str = "hotpotqa") -> Dataset:
         answer = require(item, "answer", str, source, f"{where}.answer").strip()
         context = require(item, "context", list, source, f"{where}.context")
         units: list[Unit] = []
+        sentences_of: dict[str, int] = {}  # title -> its paragraph's number of sentences
         for c_i, para in enumerate(context):
             c_where = f"{where}.context[{c_i}]"
             expect_type(para, list, source, c_where)
@@ -65,6 +76,11 @@ def load_hotpotqa(path: str | Path, name: str = "hotpotqa") -> Dataset:
                 raise DataError(source, c_where, f"expected [title, [sentences]], got {len(para)} items")
             title = expect_type(para[0], str, source, f"{c_where}[0]")
             sents = str_list(para[1], source, f"{c_where}[1]")
+            if title in sentences_of:  # gold is found by title: a repeated one makes it ambiguous
+                first = next(j for j, p in enumerate(context[:c_i]) if isinstance(p, list) and p and p[0] == title)
+                raise DataError(source, f"{c_where}[0]", f"title {title!r} appears twice in one context (first at "
+                                                          f"{where}.context[{first}][0])")
+            sentences_of[title] = len(sents)
             body = "".join(sents).strip()
             if not title.strip() and not body:
                 continue
@@ -79,8 +95,19 @@ def load_hotpotqa(path: str | Path, name: str = "hotpotqa") -> Dataset:
             expect_type(fact, list, source, f_where)
             if len(fact) != 2:
                 raise DataError(source, f_where, f"expected [title, sentence index], got {len(fact)} items")
-            titles.append(expect_type(fact[0], str, source, f"{f_where}[0]"))
-            expect_type(fact[1], int, source, f"{f_where}[1]")
+            title = expect_type(fact[0], str, source, f"{f_where}[0]")
+            index = expect_type(fact[1], int, source, f"{f_where}[1]")
+            if index < 0:
+                raise DataError(source, f"{f_where}[1]", f"sentence index {index} is negative (indexes count from 0)")
+            n_sents = sentences_of.get(title)
+            if n_sents is not None and index >= n_sents:
+                if past_end != "skip":
+                    raise DataError(source, f"{f_where}[1]", f"sentence index {index} is past the last sentence of "
+                                                             f"paragraph {title!r} ({n_sents} sentences, indexes 0.."
+                                                             f"{n_sents - 1}); dataset.past_end_facts=skip drops such "
+                                                             "facts from the gold evidence")
+                continue
+            titles.append(title)
         counts = {"exact": 0, "fuzzy": 0, "unmatched": 0}
         gold: set[str] = set()
         for t in dict.fromkeys(titles):

@@ -160,6 +160,9 @@ def paper_questions(
             raise DataError(source, f"{where}.question_id", f"duplicate id {qid!r} (first seen in {seen_qids[qid]})")
         seen_qids[qid] = f"paper {paper_id}"
         answers = require(qa, "answers", list, source, f"{where}.answers")
+        if not answers:
+            raise DataError(source, f"{where}.answers", "empty list; each question needs at least one annotated "
+                                                        "answer (its references and evidence)")
         refs: list[str] = []
         evidence: list[str] = []
         first_type = ""

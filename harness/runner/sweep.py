@@ -100,6 +100,13 @@ def sweep_id_of(config: DictConfig) -> str:
         return override.lstrip("+~").partition("=")[0] in PRESENTATION_KEYS
 
     task_overrides = [o for o in OmegaConf.to_container(config.hydra.overrides.task, resolve=False) if not shown_only(o)]
+    from harness.config import MAX_WORKERS
+
+    workers = OmegaConf.select(config, "hydra.launcher.n_jobs", default=None)
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers == 0
+                                or not -MAX_WORKERS <= workers <= MAX_WORKERS):
+        raise ConfigError("hydra.launcher.n_jobs", f"must be an integer in [1, {MAX_WORKERS}] (or joblib's "
+                                                   f"negative count from the CPUs), got {workers!r}")
     params_node = OmegaConf.select(config, "hydra.sweeper.params")
     params = OmegaConf.to_container(params_node, resolve=False) if params_node is not None else {}
     base = {k: v for k, v in to_plain(config).items() if k not in PRESENTATION_KEYS}
@@ -158,6 +165,30 @@ def _culprit(job: list[str], exc: BaseException, good: list[list[str]]) -> tuple
     return None
 
 
+class _ValidationProgress:
+    """A stdout line while a large sweep is validated (a few ms a job: 3,000 jobs take a minute
+    and a half): one at the start, then one every ``every_s`` seconds."""
+
+    MIN_JOBS = 200
+
+    def __init__(self, n_jobs: int, every_s: float = 5.0, clock=None):
+        import time
+
+        self.n, self.every_s, self.clock = n_jobs, every_s, clock or time.monotonic
+        self.last = self.clock()
+        if n_jobs >= self.MIN_JOBS:
+            print(f"[route-bench] validating {n_jobs} sweep jobs before any run starts ...", flush=True)
+
+    def tick(self, done: int) -> None:
+        """Called before job ``done`` (1-based) is validated."""
+        if self.n < self.MIN_JOBS:
+            return
+        now = self.clock()
+        if now - self.last >= self.every_s:
+            self.last = now
+            print(f"[route-bench] validated {done - 1}/{self.n} sweep jobs", flush=True)
+
+
 def validate_sweep_jobs(config: DictConfig) -> int | None:
     """Compose and validate every job of the sweep before anything is tracked.
 
@@ -175,6 +206,13 @@ def validate_sweep_jobs(config: DictConfig) -> int | None:
     from harness.console import sweep_jobs
     from harness.errors import ConfigError
 
+    from harness.config import MAX_WORKERS
+
+    workers = OmegaConf.select(config, "hydra.launcher.n_jobs", default=None)
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers == 0
+                                or not -MAX_WORKERS <= workers <= MAX_WORKERS):
+        raise ConfigError("hydra.launcher.n_jobs", f"must be an integer in [1, {MAX_WORKERS}] (or joblib's "
+                                                   f"negative count from the CPUs), got {workers!r}")
     params_node = OmegaConf.select(config, "hydra.sweeper.params")
     params = OmegaConf.to_container(params_node, resolve=False) if params_node is not None else {}
     try:
@@ -183,9 +221,16 @@ def validate_sweep_jobs(config: DictConfig) -> int | None:
         return None
     if not GlobalHydra.instance().is_initialized():
         return None
+    from harness.config import MAX_SWEEP_JOBS
+
+    if len(jobs) > MAX_SWEEP_JOBS:
+        raise ConfigError("(sweep)", f"{len(jobs)} jobs; at most {MAX_SWEEP_JOBS} in one sweep (split it, e.g. "
+                                     "seed=range(0,1000) then seed=range(1000,2000))")
     loader = GlobalHydra.instance().config_loader()
     outcome: dict[tuple[str, ...], BaseException | None] = {}
-    for job in jobs:
+    progress = _ValidationProgress(len(jobs))
+    for i, job in enumerate(jobs, start=1):
+        progress.tick(i)
         if tuple(job) in outcome:
             continue
         try:

@@ -345,6 +345,24 @@ def check_sqlite_file(path: Path) -> None:
         )
 
 
+def check_writable_store(path: Path) -> None:
+    """A SQLite store a job writes to must be writable: the file, and its folder (SQLite keeps
+    its journal next to the file). Said naming the file, before SQLAlchemy's autoflush noise."""
+    folder = path.parent
+    if not folder.is_dir():
+        return
+    flags = getattr(os.statvfs(folder), "f_flag", 0) if hasattr(os, "statvfs") else 0
+    if flags & getattr(os, "ST_RDONLY", 0):
+        raise TrackingStoreError(f"MLflow store {path} is on a read-only file system; point tracking.uri at a "
+                                 "writable folder")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise TrackingStoreError(f"MLflow store {path} is read-only (no write permission); make it writable or "
+                                 "point tracking.uri elsewhere")
+    if not os.access(folder, os.W_OK):
+        raise TrackingStoreError(f"MLflow store {path}: its folder {folder} is read-only (SQLite writes its "
+                                 "journal there); make it writable or point tracking.uri elsewhere")
+
+
 def probe_store(uri: str, timeout: float = PROBE_TIMEOUT_S, attempts: int = PROBE_ATTEMPTS) -> None:
     """An HTTP(S) tracking server must answer ``GET /health`` within a few seconds.
 
@@ -406,10 +424,15 @@ class Tracker:
         self.uri = uri
         self.retries = max(1, int(retries))
         self.db_path = sqlite_path(uri)
+        from harness.config import tracking_uri_problem
+
+        if tracking_uri_problem(uri):  # e.g. $MLFLOW_TRACKING_URI=garbage://x
+            raise TrackingStoreError(f"tracking store: {tracking_uri_problem(uri)}")
         if probe:
             probe_store(uri)
         if self.db_path is not None:
             check_sqlite_file(self.db_path)
+            check_writable_store(self.db_path)
         race = lambda exc: _is_transient(exc) or _is_schema_race(exc)  # noqa: E731
         try:
             with self.store_lock(".route-bench.lock"):  # one schema creation at a time

@@ -1,0 +1,114 @@
+"""Ranges of every retrieval setting (``arms.*``), checked before any work and before anything
+is logged.
+
+Why a module of its own: ``harness.config.validate`` checks a job's settings on every table kind
+(a real dataset's retrieval table, the answer pair's base table, the synthetic table, which
+would otherwise ignore ``arms.k=0`` yet log it as a parameter), and the encoder's sequence length
+is bounded by the model's own number of positions, read from its ``config.json``. Nothing here
+loads a model.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+from harness.errors import ConfigError
+
+MAX_K = 1_000  # arms.k: ranks scored per arm
+MAX_CANDIDATES = 10_000  # arms.candidates: first-stage candidates reranked per question
+MAX_RRF_K = 100_000  # arms.rrf_k: the fusion constant of 1 / (rrf_k + rank)
+MAX_QPP_K = 1_000
+MAX_BATCH = 4_096  # arms.encoder.batch_size
+MIN_SEQ = 8
+MAX_SHARD = 100_000  # arms.shard_size: pools per cached shard
+MAX_K1 = 100.0  # arms.bm25.k1: term-frequency saturation (1.2-2.0 in practice)
+
+
+def _integer(key: str, value: Any, low: int, high: int) -> int:
+    ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+    if not ok:
+        raise ConfigError(key, f"must be an integer in [{low}, {high}], got {value!r}")
+    return int(value)
+
+
+def _number(key: str, value: Any, low: float, high: float) -> float:
+    ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+          and low <= value <= high)
+    if not ok:
+        raise ConfigError(key, f"must be a finite number in [{low:g}, {high:g}], got {value!r}")
+    return float(value)
+
+
+def looks_like_path(model: str) -> bool:
+    """A model named by a folder (absolute, ``./``, ``../``, ``~``), not by a hub name."""
+    return model.startswith(("/", "./", "../", "~")) or model in (".", "..")
+
+
+def model_positions(folder: Path) -> int | None:
+    """The model's number of positions (``max_position_embeddings`` of its ``config.json``, at
+    the folder's top or in a module subfolder), or None when the folder does not say."""
+    for cfg in [folder / "config.json", *sorted(folder.glob("*/config.json"))]:
+        try:
+            value = json.loads(cfg.read_text(encoding="utf-8")).get("max_position_embeddings")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def check_encoder(enc: Mapping[str, Any]) -> None:
+    """``arms.encoder``: batch size, a model folder that exists, a sequence length within the
+    model's positions."""
+    from harness.retrieval.encoder import PACKAGED_MINILM, resolve_model_path
+
+    _integer("arms.encoder.batch_size", enc.get("batch_size", 64), 1, MAX_BATCH)
+    model = enc.get("model", PACKAGED_MINILM)
+    if not isinstance(model, str) or not model.strip():
+        raise ConfigError("arms.encoder.model", f"expected packaged-minilm, a model folder or a hub name, got {model!r}")
+    if looks_like_path(model) and not Path(model).expanduser().is_dir():
+        what = "is a file" if Path(model).expanduser().exists() else "not found"
+        raise ConfigError("arms.encoder.model", f"model folder {what}: {model} (expected a sentence-transformers "
+                                                "folder, packaged-minilm, or a hub name in the local cache)")
+    folder = resolve_model_path(model)
+    if folder is None and (model.count("/") > 1 or model.endswith("/")):
+        raise ConfigError("arms.encoder.model", f"model folder not found: {model} (not a folder here, and not a "
+                                                "hub name: expected name or org/name)")
+    positions = model_positions(folder) if folder is not None else None
+    high = positions if positions is not None else 100_000
+    seq = enc.get("max_seq_length", 256)
+    ok = isinstance(seq, int) and not isinstance(seq, bool) and MIN_SEQ <= seq <= high
+    if not ok:
+        bound = f"the model's {positions} positions (max_position_embeddings of {model})" if positions else f"{high}"
+        raise ConfigError("arms.encoder.max_seq_length", f"must be an integer in [{MIN_SEQ}, {high}] (at most "
+                                                         f"{bound}), got {seq!r}")
+
+
+def check_retrieval_settings(arms: Mapping[str, Any], *, synthetic: bool = False, synthetic_k: int = 10) -> None:
+    """Every range of the retrieval settings, raising ConfigError naming ``arms.<key>`` and the
+    bound. On the synthetic table (metrics fixed @``synthetic_k``, no retrieval) ``arms.k`` must
+    be that k and the encoder is not looked up."""
+    k = _integer("arms.k", arms.get("k", 10), 1, MAX_K)
+    if synthetic and k != synthetic_k:
+        raise ConfigError("arms.k", f"the synthetic table's metrics are @{synthetic_k} (it ranks nothing), got "
+                                    f"{k}; drop arms.k or use a real dataset")
+    _integer("arms.candidates", arms.get("candidates", 30), k, MAX_CANDIDATES)
+    _integer("arms.rrf_k", arms.get("rrf_k", 60), 0, MAX_RRF_K)
+    _integer("arms.qpp_k", arms.get("qpp_k", 5), 1, MAX_QPP_K)
+    _integer("arms.shard_size", arms.get("shard_size", 32), 1, MAX_SHARD)
+    bm = arms.get("bm25") or {}
+    if not isinstance(bm, Mapping):
+        raise ConfigError("arms.bm25", f"expected a mapping with k1 and b, got {bm!r}")
+    _number("arms.bm25.k1", bm.get("k1", 1.5), 0.0, MAX_K1)
+    _number("arms.bm25.b", bm.get("b", 0.75), 0.0, 1.0)
+    enc = arms.get("encoder") or {}
+    if not isinstance(enc, Mapping):
+        raise ConfigError("arms.encoder", f"expected a mapping (model, batch_size, max_seq_length), got {enc!r}")
+    if not synthetic:
+        check_encoder(enc)
+
+
+__all__ = ["check_retrieval_settings", "check_encoder", "model_positions", "looks_like_path"]

@@ -1,0 +1,34 @@
+"""Test-only policies that break in one method (``tests/test_bad_inputs.py``): a plugin's error
+must name the plugin, the method and the first line of what it raised.
+
+Selected with ``policy=always_keep policy._target_=tests.bad_plugins.<Class>`` (the repository
+root on the path, as under pytest).
+"""
+
+from __future__ import annotations
+
+from policies.builtin import AlwaysBase
+
+
+class BoomInFit(AlwaysBase):
+    trainable = True
+
+    def fit(self, X, delta, groups, seed=0):
+        raise ValueError("boom in fit\nsecond line of the error")
+
+
+class BoomInScore(AlwaysBase):
+    def score(self, X, ctx):
+        raise RuntimeError("boom in score")
+
+
+class BoomInSetState(AlwaysBase):
+    def set_state(self, state):
+        raise KeyError("boom in set_state")
+
+
+class NotAPolicy:
+    """A class that takes any parameter but is no Policy."""
+
+    def __init__(self, **params):
+        self.params = params
