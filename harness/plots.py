@@ -1,4 +1,4 @@
-"""Frontier plot of protocol B (SPEC 6): mean outcome against usage, one line per frontier.
+"""Frontier plot of protocol B (docs/metrics.md §6): mean outcome against usage, one line per frontier.
 
 Why a PNG per run: the MLflow UI shows it next to the metrics, so a reader sees at a glance
 whether the deployable frontier follows the exact one. Matplotlib's Agg backend: no display.

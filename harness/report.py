@@ -5,7 +5,7 @@ by side. The report reads ONLY the tracking store (any store with the harness's 
 parent run tagged ``route_bench.role=sweep``, child runs tagged ``route_bench.role=job``, both
 tagged ``route_bench.sweep_id``), so it works on a local SQLite store and on a team server.
 
-Choices (the SPEC is silent on reporting):
+Choices (docs/metrics.md is silent on reporting):
 - One row per job config: if a config hash has several child runs (a failed attempt, then a
   finished rerun), the latest FINISHED run wins; if none finished, the latest run is shown with
   its status and blank metrics.

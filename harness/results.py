@@ -694,7 +694,7 @@ def section_002(page: Page, view: SweepView, client: Any) -> None:
                 "paper decision accuracy (Bert-Ret)", "ours decision accuracy (%)",
                 "ours decision accuracy, non-tied questions (%)", "ours RAG share (%)"], rows)
     page.add("Decision accuracy counts a question where memory and RAG are equally good as right whatever the selector "
-             "does (SPEC 7); on yes/no answers most questions are such ties, so the non-tied column is the one to "
+             "does (docs/metrics.md §7); on yes/no answers most questions are such ties, so the non-tied column is the one to "
              "read; the paper's quality is continuous, where ties are rare.", "")
     costs = view.costs()
     if len(costs) > 1:
@@ -733,8 +733,8 @@ DIFFERENCES = {
         "one lucky split cannot decide the conclusion; our intervals pool the splits' held-out questions (see "
         "above), the paper's are one split's.",
         "Reranker: the paper reranks with the ms-marco MiniLM cross-encoder, which cannot be downloaded here; we "
-        "rerank with late-interaction MaxSim over the same MiniLM (SPEC 2), which changes both arms' top 10.",
-        "Metric: the same Hit@10 with gold units matched as in SPEC 1 (QASPER's full section names).",
+        "rerank with late-interaction MaxSim over the same MiniLM (docs/metrics.md §2), which changes both arms' top 10.",
+        "Metric: the same Hit@10 with gold units matched as in docs/metrics.md §1 (QASPER's full section names).",
         "Generator: the paper's answer-correctness comparison (Qwen3-4B with a Qwen judge) is not reproduced: "
         "there is no judge here; our answer-level experiments are seeds 002 and 003 below.",
     ],
@@ -768,7 +768,7 @@ DIFFERENCES = {
         "gain continuous, as in the paper. A half split leaves about half the questions for each correlation, so "
         "every one has a wide interval.",
         "Quality: the paper's Q is an embedding / cross-encoder / NLI similarity to the reference; ours is yes/no "
-        "accuracy or token F1 (SPEC 7), with the same log-ratio gain; correlations on a different Q are not the "
+        "accuracy or token F1 (docs/metrics.md §7), with the same log-ratio gain; correlations on a different Q are not the "
         "same number.",
         "Predictors: the paper's supervised predictors fine-tune ModernBERT-large on 24,000 questions; ours are "
         "ridge / logistic routers on a few features fitted on the development half; the paper's Internal Prober "

@@ -21,7 +21,7 @@ from harness.errors import ConfigError, HarnessError
 # Document-level bootstrap
 # --------------------------------------------------------------------------------------------
 
-MIN_BOOTSTRAP = 1000  # SPEC 5: at least 1,000 document-level resamples
+MIN_BOOTSTRAP = 1000  # docs/metrics.md §5: at least 1,000 document-level resamples
 
 
 def _doc_index(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -85,7 +85,7 @@ def doc_bootstrap_ci(
     alpha: float = 0.05,
     statistic: str | Callable[[np.ndarray], float] = "mean",
 ) -> tuple[float, float, float]:
-    """Percentile bootstrap interval resampling DOCUMENTS with replacement (SPEC 5).
+    """Percentile bootstrap interval resampling DOCUMENTS with replacement (docs/metrics.md §5).
 
     A resample draws n_docs documents; the statistic is taken over all questions of the drawn
     documents, counted with multiplicity. For ``statistic="mean"`` (the default, and what the
@@ -124,7 +124,7 @@ def doc_bootstrap_ci(
 
 
 def dkw_epsilon(n: int, delta: float = 0.05) -> float:
-    """One-sided DKW slack sqrt(ln(1/delta) / (2n)) (SPEC 6; Massart's constant).
+    """One-sided DKW slack sqrt(ln(1/delta) / (2n)) (docs/metrics.md §6; Massart's constant).
 
     P(sup_s (F_n(s) - F(s)) > eps) <= exp(-2 n eps^2) = delta: with probability >= 1 - delta
     the true share of questions scoring above a calibrated threshold exceeds the calibration
@@ -368,7 +368,7 @@ def _shuffled_docs(groups: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarra
 def grouped_kfold(groups, n_splits: int = 5, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
     """K folds by document: list of (train_idx, test_idx), every question in exactly one test.
 
-    Choice (the SPEC is silent): shuffle the sorted unique documents with the seed, then give
+    Choice (docs/metrics.md is silent): shuffle the sorted unique documents with the seed, then give
     each document in turn to the fold with the fewest questions so far (lowest index on ties),
     as sklearn's GroupKFold balances fold sizes, but seeded rather than size-ordered.
     """
@@ -393,7 +393,7 @@ def grouped_kfold(groups, n_splits: int = 5, seed: int = 0) -> list[tuple[np.nda
 def grouped_split(groups, frac: float = 0.8, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(first_idx, second_idx): round(frac * n_docs) shuffled documents go to the first part.
 
-    Used for development / held-out (SPEC 5). Both parts must be non-empty.
+    Used for development / held-out (docs/metrics.md §5). Both parts must be non-empty.
     """
     groups = np.asarray(groups).astype(str)
     if not 0 < frac < 1:
@@ -408,12 +408,12 @@ def grouped_split(groups, frac: float = 0.8, seed: int = 0) -> tuple[np.ndarray,
 
 def stratified_grouped_halves(groups, delta_class, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(calibration_idx, test_idx): two halves by document, stratified by delta class where
-    possible (SPEC 6).
+    possible (docs/metrics.md §6).
 
     Uses sklearn StratifiedGroupKFold(n_splits=2, shuffle=True, random_state=seed) and takes its
     first fold as test. When stratification is impossible (e.g. a single delta class) sklearn
     still returns grouped halves; its warning about tiny classes is silenced because "where
-    possible" is the SPEC's wording. Needs at least two documents.
+    possible" is docs/metrics.md's wording. Needs at least two documents.
     """
     from sklearn.model_selection import StratifiedGroupKFold
 

@@ -2,7 +2,7 @@
 
 Why a separate view: the outcome table holds every arm; a protocol compares exactly two (keep
 vs hybrid, no-RAG vs RAG) on one metric. Building the view in one place keeps "which questions
-count" (only those with evidence for hit metrics, SPEC section 1) written once.
+count" (only those with evidence for hit metrics, docs/metrics.md §1) written once.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import pandas as pd
 from harness.errors import DataSizeError, FeatureError
 from harness.retrieval.feature_names import FEATURE_PREFIX
 
-GAIN_EPS = 0.01  # SPEC section 7
+GAIN_EPS = 0.01  # docs/metrics.md §7
 # outcomes in {0, 1} besides hit@k and all@k: an answer judged correct (harness/generation/arms.py)
 BINARY_METRICS = ("correct",)
-# outcomes scored against gold units: only questions with evidence count (SPEC section 1).
+# outcomes scored against gold units: only questions with evidence count (docs/metrics.md §1).
 # hit@k: some gold unit in the top k; all@k: every gold unit in the top k (harness.metric_blocks);
 # recall@k: the share of gold units in the top k; mrr@k
 GOLD_METRIC_PREFIXES = ("hit@", "all@", "recall@", "mrr@")
@@ -43,7 +43,7 @@ class RoutingTask:
     base_arm: str = "keep"
     extra_arm: str = "hybrid"
     metric: str = "hit@10"
-    continuous: bool = False  # True for answer quality: gain is a log ratio (SPEC 7)
+    continuous: bool = False  # True for answer quality: gain is a log ratio (docs/metrics.md §7)
     source: str = "outcome table"  # named in error messages
     # measured cost per question (``cost_unit``, e.g. reranker pairs): what the base arm costs,
     # and what running the extra arm adds on a question; None when the table has no cost columns
@@ -69,7 +69,7 @@ class RoutingTask:
 
     @property
     def delta(self) -> np.ndarray:
-        """extra - base: in {-1, 0, +1} for hits (SPEC section 2)."""
+        """extra - base: in {-1, 0, +1} for hits (docs/metrics.md §2)."""
         return self.extra.astype(float) - self.base.astype(float)
 
     @property
@@ -127,7 +127,7 @@ class RoutingTask:
         """Select base/extra outcome columns ``<arm>.<metric>``; metrics scored against gold units
         (hit@k, all@k, recall@k, mrr@k) keep only questions with evidence (the others stay in the
         table but cannot score a hit). 0/1 metrics (hit@k, all@k, correct) give delta in
-        {-1, 0, +1}; the others are continuous (gain = log ratio, SPEC 7).
+        {-1, 0, +1}; the others are continuous (gain = log ratio, docs/metrics.md §7).
 
         Costs (``cost_column``, default reranker pairs: a count, so the same on every machine,
         where milliseconds are not): the base arm's ``<base>.cost.<col>``, and what the extra

@@ -1,4 +1,4 @@
-"""Text normalisation and token overlap for evidence matching (SPEC section 1).
+"""Text normalisation and token overlap for evidence matching (docs/metrics.md §1).
 
 ``normalize_text``: casefold + whitespace collapse. It decides whether an evidence string *is*
 a unit, so it must not discard anything that distinguishes paragraphs. ``word_f1`` compares

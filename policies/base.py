@@ -1,6 +1,6 @@
 """The policy interface: fit on development questions, score any questions.
 
-A policy only scores ("a larger score means more worth running the extra arm", SPEC section 4).
+A policy only scores ("a larger score means more worth running the extra arm", docs/metrics.md §4).
 Thresholds, budgets, calibration, freezing and evaluation live in the harness, written once.
 
 Policies follow scikit-learn's conventions (the full contract, and :func:`policies.check_policy`

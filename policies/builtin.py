@@ -1,4 +1,4 @@
-"""Reference policies that learn nothing: always-keep, always-extra, random, oracle (SPEC section 4).
+"""Reference policies that learn nothing: always-keep, always-extra, random, oracle (docs/metrics.md §4).
 
 They bracket every learned router: the two constants are the no-routing baselines, random is
 the "no information" ranking at matched usage, and the oracle (true delta) is the upper bound.
@@ -61,7 +61,7 @@ class AlwaysExtra(_Constant):
 def uniform_from_seed(seed: int, qids, stream: int = 0) -> np.ndarray:
     """i.i.d. uniform [0, 1) values, one per question id, derived from (seed, stream, qid) alone.
 
-    Choice (the SPEC only says "i.i.d. uniform from the run's seed"): each value is the first 53
+    Choice (docs/metrics.md only says "i.i.d. uniform from the run's seed"): each value is the first 53
     bits of BLAKE2b-64 of ``"<seed>\\x00<stream>\\x00<qid>"``. A question therefore gets the
     same score whichever subset, fold or order it is scored in, and on every platform and numpy
     version; a different seed or stream gives an independent draw (seed 1 stream 1 is not

@@ -92,7 +92,7 @@ class _Learned(Policy):
 class RidgePolicy(_Learned):
     """Seed 000's router: median imputation -> standardisation -> ridge (alpha 20) on delta.
 
-    Score = predicted delta. Fitted with the sklearn Pipeline the SPEC names; the state keeps the
+    Score = predicted delta. Fitted with the sklearn Pipeline docs/metrics.md names; the state keeps the
     medians, the scaler's mean/scale and the ridge coefficients.
     """
 
@@ -241,7 +241,7 @@ class LogisticPolicy(_ClassScorer):
 class GBMPolicy(_ClassScorer):
     """BUR-GBM: LightGBM on the delta class, score = P(+1) - P(-1).
 
-    Choices (the SPEC says only "LightGBM multiclass"): small trees for a few hundred rows
+    Choices (docs/metrics.md says only "LightGBM multiclass"): small trees for a few hundred rows
     (``num_leaves`` 7, ``max_depth`` 3, ``min_data_in_leaf`` 10, 100 rounds at learning rate
     0.05, L2 1.0); deterministic, row-wise, one thread, seeded from ``fit``'s seed, so results
     do not depend on the number of jobs. Three classes -> ``multiclass``; two -> ``binary`` on

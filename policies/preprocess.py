@@ -1,6 +1,6 @@
 """Turning a feature frame into a clean float matrix, the same way at fit and at score time.
 
-Why one module: every learned policy must treat bad values identically (SPEC section 4 asks for
+Why one module: every learned policy must treat bad values identically (docs/metrics.md §4 asks for
 median imputation), and the harness reports how many values were imputed. Choices made here:
 ``+inf``/``-inf`` are treated as missing (inf -> NaN -> fit-time median), and a column that is
 entirely missing at fit time is imputed with 0.0 (it then carries no information after
@@ -88,8 +88,8 @@ def linear_predictor(z: np.ndarray, coef: np.ndarray, intercept) -> np.ndarray:
 def delta_classes(delta: np.ndarray) -> np.ndarray:
     """Class of the gain for the classifiers: sign(delta) in {-1, 0, +1}.
 
-    For hit outcomes delta is already in {-1, 0, +1}; for a continuous gain (SPEC section 7) the
-    sign is the class (the SPEC is silent there; this is our choice).
+    For hit outcomes delta is already in {-1, 0, +1}; for a continuous gain (docs/metrics.md §7) the
+    sign is the class (docs/metrics.md is silent there; this is our choice).
     """
     d = np.asarray(delta, dtype=float)
     if not np.all(np.isfinite(d)):

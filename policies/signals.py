@@ -8,7 +8,7 @@ The sign table below is written for the default arm pair, keep (dense + rerank) 
 - dense rank of the reranked top-1: HIGH means the reranker disagrees with the dense order ->
   sign +1.
 - caption share of the reranked top 10: HIGH means the reranker fills the list with captions,
-  i.e. finds no convincing paragraph -> sign +1 (our choice; the SPEC is silent).
+  i.e. finds no convincing paragraph -> sign +1 (our choice; docs/metrics.md is silent).
 - QPP over the dense list (WIG, NQC, SMV and unnormalised variants): these predict that a list
   is effective when HIGH (seed 002 4.2); the dense list is the base arm's -> sign -1.
 - BM25 top score / margin and QPP over the BM25 list: these describe the list that only the

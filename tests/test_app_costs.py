@@ -1,4 +1,4 @@
-"""Cost facts logged per job: mean stand-alone and marginal cost of the two arms (SPEC 2)."""
+"""Cost facts logged per job: mean stand-alone and marginal cost of the two arms (docs/metrics.md §2)."""
 
 from __future__ import annotations
 

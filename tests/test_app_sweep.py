@@ -93,7 +93,7 @@ def test_sweep_creates_parent_and_children_with_layout(basic_sweep):
         assert metrics["table/n_questions"] == 120.0
         assert not any(k.startswith("gain/") for k in metrics)  # protocol=threshold_budget
         if tags[mt.TAG_POLICY] == "always_keep":
-            # a fixed decision is a reference point, not a budget frontier (SPEC 6)
+            # a fixed decision is a reference point, not a budget frontier (docs/metrics.md §6)
             assert metrics["budget/fixed/realized_usage"] == 0.0
             assert not any(k.startswith(("budget/0.", "frontier/")) for k in metrics)
         else:

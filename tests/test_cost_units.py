@@ -62,7 +62,7 @@ def _brute_mean(frame: pd.DataFrame, qids, column: str) -> float:
 
 # ---- the derivation --------------------------------------------------------------------------
 @pytest.mark.parametrize("base, extra, column", [
-    ("keep", "hybrid", "hybrid.marginal.total_ms"),  # marginal over keep (SPEC 2)
+    ("keep", "hybrid", "hybrid.marginal.total_ms"),  # marginal over keep (docs/metrics.md §2)
     ("hybrid", "keep", "keep.cost.total_ms"),  # marginal costs are measured against keep only
     ("bm25", "hybrid", "hybrid.cost.total_ms"),
 ])

@@ -1,4 +1,4 @@
-"""Match evidence strings to units (SPEC section 1): exact on normalised text, else fuzzy.
+"""Match evidence strings to units (docs/metrics.md §1): exact on normalised text, else fuzzy.
 
 What an evidence string is compared with: a paragraph's or caption's ``text``; a heading's full
 section name, ``Unit.section`` (QASPER's nested ``"A ::: B"`` name, whitespace collapsed), never
@@ -20,7 +20,7 @@ Exact matching prefers the unit kind the evidence points at:
    F1 (headings by their full section name) if that F1 >= 0.8, ties broken by document order;
    else the evidence is unmatched.
 
-Other choices where the SPEC is silent:
+Other choices where docs/metrics.md is silent:
 
 * Within the winning kind an exact match makes *every* unit with that normalised text gold (a
   paper may repeat a paragraph verbatim).

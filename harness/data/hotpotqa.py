@@ -4,7 +4,7 @@ Each item: ``_id``, ``question``, ``answer``, ``type``, ``level``, ``supporting_
 (``[[title, sentence index], ...]``) and ``context`` (``[[title, [sentence, ...]], ...]``, the
 two gold paragraphs plus eight distractors).
 
-Choices (the SPEC is silent):
+Choices (docs/metrics.md is silent):
 
 * A document is one question's candidate set: ``doc_id = pool_id = _id``; its units are the
   context paragraphs in the given order, kind "paragraph", ``unit_id = f"{_id}#{index}"``.

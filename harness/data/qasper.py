@@ -3,10 +3,10 @@
 QASPER: Dasigi, Lo, Beltagy, Cohan, Smith, Gardner (2021), "A Dataset of Information-Seeking
 Questions and Answers Anchored in Research Papers", NAACL. Licence: CC BY 4.0.
 
-Units (SPEC section 1), in document order, ``unit_id = f"{paper_id}#{index}"``:
+Units (docs/metrics.md §1), in document order, ``unit_id = f"{paper_id}#{index}"``:
 for each ``full_text`` section its heading (kind "heading") then its paragraphs (kind
 "paragraph"); then every figure/table caption (kind "caption"). The abstract is not a unit.
-Choices where the SPEC is silent:
+Choices where docs/metrics.md is silent:
 
 * Empty or whitespace-only paragraphs, headings and captions are skipped (they cannot be
   evidence and would only add ties).
@@ -14,8 +14,8 @@ Choices where the SPEC is silent:
   names read ``"Method ::: Encoder"``), in ``Unit.section``; a heading unit's evidence is
   matched against that full name (QASPER's heading evidence cites it; see
   :mod:`harness.data.evidence`). Which text the retrievers see for a heading (``Unit.text``) is
-  the recorded option ``heading_text`` (``dataset.heading_text``): ``"full"`` (default, SPEC
-  section 1) the full name, ``"last"`` only its last non-empty part (``"Encoder"``). The option
+  the recorded option ``heading_text`` (``dataset.heading_text``): ``"full"`` (default, docs/metrics.md
+  §1) the full name, ``"last"`` only its last non-empty part (``"Encoder"``). The option
   is stored in ``Dataset.options`` and so changes the fingerprint and the table cache key.
   A section name with no non-empty part (``""``, ``" ::: "``, null) gives no heading unit.
 * Reference answers of every annotator, in order, by the precedence of the official QASPER

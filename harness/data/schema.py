@@ -1,6 +1,6 @@
 """The in-memory shape every dataset loader produces and every later stage reads.
 
-A document is cut into units (SPEC section 1); a question points at its document, at the pool
+A document is cut into units (docs/metrics.md §1); a question points at its document, at the pool
 of units its arms search, and at its gold units. Splits are always grouped by ``doc_id``.
 """
 

@@ -1,4 +1,4 @@
-"""Answer quality (SPEC section 7; seed 003's correctness rule).
+"""Answer quality (docs/metrics.md §7; seed 003's correctness rule).
 
 * ``normalize_answer``: the SQuAD v1.1 normalisation, in the official order: lowercase, drop
   every ``string.punctuation`` character, replace the articles a/an/the (whole words) by a
@@ -12,7 +12,7 @@
   boundary 0.8 itself counts as correct).
 * **Citations** such as ``[2]`` or ``[1, 3]`` are removed before scoring (the RAG prompt asks
   for them; they are not part of the answer).
-* **Abstention** (SPEC section 7): an answer whose normalised text starts with "insufficient
+* **Abstention** (docs/metrics.md §7): an answer whose normalised text starts with "insufficient
   evidence" (the prompt's exact string ``"Insufficient evidence."``, tolerating a trailing
   citation or remark) counts as wrong (EM = F1 = 0) unless the question is unanswerable, where
   it counts as right (EM = F1 = 1). A question is unanswerable when the caller says so, or by
@@ -29,7 +29,7 @@
   as a space: "“Yes”", "Yes—it does.", "Yes…", "«Yes»", "¡Yes!" and a full-width "Ｙｅｓ" all
   say yes (SQuAD's normalisation drops only ASCII punctuation and glues "Yes—it" into one
   word). A consequence: "No-one knows" says no.
-* ``quality``: the continuous answer quality Q in [0, 1] for SPEC section 7's gain: token F1,
+* ``quality``: the continuous answer quality Q in [0, 1] for docs/metrics.md §7's gain: token F1,
   or yes/no accuracy for boolean questions.
 * ``utility_class``: seed 003's u in {-1, 0, +1} of RAG over no-retrieval:
   ``int(correct_rag) - int(correct_no_retrieval)``.
@@ -193,5 +193,5 @@ def utility_class(rag_correct: bool, no_retrieval_correct: bool) -> int:
 
 
 def quality_gain(q_extra: float, q_base: float, eps: float = 0.01) -> float:
-    """SPEC section 7's continuous gain: log((Q_extra + eps) / (Q_base + eps))."""
+    """docs/metrics.md §7's continuous gain: log((Q_extra + eps) / (Q_base + eps))."""
     return math.log((q_extra + eps) / (q_base + eps))

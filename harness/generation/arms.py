@@ -10,7 +10,7 @@ Columns of an arm ``A`` (one row per question):
 
 - outcomes: ``A.correct`` (1.0 when right: EM or F1 >= 0.8, yes/no accuracy for boolean
   questions, abstention right only on unanswerable ones; seed 003), ``A.em``, ``A.f1``,
-  ``A.quality`` (SPEC 7's Q: F1, or yes/no accuracy), ``A.abstained``: derived from the cached
+  ``A.quality`` (docs/metrics.md §7's Q: F1, or yes/no accuracy), ``A.abstained``: derived from the cached
   answer text at every load (``derive``), never cached, so a change to the answer metrics
   rescores every cached answer;
 - what was said: ``A.answer``, and for RAG ``A.units`` (the unit ids put into the prompt);
@@ -21,7 +21,7 @@ Columns of an arm ``A`` (one row per question):
   feature set ``uncertainty``): mean and max token entropy over the top-k alternatives, 1 - the
   lowest top-1 probability, answer length in tokens.
 
-Choices where the SPEC is silent: ``k = 5`` units (seed 003), the evidence cap of 12,000
+Choices where docs/metrics.md is silent: ``k = 5`` units (seed 003), the evidence cap of 12,000
 characters and seed 000's prompt rules (``harness.generation.prompts``); ``max_tokens`` 64 by
 default (seed 000 allows 256: a short-answer dataset rarely needs more, and a 135M model that
 rambles only costs time); greedy decoding. The key of a block holds the model's identity (the

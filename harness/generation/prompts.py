@@ -1,6 +1,6 @@
 """Prompts for answer generation (seed 000's rules), with and without retrieved evidence.
 
-Rules (seed 000, "Generation"; SPEC section 7):
+Rules (seed 000, "Generation"; docs/metrics.md §7):
 
 * **RAG prompt** (``rag_messages``): answer only from the given evidence units; cite the units
   used as ``[n]`` (n = the unit's 1-based position in the evidence block, i.e. its retrieval

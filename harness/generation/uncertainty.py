@@ -1,4 +1,4 @@
-"""Answer-uncertainty features from a no-retrieval generation (SPEC section 3; seed 003).
+"""Answer-uncertainty features from a no-retrieval generation (docs/metrics.md §3; seed 003).
 
 Per generated answer token t (the end-of-sequence token excluded, see ``Generation``):
 

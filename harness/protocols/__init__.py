@@ -1,4 +1,4 @@
-"""Evaluation protocols (SPEC 5-7): frozen threshold, budgets/frontiers, gain prediction.
+"""Evaluation protocols (docs/metrics.md §5-7): frozen threshold, budgets/frontiers, gain prediction.
 
 Each runner takes a RoutingTask and a ``policy_factory`` (a fresh unfitted policy per fold or
 split) and returns plain data (metrics dict, DataFrames) with a ``summary()`` text table.

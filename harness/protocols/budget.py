@@ -1,9 +1,9 @@
-"""Protocol B (SPEC 6): budgets, and the exact / deployable / conservative frontiers.
+"""Protocol B (docs/metrics.md §6): budgets, and the exact / deployable / conservative frontiers.
 
 Why: a threshold picked on one half of the documents need not spend the same share of extra
 calls on the other half. Repeating over seeded calibration/test halves shows both the ranking
 quality (exact frontier) and how well a calibrated threshold keeps its budget (deployable,
-conservative). The choices where the SPEC is silent (splits, ties at their expectation, the
+conservative). The choices where docs/metrics.md is silent (splits, ties at their expectation, the
 randomised threshold, cross-fitted calibration scores, the DKW slack, references at matched
 usage, per-question decisions, fixed decisions, routing summaries, cost, power) are written
 down in docs/protocols.md, "Protocol B, budget".

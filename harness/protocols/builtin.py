@@ -1,4 +1,4 @@
-"""The three built-in protocols (SPEC 5-7) as ``Protocol`` plugins.
+"""The three built-in protocols (docs/metrics.md §5-7) as ``Protocol`` plugins.
 
 Each adapter reads its settings from the job config (the shared ``protocol`` keys, and protocol
 B's ``budget`` group), runs the protocol's function and says what to log: metrics, tables (by

@@ -103,7 +103,7 @@ def fit_policy(policy: Policy, task: RoutingTask, seed: int) -> Policy:
 def score_task(policy: Policy, task: RoutingTask, seed: int) -> np.ndarray:
     """One float score per question of ``task``.
 
-    The oracle (``policy.oracle``) is handed the true delta (SPEC 4: an upper bound, never
+    The oracle (``policy.oracle``) is handed the true delta (docs/metrics.md §4: an upper bound, never
     deployable); every other policy sees only its features. A wrong length or a non-finite score
     (NaN, +-inf) is a HarnessError naming the policy: a NaN would silently never trigger, and an
     infinite score would collide with the "never run" threshold tau = +inf.

@@ -1,4 +1,4 @@
-"""Protocol C (SPEC 7): how well a score predicts the gain of the extra arm.
+"""Protocol C (docs/metrics.md §7): how well a score predicts the gain of the extra arm.
 
 Why: a router is useful when its score orders questions by gain; correlations measure that
 directly, and "selective use" (run the extra arm above a threshold) turns it into answer
@@ -6,7 +6,7 @@ quality. The threshold must be on the policy's own scale: a fixed 0 makes a rand
 (scores in [0, 1)) run the extra arm everywhere and a router whose scores are never positive
 never run it, so their "selective" numbers would just be always-extra / always-keep.
 
-Choices where the SPEC is silent:
+Choices where docs/metrics.md is silent:
 - Split: ``stats.stratified_grouped_halves(groups, delta_class, seed)``; the first half is the
   development ("fit") half: the policy is fitted on it (trainable policies only) and the
   threshold is chosen on it. Everything else is reported on the second half (test).
@@ -22,7 +22,7 @@ Choices where the SPEC is silent:
      always-keep never runs the extra arm and always-extra always does), as protocol A does.
   3. ``zero``: a policy whose score estimates the gain (``estimates_gain``: expected delta,
      or the true delta for the oracle) uses 0; extra runs when score > 0 (strict: a predicted
-     gain of exactly 0 keeps the cheaper base arm, SPEC 7's "score > a threshold").
+     gain of exactly 0 keeps the cheaper base arm, docs/metrics.md §7's "score > a threshold").
   4. ``dev_tau``: any other policy (random, single signals, plugins) gets the cost-0
      protocol-A threshold of the fit half: ``select_tau(oof_scores(fit, factory, n_folds,
      seed), fit.base, fit.delta, 0.0)`` on document-grouped out-of-fold scores of the fit half
@@ -32,7 +32,7 @@ Choices where the SPEC is silent:
   is 1 when a score equal to it runs the extra arm (>=, rules fixed and dev_tau), 0 when not
   (>, rules given and zero).
 - Decision accuracy: running extra is correct when extra >= base, keeping base is correct when
-  base >= extra (so ties count as correct both ways, as SPEC 7 says). Because a neutral
+  base >= extra (so ties count as correct both ways, as docs/metrics.md §7 says). Because a neutral
   question (base == extra) is correct whatever the policy does, the share is also reported on
   non-neutral questions only (``decision_accuracy_nonneutral``, count ``n_nonneutral``;
   nan when there is none).
@@ -50,7 +50,7 @@ Choices where the SPEC is silent:
   per-question values); percentile interval (numpy 'linear'), level 1 - alpha (0.95). A
   resample whose denominator is 0 (no harm of extra for gap closed, no non-neutral question
   for the non-neutral accuracy) is skipped; ``..._n_boot_used`` counts the usable resamples
-  (nan interval when none). ``n_boot`` >= 1 (SPEC 5's floor of 1,000 is protocol A's; the
+  (nan interval when none). ``n_boot`` >= 1 (docs/metrics.md §5's floor of 1,000 is protocol A's; the
   config default is 1,000).
 - Power: ``gain/discordant/rescues`` / ``harms`` count the test questions where extra beats /
   loses to base. The policy's choice is compared with always-extra on the questions where the

@@ -1,6 +1,6 @@
 """Routing summaries for one base/extra pair: PGR, APGR and CPT (RouteLLM) and AIQ (RouterBench).
 
-Why: the budget protocol (SPEC 6) reports outcome against usage; the routing literature
+Why: the budget protocol (docs/metrics.md §6) reports outcome against usage; the routing literature
 summarises the same curve in standard units. RouteLLM (Ong et al. 2024, "RouteLLM: Learning to
 Route LLMs with Preference Data") routes between a weak and a strong model, which here are the
 cheap **base** arm and the **extra** arm; it reports the performance gap recovered (PGR), its
@@ -13,7 +13,7 @@ Everything here is a pure function over numpy arrays (one entry per question or 
 point); randomness only in ``mixed_policy``, through ``np.random.default_rng(seed)``.
 
 Choices where the papers leave a detail open (each also in its function's docstring):
-- Ties in the exact curve count at their expectation (SPEC 6), so a constant score is random's
+- Ties in the exact curve count at their expectation (docs/metrics.md §6), so a constant score is random's
   straight line: APGR 0.5, CPT(x) = x.
 - Operating points are joined by straight lines (APGR, CPT): a point on the segment between two
   operating points is what a seeded coin mixing the two achieves in expectation
@@ -106,7 +106,7 @@ def expected_exact_curve(scores, base, extra) -> tuple[np.ndarray, np.ndarray]:
     """(usage k / n, expected mean outcome) for k = 0..n when the extra arm runs on the k
     highest-scored questions, ties broken uniformly at random and counted at their expectation.
 
-    Definition (SPEC 6 exact frontier): order the questions by score, descending; delta = extra -
+    Definition (docs/metrics.md §6 exact frontier): order the questions by score, descending; delta = extra -
     base. For a cut k that falls inside a block of tied scores occupying sorted positions
     [above, above + m), with ``above`` questions scored strictly higher:
 

@@ -1,4 +1,4 @@
-"""Protocol A (SPEC 5): choose a threshold under a cost on development, freeze, then evaluate
+"""Protocol A (docs/metrics.md §5): choose a threshold under a cost on development, freeze, then evaluate
 once on held-out documents.
 
 Why the code is split in three functions: ``split_dev_heldout`` separates the documents;
@@ -8,7 +8,7 @@ held-out task and the frozen folder, rebuilds the policy from the frozen file wi
 ``policy_factory()`` + ``set_state()`` after checking the digests, and only then looks at
 held-out outcomes. So nothing held-out can reach tau or the fitted model by construction.
 
-The choices where the SPEC is silent, the power metrics, the development estimates, repeated
+The choices where docs/metrics.md is silent, the power metrics, the development estimates, repeated
 splits and the ceiling warning are written down in docs/protocols.md, "Protocol A, threshold".
 """
 
@@ -351,15 +351,15 @@ def evaluate_heldout(
     power: float = 0.8,
     n_perm: int = N_PERM,
 ) -> tuple[dict[str, float], pd.DataFrame]:
-    """Score held-out with the policy rebuilt from the frozen folder and report SPEC 5's numbers.
+    """Score held-out with the policy rebuilt from the frozen folder and report docs/metrics.md §5's numbers.
 
     Returns (metrics, per-question decisions). Bootstrap intervals resample documents
-    (``n_boot`` >= 1000 per SPEC 5) with the frozen config's seed; the sign-flip test uses the
+    (``n_boot`` >= 1000 per docs/metrics.md §5) with the frozen config's seed; the sign-flip test uses the
     same seed (``n_perm`` random patterns only beyond 16 discordant documents); the power
     metrics (docs/protocols.md) use ``alpha`` and ``power``.
     """
     if n_boot < MIN_BOOTSTRAP:
-        raise ConfigError("protocol.n_boot", f"SPEC 5 asks for at least {MIN_BOOTSTRAP} bootstrap resamples, got {n_boot}")
+        raise ConfigError("protocol.n_boot", f"docs/metrics.md §5 asks for at least {MIN_BOOTSTRAP} bootstrap resamples, got {n_boot}")
     _check_alpha_power(alpha, power)
     policy, tau, config = load_frozen(frozen_dir, policy_factory)
     seed, cost = int(config["seed"]), float(config["cost"])
@@ -740,7 +740,7 @@ def run_threshold_protocol(
     documents)."""
     # everything checked before anything is frozen
     if n_boot < MIN_BOOTSTRAP:
-        raise ConfigError("protocol.n_boot", f"SPEC 5 asks for at least {MIN_BOOTSTRAP} bootstrap resamples, got {n_boot}")
+        raise ConfigError("protocol.n_boot", f"docs/metrics.md §5 asks for at least {MIN_BOOTSTRAP} bootstrap resamples, got {n_boot}")
     _check_alpha_power(alpha, power)
     if nested_folds != 0 and nested_folds < 2:
         raise ConfigError("protocol.nested_folds", f"must be 0 (off) or >= 2, got {nested_folds}")

@@ -1,6 +1,6 @@
 """The four retrieval arms behind one interface, computed for a shard of pools at once.
 
-Arms (SPEC section 2): ``keep`` (dense top-``candidates`` -> rerank -> top k), ``hybrid`` (BM25
+Arms (docs/metrics.md §2): ``keep`` (dense top-``candidates`` -> rerank -> top k), ``hybrid`` (BM25
 and dense rankings over the whole pool fused by RRF -> top-``candidates`` fused -> rerank -> top
 k; a NEW top k that can lose a keep hit), ``bm25`` (BM25 top k, no rerank) and ``dense`` (dense
 top k, no rerank). ``keep`` is the base arm for marginal costs.
@@ -89,7 +89,7 @@ class ArmResult:
 
 def outcome(ranked: Sequence[str], gold: set[str], k: int) -> dict[str, float]:
     """hit@1..k, recall@k, mrr@k, first gold rank (NaN when none in top k). Without gold: hits 0,
-    the rest NaN (such questions are excluded from hit metrics, SPEC section 1)."""
+    the rest NaN (such questions are excluded from hit metrics, docs/metrics.md §1)."""
     top = list(ranked)[:k]
     first = next((r for r, u in enumerate(top, start=1) if u in gold), None)
     out: dict[str, float] = {f"hit@{j}": int(first is not None and first <= j) for j in range(1, k + 1)}

@@ -1,4 +1,4 @@
-"""BM25 over one pool: rank-bm25's BM25Okapi with lowercase word tokens (SPEC section 2).
+"""BM25 over one pool: rank-bm25's BM25Okapi with lowercase word tokens (docs/metrics.md §2).
 
 Tokens are ``re.findall(r"\\w+", text.lower())`` (letters, digits, underscore; punctuation
 dropped). rank-bm25 floors negative IDF (terms in more than half the pool) at

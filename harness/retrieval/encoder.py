@@ -15,7 +15,7 @@ and order (tests/test_batching.py); with the former length-sorted padded batches
 up to ~1e-6, enough to reorder a near tie in a top 10. No padding also means less work (about
 10% less forward time on an idle 2-core machine), but more, smaller forward passes.
 
-Token embeddings drop [CLS], [SEP] and padding (SPEC section 2) and are L2-normalised per token.
+Token embeddings drop [CLS], [SEP] and padding (docs/metrics.md §2) and are L2-normalised per token.
 Special tokens are dropped **by token id** (every id in the tokenizer's ``all_special_ids``
 except the unknown token: CLS, SEP, PAD, MASK, ...), not by position: a unit whose text
 contains a literal "[SEP]" or "[CLS]" (which BERT's tokenizer maps to the special id) keeps no

@@ -1,4 +1,4 @@
-"""Names of the router features (SPEC section 3), grouped into named feature sets.
+"""Names of the router features (docs/metrics.md §3), grouped into named feature sets.
 
 The outcome table stores feature ``name`` in column ``feat.<name>``. Policies select a feature
 set by name (``baseline``, ``bm25``, ``qpp``, ``query``, ``all``, or a set an installed arm block
@@ -8,7 +8,7 @@ provides) or list names directly.
 from __future__ import annotations
 
 FEATURE_PREFIX = "feat."
-# The "10" in the baseline names is the arm's k (``arms.k``, 10 by default, as in SPEC 3): with
+# The "10" in the baseline names is the arm's k (``arms.k``, 10 by default, as in docs/metrics.md §3): with
 # another k, overlap and caption share are computed over the top k.
 
 BASELINE = (

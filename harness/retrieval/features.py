@@ -1,8 +1,8 @@
-"""Router features (SPEC section 3), computed from the keep arm and the query alone.
+"""Router features (docs/metrics.md §3), computed from the keep arm and the query alone.
 
-Choices where the SPEC is silent (also in the README):
+Choices where docs/metrics.md is silent (also in the README):
 - Pools with fewer units than a feature needs: margins are NaN (one unit), means use what
-  exists. ``overlap_dense_rerank10`` divides by 10 as the SPEC writes; ``caption_frac_rerank10``
+  exists. ``overlap_dense_rerank10`` divides by 10 as docs/metrics.md writes; ``caption_frac_rerank10``
   divides by the length of the reranked list ("fraction of").
 - QPP (seed 002 section 4.2), top-k = 5 by default, over a score list ``s`` of the whole pool:
   "corpus score" C = the mean score of the query over ALL units of the pool (the pool acts as
@@ -98,7 +98,7 @@ def keep_features(
     reranked_top: Sequence[int],
     unit_kinds: Sequence[str],
 ) -> dict[str, float]:
-    """The baseline six (SPEC section 3) from the keep arm; indices are pool positions."""
+    """The baseline six (docs/metrics.md §3) from the keep arm; indices are pool positions."""
     d = np.asarray(dense_scores, dtype=np.float64)[np.asarray(dense_order)]
     dense10 = [int(i) for i in dense_order[:10]]
     top = [int(i) for i in reranked_top]

@@ -1,4 +1,4 @@
-"""Deterministic rankings and reciprocal rank fusion (SPEC section 2).
+"""Deterministic rankings and reciprocal rank fusion (docs/metrics.md §2).
 
 Every ranking sorts by score descending and breaks ties by position in the pool, which is the
 unit order in the document (a stable sort over pool order does exactly that).

@@ -3,10 +3,10 @@
 Both score (question, unit) pairs given by index into a shard's questions and units; the arm
 layer caches scores per pair so the extra arm only pays for pairs the base arm did not score.
 
-MaxSim (SPEC section 2): score = sum over question tokens of the max cosine to the unit's
+MaxSim (docs/metrics.md §2): score = sum over question tokens of the max cosine to the unit's
 tokens, over the encoder's L2-normalised token embeddings with [CLS]/[SEP]/padding dropped
 (by token id, see :mod:`harness.retrieval.encoder`).
-Choice where the SPEC is silent: a unit (or question) with no tokens scores 0.
+Choice where docs/metrics.md is silent: a unit (or question) with no tokens scores 0.
 """
 
 from __future__ import annotations

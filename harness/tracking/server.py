@@ -6,7 +6,7 @@ local file store that only looks similar. This module owns nothing but the serve
 cycle: pick a free port, launch ``python -m mlflow server`` in its own process group, wait for
 ``/health``, and stop the whole group (uvicorn workers included) on exit.
 
-Choices (the SPEC is silent here): the backend is a SQLite file and artifacts are served by
+Choices (docs/metrics.md is silent here): the backend is a SQLite file and artifacts are served by
 the server itself (``--serve-artifacts --artifacts-destination``), so clients need no access
 to the server's disk; one worker, because tests are small and the machine has two cores.
 """
