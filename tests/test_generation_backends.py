@@ -96,11 +96,19 @@ def test_llama_cpp_is_greedy_deterministic_and_complete(llama_runs):
     assert first[1].finish_reason == "length" and first[1].output_tokens == CFG.max_tokens
 
 
-def test_llama_cpp_parallel_slots_match_one_at_a_time(llama_runs):
+def test_llama_cpp_parallel_slots_answer_every_prompt_in_order(llama_runs):
+    """Several slots batch their tokens as the requests arrive, so which tokens share a batch, and
+    with it the arithmetic, depends on timing (on a busy machine a first-token logprob moved from
+    -1.25 to -1.35): only the structure is the same as one at a time. That is why the answer arms
+    use one slot (n_parallel=1, part of the block key) and this is not a reproducibility claim."""
     with LlamaCppGenerator(config=CFG, n_ctx=2048, n_threads=1, n_parallel=2) as g2:
         batched = g2.generate_batch(PROMPTS)
+        assert g2.describe()["n_parallel"] == 2
+    assert len(batched) == len(PROMPTS) == len(llama_runs[0])
     for a, b in zip(llama_runs[0], batched):
-        assert a.text == b.text and a.logprobs == b.logprobs
+        assert b.prompt_tokens == a.prompt_tokens  # each answer belongs to its own prompt, in order
+        assert 0 < b.output_tokens <= CFG.max_tokens and b.finish_reason in ("stop", "length")
+        assert 0 < len(b.logprobs) <= b.output_tokens and all(lp <= 0 for lp in b.logprobs)  # EOS has none
 
 
 def test_http_backend_against_a_real_llama_cpp_server(llama, llama_runs):

@@ -223,8 +223,9 @@ class LlamaCppGenerator(Generator):
     """llama.cpp in-process through the prebuilt ``xllamacpp`` wheel, on a GGUF file.
 
     ``n_parallel`` > 1 gives that many server slots and ``generate_batch`` fills them
-    concurrently (continuous batching); outputs were bit-identical to ``n_parallel=1`` on the
-    test prompts. ``n_threads`` defaults to 1: other thread counts can give other text.
+    concurrently (continuous batching): faster, but which tokens share a batch depends on when
+    requests arrive, so logprobs (and at a near-tie the text) can depend on timing; the answer
+    arms use 1. ``n_threads`` defaults to 1: other thread counts can give other text.
     ``cache_prompt=False`` (default) recomputes every prompt, so no answer depends on which
     prompt came before it. The engine also serves HTTP on ``self.url`` (loopback only).
     """
