@@ -146,7 +146,8 @@ def _class_of(name: str, key: str) -> type:
 def make_block(spec: Any, key: str = "arms.blocks") -> ArmBlock:
     """A block from a name or a ``{_target_: ..., param: ...}`` / ``{name: ..., param: ...}``
     mapping; every problem (a constructor that refuses its parameters, a missing ``name``, an
-    identity that is not JSON) is a ConfigError under ``key``."""
+    identity that is not JSON) is a ConfigError under ``key``, or under ``key.<setting>`` when
+    the constructor raised a ConfigError naming its setting."""
     if isinstance(spec, str):
         cls, params = _class_of(spec, key), {}
     elif isinstance(spec, Mapping):
@@ -162,6 +163,8 @@ def make_block(spec: Any, key: str = "arms.blocks") -> ArmBlock:
     label = f"arm block {cls.__module__}.{cls.__qualname__}"
     try:
         block = cls(**params)
+    except ConfigError as exc:  # a setting the constructor names: its full key
+        raise ConfigError(f"{key}.{exc.key}", exc.problem) from None
     except (TypeError, ValueError, AssertionError) as exc:  # the constructor refused its parameters
         raise ConfigError(key, f"{label}: {type(exc).__name__}: {exc}") from None
     if block.name == ArmBlock.name:

@@ -458,6 +458,10 @@ def validate(cfg: Any) -> None:
 
     dataset = check_dataset_config(cfg.dataset)
     _check_arms(cfg.arms, synthetic=dataset.get("loader") == "synthetic")
+    if dataset.get("loader") != "synthetic":  # the synthetic table reranks nothing
+        from harness.retrieval.settings import check_reranker
+
+        check_reranker(cfg.reranker)
     _check_cost_source(cfg.cost, cfg.arms, synthetic=dataset.get("loader") == "synthetic")
     if "name" not in cfg.policy:
         raise ConfigError("policy.name", "missing (each policy config names itself)")

@@ -27,6 +27,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "data"
 QASPER = FIXTURES / "qasper-fixture-v0.3.json"
 HOTPOT = FIXTURES / "hotpot-fixture.json"
 SYN = "dataset=synthetic"
+ANSWERS = ["arms=noret_rag", "protocol=answers"]  # the answer pair (no_retrieval vs rag_keep)
 
 
 # ---- bad data files (written into the case's folder; "{d}" in an argument names it) -------------
@@ -315,6 +316,38 @@ CASES = [
         ("arms-encoder-folder-missing", ["arms.encoder.model={d}/no-such-model"], "'arms.encoder.model'"),
         ("arms-table-k-zero", ["table", "build", SYN, "arms.k=0"], "'arms.k'"),
         ("arms-answer-pair-k", ["arms=noret_rag", "protocol=answers", "arms.k=0"], "'arms.k'"),
+        # answer arms: every setting of an answer block bounded, named by its full key
+        ("answer-max-tokens-zero", [*ANSWERS, "arms.blocks.1.max_tokens=0"], "'arms.blocks[1].max_tokens'"),
+        ("answer-max-tokens-huge", [*ANSWERS, "arms.blocks.0.max_tokens=100000000"], "[1, 4096]"),
+        ("answer-max-tokens-text", [*ANSWERS, "arms.blocks.0.max_tokens=many"], "'arms.blocks[0].max_tokens'"),
+        ("answer-max-tokens-bool", [*ANSWERS, "arms.blocks.1.max_tokens=true"], "'arms.blocks[1].max_tokens'"),
+        ("answer-top-k-above-api", [*ANSWERS, "arms.blocks.0.top_k=21"], "'arms.blocks[0].top_k'"),
+        ("answer-top-k-float", [*ANSWERS, "arms.blocks.1.top_k=2.5"], "'arms.blocks[1].top_k'"),
+        ("answer-rag-k-above-top10", [*ANSWERS, "arms.blocks.1.k=11"], "'arms.blocks[1].k'"),
+        ("answer-seed-negative", [*ANSWERS, "arms.blocks.0.seed=-1"], "'arms.blocks[0].seed'"),
+        ("answer-threads-zero", [*ANSWERS, "+arms.blocks.0.n_threads=0"], "'arms.blocks[0].n_threads'"),
+        ("answer-threads-huge", [*ANSWERS, "+arms.blocks.1.n_threads=100000"], "[1, 512]"),
+        ("answer-threads-text", [*ANSWERS, "+arms.blocks.1.n_threads=all"], "'arms.blocks[1].n_threads'"),
+        ("answer-timeout-inf", [*ANSWERS, "+arms.blocks.0.timeout_s=inf"], "'arms.blocks[0].timeout_s'"),
+        ("answer-timeout-zero", [*ANSWERS, "+arms.blocks.1.timeout_s=0"], "(0, 86400]"),
+        ("answer-deadline-negative", [*ANSWERS, "+arms.blocks.1.deadline_s=-5"], "'arms.blocks[1].deadline_s'"),
+        ("answer-retries-negative", [*ANSWERS, "+arms.blocks.0.retries=-1"], "'arms.blocks[0].retries'"),
+        ("answer-mode-unknown", [*ANSWERS, "+arms.blocks.0.mode=greedy"], "'arms.blocks[0].mode'"),
+        ("answer-mode-not-text", [*ANSWERS, "+arms.blocks.1.mode=3"], "'arms.blocks[1].mode'"),
+        ("answer-table", ["table", "build", "arms=noret_rag", "arms.blocks.1.max_tokens=0"], "'arms.blocks[1].max_tokens'"),
+        ("answer-sweep", ["-m", *ANSWERS, "experiment=none", "arms.blocks.0.max_tokens=16,0"],  # the swept key
+         "'arms.blocks.0.max_tokens': bad sweep value '0': must be an integer in [1, 4096]"),
+        # the cross-encoder reranker: its model folder, batch size and sequence length
+        ("reranker-model-folder-missing", ["reranker=cross_encoder", "reranker.model={d}/no-such-model"],
+         "'reranker.model'"),
+        ("reranker-model-relative-missing", ["reranker=cross_encoder", "reranker.model=./no-such-model"],
+         "'reranker.model'"),
+        ("reranker-model-is-a-file", ["reranker=cross_encoder", "reranker.model={d}/empty.json"], "is a file"),
+        ("reranker-model-table", ["table", "build", "reranker=cross_encoder", "reranker.model={d}/no-such-model"],
+         "'reranker.model'"),
+        ("reranker-batch-zero", ["reranker=cross_encoder", "reranker.batch_size=0"], "'reranker.batch_size'"),
+        ("reranker-max-length-tiny", ["reranker=cross_encoder", "reranker.max_length=4"], "'reranker.max_length'"),
+        ("reranker-unknown-name", ["reranker.name=colbert"], "'reranker.name'"),
         # data: empty references, out-of-range supporting facts, duplicate titles, lone surrogates
         ("datacheck-qasper-no-answers", ["data", "qasper", "path={d}/qasper-no-answers.json"], "'P1.qas[0].answers'"),
         ("datacheck-qasper-no-answers-app", ["dataset=qasper", "dataset.path={d}/qasper-no-answers.json"], "'P1.qas[0].answers'"),
@@ -360,6 +393,8 @@ CATEGORIES = {
     "file": "regular file, size cap with a named override",
     "count": "upper bounds of counts",
     "arms": "retrieval setting ranges",
+    "answer": "answer arm setting ranges (max_tokens, top_k, k, seed, n_threads, timeout_s, deadline_s, retries, mode)",
+    "reranker": "the cross-encoder reranker's model folder and ranges",
     "datacheck": "data checks: empty references, supporting-fact indexes, duplicate titles, lone surrogates",
     "datacheck-qasper-no-answers": "empty references",
     "datacheck-hotpot-index": "supporting-fact index out of range",

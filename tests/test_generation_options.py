@@ -49,7 +49,7 @@ def test_options_must_be_single_vocabulary_pieces():
 
 def test_mode_is_checked_and_keyed():
     assert NoRetrievalArm(mode="options").identity() != NoRetrievalArm().identity()
-    with pytest.raises(ValueError, match="mode must be one of"):
+    with pytest.raises(ValueError, match="'mode': must be one of"):
         NoRetrievalArm(mode="greedy")
     with pytest.raises(ValueError, match="only the llama.cpp"):
         NoRetrievalArm(mode="options", generator="http://127.0.0.1:9")

@@ -38,6 +38,7 @@ recorded in the cache's sidecars (``built_with``) and on every run as tags.
 from __future__ import annotations
 
 import functools
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,7 @@ from typing import Any
 import pandas as pd
 
 from harness.arm_blocks import BASE, ArmBlock
-from harness.errors import HarnessError
+from harness.errors import ConfigError, HarnessError
 from harness.io import sha256_file
 from harness.retrieval.feature_names import UNCERTAINTY as UNCERTAINTY_FEATURES
 
@@ -54,6 +55,18 @@ PROMPT_VERSION = 1  # bump when harness.generation.prompts changes what a prompt
 # the options "Yes" / "No" after the prompt (harness.generation.options), open ones decoded
 ANSWER_MODES = ("generate", "options")
 OPTION_FEATURES = ("unc_option_margin", "unc_option_mass")
+# the bounds of the answer arms' settings: (low, high, why); checked before any work
+TOP_UNITS = 10  # a RAG arm reads its retrieval arm's ``<arm>.top10``: more units do not exist
+MAX_TIMEOUT_S = 86_400.0  # one server request: a day
+MAX_DEADLINE_S = 30 * 86_400.0  # a whole build against a server: 30 days
+ANSWER_BOUNDS: dict[str, tuple[int, int, str]] = {
+    "max_tokens": (1, 4096, " (half of the 8192-token context: the prompt needs the rest)"),
+    "top_k": (1, 20, " (alternatives per token; 20 is the OpenAI API's top_logprobs limit)"),
+    "k": (1, TOP_UNITS, f" (a RAG arm reads its retrieval arm's top {TOP_UNITS})"),
+    "seed": (0, 2**32 - 1, ""),
+    "n_threads": (1, 512, " (ggml's GGML_MAX_N_THREADS)"),
+    "retries": (0, 100, ""),
+}
 
 
 @functools.lru_cache(maxsize=8)
@@ -112,6 +125,44 @@ def check_engine(keyed: dict, described: dict, arm: str) -> None:
                            "its text would be cached under a key that does not describe it")
 
 
+class AnswerSettingError(ConfigError, ValueError):
+    """An answer arm's setting out of range or of the wrong type. Its key is the setting's name;
+    ``harness.arm_blocks.make_block`` prefixes the block's config key (``arms.blocks[1].max_tokens``).
+    A ValueError too: a constructor's refusal of its parameters, wherever the arm is made."""
+
+
+def _integer(key: str, value: Any, low: int, high: int, why: str = "") -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise AnswerSettingError(key, f"must be an integer in [{low}, {high}]{why}, got {value!r}")
+
+
+def _seconds(key: str, value: Any, high: float) -> None:
+    ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+          and 0 < value <= high)
+    if not ok:
+        raise AnswerSettingError(key, f"must be a number of seconds in (0, {high:g}], got {value!r}")
+
+
+def check_answer_settings(*, generator: Any, max_tokens: Any, top_k: Any, seed: Any, k: Any, model: Any, device: Any,
+                          n_threads: Any, timeout_s: Any, deadline_s: Any, retries: Any, mode: Any) -> None:
+    """Every range and type of an answer arm's settings, before anything is built or logged
+    (bounds: ``ANSWER_BOUNDS``, with why); raises ``AnswerSettingError`` naming the setting."""
+    for key, value in (("generator", generator), ("device", device)):
+        if not isinstance(value, str) or not value.strip():
+            raise AnswerSettingError(key, f"must be a non-empty string, got {value!r}")
+    if model is not None and (not isinstance(model, str) or not model.strip()):
+        raise AnswerSettingError("model", f"must be a model name (a non-empty string) or null, got {model!r}")
+    for key, value in (("max_tokens", max_tokens), ("top_k", top_k), ("k", k), ("seed", seed), ("n_threads", n_threads),
+                       ("retries", retries)):
+        low, high, why = ANSWER_BOUNDS[key]
+        _integer(key, value, low, high, why)
+    _seconds("timeout_s", timeout_s, MAX_TIMEOUT_S)
+    if deadline_s is not None:
+        _seconds("deadline_s", deadline_s, MAX_DEADLINE_S)
+    if not isinstance(mode, str) or mode not in ANSWER_MODES:
+        raise AnswerSettingError("mode", f"must be one of {', '.join(ANSWER_MODES)}, got {mode!r}")
+
+
 class AnswerArm(ArmBlock):
     """What the answer arms share: the generator, the settings, scoring, costs."""
 
@@ -124,18 +175,14 @@ class AnswerArm(ArmBlock):
                  k: int = 5, model: str | None = None, device: str = "cpu", n_threads: int = 1,
                  timeout_s: float = 120.0, deadline_s: float | None = None, retries: int = 3,
                  mode: str = "generate"):
-        for key, value, low in (("max_tokens", max_tokens, 1), ("top_k", top_k, 1), ("k", k, 1), ("seed", seed, 0),
-                                ("n_threads", n_threads, 1), ("retries", retries, 0)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{key} must be an integer >= {low}, got {value!r}")
-        for key, value in (("timeout_s", timeout_s), ("deadline_s", deadline_s)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
-                raise ValueError(f"{key} must be a number of seconds > 0, got {value!r}")
+        check_answer_settings(generator=generator, max_tokens=max_tokens, top_k=top_k, seed=seed, k=k, model=model,
+                              device=device, n_threads=n_threads, timeout_s=timeout_s, deadline_s=deadline_s,
+                              retries=retries, mode=mode)
         server = str(generator).startswith(("http://", "https://"))
         if str(device) != "cpu" and not server and not str(generator).startswith("transformers"):
-            raise ValueError(f"device {device!r}: the in-process {str(generator).partition(':')[0]} backend runs on "
-                             "the CPU here (the prebuilt llama.cpp wheel is CPU-only); on a GPU use "
-                             "generator=transformers:PATH or a server (http://...)")
+            raise AnswerSettingError("device", f"{device!r}: the in-process {str(generator).partition(':')[0]} "
+                                     "backend runs on the CPU here (the prebuilt llama.cpp wheel is CPU-only); on a "
+                                     "GPU use generator=transformers:PATH or a server (http://...)")
         self.generator = str(generator)
         self.max_tokens = max_tokens
         self.top_k = top_k
@@ -143,11 +190,10 @@ class AnswerArm(ArmBlock):
         self.k = k
         self.model = model
         self.device = "server" if server else str(device)  # a server places its model itself
-        if mode not in ANSWER_MODES:
-            raise ValueError(f"mode must be one of {ANSWER_MODES}, got {mode!r}")
         if mode == "options" and engine_identity(str(generator), n_threads)["engine"] != "xllamacpp":
-            raise ValueError("mode 'options' reads the whole next-token distribution, which only the llama.cpp "
-                             f"backend gives here (generator: default or a .gguf), not {str(generator).partition(':')[0]!r}")
+            raise AnswerSettingError("mode", "'options' reads the whole next-token distribution, which only the "
+                                     "llama.cpp backend gives here (generator: default or a .gguf), not "
+                                     f"{str(generator).partition(':')[0]!r}")
         self.mode = mode
         self.n_threads = n_threads
         self.timeout_s = timeout_s  # a server's bounds: how long to wait, not what is answered,

@@ -24,6 +24,7 @@ MAX_QPP_K = 1_000
 MAX_BATCH = 4_096  # arms.encoder.batch_size
 MIN_SEQ = 8
 MAX_SHARD = 100_000  # arms.shard_size: pools per cached shard
+RERANKERS = ("maxsim", "cross_encoder")  # harness.retrieval.rerankers.make_reranker
 MAX_K1 = 100.0  # arms.bm25.k1: term-frequency saturation (1.2-2.0 in practice)
 
 
@@ -60,23 +61,54 @@ def model_positions(folder: Path) -> int | None:
     return None
 
 
+def _model_folder(key: str, model: Any, expected: str) -> Path | None:
+    """The local folder of a model named by ``key`` (None: a hub name not cached here, fetched
+    later); a folder path that does not exist, or a name that cannot be a hub name, is refused."""
+    from harness.retrieval.encoder import resolve_model_path
+
+    if not isinstance(model, str) or not model.strip():
+        raise ConfigError(key, f"expected {expected} or a hub name, got {model!r}")
+    if looks_like_path(model) and not Path(model).expanduser().is_dir():
+        what = "is a file" if Path(model).expanduser().exists() else "not found"
+        raise ConfigError(key, f"model folder {what}: {model} (expected {expected}, or a hub name in the local cache)")
+    folder = resolve_model_path(model)
+    if folder is None and (model.count("/") > 1 or model.endswith("/")):
+        raise ConfigError(key, f"model folder not found: {model} (not a folder here, and not a hub name: expected "
+                               "name or org/name)")
+    return folder
+
+
+def check_reranker(rr: Mapping[str, Any]) -> None:
+    """``reranker.*``: a known name; for the cross-encoder a model folder that exists, its batch
+    size and a sequence length within the model's positions. Checked before the base table is
+    built, so a missing folder is not found minutes into the build."""
+    name = rr.get("name", "maxsim")
+    if name not in RERANKERS:
+        raise ConfigError("reranker.name", f"must be one of {', '.join(RERANKERS)}, got {name!r}")
+    if name != "cross_encoder":
+        return
+    from harness.retrieval.rerankers import CROSS_ENCODER_DEFAULT
+
+    _integer("reranker.batch_size", rr.get("batch_size", 32), 1, MAX_BATCH)
+    model = rr.get("model", CROSS_ENCODER_DEFAULT)
+    folder = _model_folder("reranker.model", model, "a sentence-transformers cross-encoder folder")
+    positions = model_positions(folder) if folder is not None else None
+    length = rr.get("max_length", 512)
+    high = positions if positions is not None else 100_000
+    ok = isinstance(length, int) and not isinstance(length, bool) and MIN_SEQ <= length <= high
+    if not ok:
+        bound = f" (the model's {positions} positions)" if positions else ""
+        raise ConfigError("reranker.max_length", f"must be an integer in [{MIN_SEQ}, {high}]{bound}, got {length!r}")
+
+
 def check_encoder(enc: Mapping[str, Any]) -> None:
     """``arms.encoder``: batch size, a model folder that exists, a sequence length within the
     model's positions."""
-    from harness.retrieval.encoder import PACKAGED_MINILM, resolve_model_path
+    from harness.retrieval.encoder import PACKAGED_MINILM
 
     _integer("arms.encoder.batch_size", enc.get("batch_size", 64), 1, MAX_BATCH)
     model = enc.get("model", PACKAGED_MINILM)
-    if not isinstance(model, str) or not model.strip():
-        raise ConfigError("arms.encoder.model", f"expected packaged-minilm, a model folder or a hub name, got {model!r}")
-    if looks_like_path(model) and not Path(model).expanduser().is_dir():
-        what = "is a file" if Path(model).expanduser().exists() else "not found"
-        raise ConfigError("arms.encoder.model", f"model folder {what}: {model} (expected a sentence-transformers "
-                                                "folder, packaged-minilm, or a hub name in the local cache)")
-    folder = resolve_model_path(model)
-    if folder is None and (model.count("/") > 1 or model.endswith("/")):
-        raise ConfigError("arms.encoder.model", f"model folder not found: {model} (not a folder here, and not a "
-                                                "hub name: expected name or org/name)")
+    folder = _model_folder("arms.encoder.model", model, "a sentence-transformers folder, packaged-minilm")
     positions = model_positions(folder) if folder is not None else None
     high = positions if positions is not None else 100_000
     seq = enc.get("max_seq_length", 256)
@@ -111,4 +143,4 @@ def check_retrieval_settings(arms: Mapping[str, Any], *, synthetic: bool = False
         check_encoder(enc)
 
 
-__all__ = ["check_retrieval_settings", "check_encoder", "model_positions", "looks_like_path"]
+__all__ = ["check_retrieval_settings", "check_encoder", "check_reranker", "model_positions", "looks_like_path"]
