@@ -334,6 +334,10 @@ CASES = [
         ("answer-retries-negative", [*ANSWERS, "+arms.blocks.0.retries=-1"], "'arms.blocks[0].retries'"),
         ("answer-mode-unknown", [*ANSWERS, "+arms.blocks.0.mode=greedy"], "'arms.blocks[0].mode'"),
         ("answer-mode-not-text", [*ANSWERS, "+arms.blocks.1.mode=3"], "'arms.blocks[1].mode'"),
+        # a server's bounds given to the in-process engine would be logged yet change nothing
+        ("answer-timeout-without-server", [*ANSWERS, "+arms.blocks.0.timeout_s=30"], "applies to a server generator"),
+        ("answer-retries-without-server", [*ANSWERS, "+arms.blocks.1.retries=5"], "'arms.blocks[1].retries'"),
+        ("answer-deadline-without-server", [*ANSWERS, "+arms.blocks.1.deadline_s=600"], "'arms.blocks[1].deadline_s'"),
         ("answer-table", ["table", "build", "arms=noret_rag", "arms.blocks.1.max_tokens=0"], "'arms.blocks[1].max_tokens'"),
         ("answer-sweep", ["-m", *ANSWERS, "experiment=none", "arms.blocks.0.max_tokens=16,0"],  # the swept key
          "'arms.blocks.0.max_tokens': bad sweep value '0': must be an integer in [1, 4096]"),

@@ -273,3 +273,16 @@ def test_the_command_line_shows_one_line_and_no_secret(tmp_path):
     assert f"127.0.0.1:{srv.port}" in lines[0]
     assert SECRET not in proc.stdout + proc.stderr
     assert not list((tmp_path / "cache" / "blocks").rglob("*.parquet"))
+
+
+def test_settings_the_chosen_generator_ignores_are_refused():
+    """A server's bounds on the in-process engine, or a thread count on a server, would be logged
+    as parameters and change nothing: refused, naming the setting."""
+    from harness.generation.arms import AnswerSettingError, NoRetrievalArm
+
+    for kwargs, key in (({"timeout_s": 30.0}, "timeout_s"), ({"retries": 0}, "retries"), ({"deadline_s": 60.0}, "deadline_s")):
+        with pytest.raises(AnswerSettingError, match=f"{key}.*applies to a server generator"):
+            NoRetrievalArm(**kwargs)
+    with pytest.raises(AnswerSettingError, match="n_threads.*applies to an in-process generator"):
+        NoRetrievalArm(generator="http://127.0.0.1:9", model="m", n_threads=2)
+    NoRetrievalArm(generator="http://127.0.0.1:9", model="m", timeout_s=5.0, retries=0, deadline_s=60.0)  # its own

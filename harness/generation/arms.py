@@ -163,6 +163,21 @@ def check_answer_settings(*, generator: Any, max_tokens: Any, top_k: Any, seed: 
         raise AnswerSettingError("mode", f"must be one of {', '.join(ANSWER_MODES)}, got {mode!r}")
 
 
+#: settings that only one kind of generator reads, with their defaults: a value other than the
+#: default given to the other kind would be logged as a parameter yet change nothing, so it is refused
+SERVER_ONLY = {"timeout_s": 120.0, "deadline_s": None, "retries": 3}
+IN_PROCESS_ONLY = {"n_threads": 1}
+
+
+def _refuse_settings_that_do_nothing(server: bool, generator: Any, **given: Any) -> None:
+    unused = SERVER_ONLY if not server else IN_PROCESS_ONLY
+    for key, default in unused.items():
+        if given[key] != default:
+            where = "a server generator (http://...)" if not server else "an in-process generator"
+            raise AnswerSettingError(key, f"applies to {where} only; generator {str(generator)!r} would ignore "
+                                          f"{given[key]!r} (leave it at {default!r})")
+
+
 class AnswerArm(ArmBlock):
     """What the answer arms share: the generator, the settings, scoring, costs."""
 
@@ -179,6 +194,8 @@ class AnswerArm(ArmBlock):
                               device=device, n_threads=n_threads, timeout_s=timeout_s, deadline_s=deadline_s,
                               retries=retries, mode=mode)
         server = str(generator).startswith(("http://", "https://"))
+        _refuse_settings_that_do_nothing(server, generator, n_threads=n_threads, timeout_s=timeout_s,
+                                         deadline_s=deadline_s, retries=retries)
         if str(device) != "cpu" and not server and not str(generator).startswith("transformers"):
             raise AnswerSettingError("device", f"{device!r}: the in-process {str(generator).partition(':')[0]} "
                                      "backend runs on the CPU here (the prebuilt llama.cpp wheel is CPU-only); on a "
