@@ -185,7 +185,9 @@ def test_two_concurrent_sweeps_never_run_a_job_twice(tmp_path):
     assert len(parents) == 1
     finished = [j for j in jobs if j.info.status == "FINISHED"]
     keys = [j.data.tags[mt.TAG_SKIP_KEY] for j in finished]
-    assert len(keys) == len(set(keys)) == 3, [(j.info.run_name, j.info.status) for j in jobs]
+    assert len(keys) == len(set(keys)) == 3, (
+        [(j.info.run_name, j.info.status, j.data.tags.get(mt.TAG_PID), j.info.start_time) for j in jobs],
+        [out[-3000:] for out, _ in outs])
     assert not [j for j in jobs if j.info.status == "RUNNING"]
     text = "".join(out for out, _ in outs)
     # each job ran once and the other sweep reused it, whether it found the run finished or first

@@ -98,6 +98,24 @@ def test_live_claim_is_waited_for_then_reused_or_times_out(tracker):
     assert [r.info.run_id for r in seen] == [holder]
 
 
+def test_a_claim_that_ends_between_the_two_searches_is_reused_not_run_again(tracker, monkeypatch):
+    """The other sweep's run is RUNNING when this claim looks for a FINISHED one and has FINISHED
+    when it looks for a live one (ending a run takes no lock): the job must be reused, not run a
+    second time (seen under saturation: two FINISHED runs with one skip key)."""
+    exp = tracker.ensure_experiment("claims/ends-between")
+    holder = tracker.start_job_run(exp, "a", {**_job_tags("s"), mt.TAG_SKIP_KEY: "k", **mt.process_identity()})
+    original = tracker._live_claim
+
+    def ends_first(*args, **kwargs):
+        tracker.end_run(holder, "FINISHED")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(tracker, "_live_claim", ends_first)
+    claim = tracker.claim_job(exp, "a", _job_tags("s"), "k", timeout_s=600, poll_s=0.01)
+    assert claim.run_id is None and claim.reused is not None and claim.reused.info.run_id == holder
+    assert [r.info.run_id for r in tracker.search(exp, f"tags.`{mt.TAG_SKIP_KEY}` = 'k'")] == [holder]
+
+
 def test_server_style_claim_yields_to_an_older_claim(tracker, monkeypatch):
     """Without a store lock (a server), a claim that finds an older RUNNING claim after creating
     its own deletes its run and waits."""

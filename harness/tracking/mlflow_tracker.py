@@ -609,6 +609,12 @@ class Tracker:
                     if done is not None:
                         return Claim(reused=done, waited_for=waited_for)
                 holder = self._live_claim(experiment_id, skip_key)
+                if holder is None and reuse_finished:
+                    # a claim can end (FINISHED) between the two searches above, since ending a run
+                    # takes no lock: runs only go RUNNING -> ended, so looking again closes the gap
+                    done = self.find_finished_key(experiment_id, skip_key)
+                    if done is not None:
+                        return Claim(reused=done, waited_for=waited_for)
                 if holder is None:
                     run_id = self.start_job_run(experiment_id, run_name, tags, parent_run_id=parent_run_id)
                     if locked:
