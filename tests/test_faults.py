@@ -25,6 +25,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from harness.tracking import mlflow_tracker as mt
+from tests.test_answer_arms import _copies
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = ["dataset=synthetic", "dataset.n_docs=30", "dataset.questions_per_doc=4", "experiment=none",
@@ -419,20 +420,6 @@ ANSWER_BLOCKS = ("no_retrieval", "rag_keep")
 ANSWER_CHUNKS = 2
 
 
-def _answer_qasper(path: Path, n: int = 3) -> Path:
-    """The 2-paper fixture copied ``n`` times under new ids (2n papers, 6n questions)."""
-    src = json.loads((REPO / "tests" / "fixtures" / "data" / "qasper-fixture-v0.3.json").read_text())
-    out = {}
-    for i in range(n):
-        for pid, paper in src.items():
-            paper = json.loads(json.dumps(paper))
-            for qa in paper["qas"]:
-                qa["question_id"] = f"{qa['question_id']}_{i}"
-            out[f"{pid}_{i}"] = paper
-    path.write_text(json.dumps(out), encoding="utf-8")
-    return path
-
-
 def _block_folder(cache: Path, name: str) -> Path:
     folders = [p for p in (cache / "blocks" / name).iterdir() if p.is_dir()]
     assert len(folders) == 1, folders
@@ -470,7 +457,7 @@ def test_kill9_of_a_real_llama_cpp_generation_resumes_with_identical_answers(tmp
 
     import pandas as pd
 
-    data = _answer_qasper(tmp_path / "qasper.json")
+    data = _copies(tmp_path / "qasper.json", 3)  # 18 questions
     args = [*ANSWER_BUILD, f"dataset.path={data}"]
     reference = tmp_path / "reference"
     reference.mkdir()
