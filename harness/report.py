@@ -12,7 +12,7 @@ Choices (docs/metrics.md is silent on reporting):
 - "Best" per column: highest for hit/utility/diff/AUC columns, lowest for violation rates;
   cost and extra share are descriptive and never marked. A value shared by several jobs marks
   none of them (a tie decides no ranking). A mark is a position, not a verdict: the section
-  "Policy vs policy" (``harness.tracking.comparisons``) says which differences the held-out
+  "Policy vs policy" (``harness.protocols.sweep_comparisons``) says which differences the held-out
   questions can resolve.
 - Metric names are read as the tracker logs them (``harness.tracking.mlflow_tracker.mlflow_name``:
   ``@`` -> ``_at_``, so ``heldout/hit@10`` is ``heldout/hit_at_10``) and shown with ``@``.
@@ -31,8 +31,10 @@ Choices (docs/metrics.md is silent on reporting):
   (``heldout/extra_vs_base/min_p`` > the job's ``protocol.alpha``).
 - The HTML embeds the PNG as a data URI (one self-contained file to share); the Markdown links
   the PNG next to it.
-- The decision table (``harness.decision_table``, rebuilt from the jobs' protocol B artifacts)
-  is included whole; ``--budget`` and / or ``--cost`` restrict it to those values (the fixed
+- After the jobs' table, one section per protocol that has a sweep stage
+  (``Protocol.aggregate``, ``harness.protocols.sweep_stage``), recomputed from the jobs'
+  artifacts, in the order the jobs ran them: protocol A's "Policy vs policy", B's decision table,
+  C's gain comparison, and any plugin protocol's own table. The decision table is included whole; ``--budget`` and / or ``--cost`` restrict it to those values (the fixed
   decisions of the selected cost stay, as references) and print it, every column, to stdout.
   A value the sweep does not have is one error line naming the flag and the values it has
   (exit 2), and nothing is written.
@@ -104,10 +106,15 @@ class SweepReport:
     rows: list[JobRow]
     columns: list[Column]
     outcome_metric: str | None
-    comparisons: list = field(default_factory=list)  # harness.tracking.comparisons.CellComparison
+    results: dict = field(default_factory=dict)  # protocol -> its sweep stage's SweepResult, in the sweep's order
     alpha: float = 0.05
-    decision_table: object = None  # pandas.DataFrame (harness.decision_table), None before it is built
     decision_filter: str = ""  # e.g. "budget 0.25, cost 0.02" when the table was filtered
+
+    @property
+    def decision_table(self):
+        """Protocol B's decision table (pandas), None when no job ran protocol B."""
+        result = self.results.get("budget")
+        return None if result is None else result.raw
     picked: str = ""  # why --latest picked this sweep (empty for --sweep)
     warnings: list[str] = field(default_factory=list)  # see sweep_warnings
 
@@ -334,18 +341,12 @@ def load_sweep(
                 alpha=float(r.data.params.get("protocol.alpha", 0.05)),
             )
         )
-    from harness.tracking.comparisons import sweep_comparisons
-
     first = picked[0].data.params
     alpha = float(first.get("protocol.alpha", 0.05))
-    n_boot = int(first.get("protocol.n_boot", 1000))
-    comparisons = sweep_comparisons(client, picked, n_boot=n_boot, alpha=alpha)
-    from harness.tracking.comparisons import sweep_decision_table
-
-    decisions = sweep_decision_table(client, picked, n_boot=n_boot, alpha=alpha)
+    results = sweep_results(client, picked, alpha=alpha, n_boot=int(first.get("protocol.n_boot", 1000)),
+                            metric=first.get("arms.metric", "hit@10"))
     rep = SweepReport(
-        comparisons=comparisons,
-        decision_table=decisions,
+        results=results,
         alpha=alpha,
         sweep_id=sweep_id,
         tracking_uri=tracking_uri,
@@ -358,6 +359,19 @@ def load_sweep(
     )
     rep.warnings = sweep_warnings(rep)
     return rep
+
+
+def sweep_results(client, runs: list, *, alpha: float, n_boot: int, metric: str) -> dict:
+    """Every protocol's sweep stage (``Protocol.aggregate``) over the sweep's runs: the protocols
+    the jobs logged they ran (``protocol.run``), as at the sweep's end."""
+    import tempfile
+
+    from harness.protocols.sweep_stage import SweepContext, run_sweep_stages, sweep_protocols
+    from harness.tracking.sweep_jobs import sweep_jobs
+
+    with tempfile.TemporaryDirectory(prefix="route-bench-report-") as tmp:
+        jobs = sweep_jobs(client, runs, Path(tmp))
+        return run_sweep_stages(jobs, sweep_protocols(jobs), SweepContext(alpha=alpha, n_boot=n_boot, metric=metric))
 
 
 NO_DIFFERENCE = "no policy can be shown to differ from always-base in hits on these held-out questions"
@@ -621,7 +635,7 @@ def plot_report_frontiers(rep: SweepReport, path: Path) -> bool:
 
 
 def _md_escape(s: str) -> str:
-    from harness.decision_table import md_escape
+    from harness.protocols.decision_table import md_escape
 
     return md_escape(s)
 
@@ -654,16 +668,8 @@ def render_markdown(rep: SweepReport, plot_name: str | None) -> str:
             cells.append(t)
         lines.append("| " + " | ".join(_md_escape(x) for x in cells) + " |")
     lines.append("")
-    if rep.comparisons:
-        lines += ["## Policy vs policy", ""]
-        for c in rep.comparisons:
-            lines += ["```", c.text(rep.alpha), "```", ""]
-    table = rep.decision_table
-    if table is not None and len(table):
-        from harness.decision_table import format_markdown
-
-        title = "## Decision table" + (f" ({rep.decision_filter})" if rep.decision_filter else "")
-        lines += [title, "", format_markdown(table), ""]
+    for result in rep.results.values():  # each protocol's sweep stage, in the sweep's order
+        lines += [result.as_markdown()]
     if plot_name:
         lines += ["## Frontiers", "", f"![frontiers]({plot_name})", ""]
     else:
@@ -708,15 +714,7 @@ def render_html(rep: SweepReport, plot_bytes: bytes | None) -> str:
             cells.append(f'<td data-key="{e(c.key)}"{cls}>{e(cell_text(r, c))}</td>')
         out.append("<tr>" + "".join(cells) + "</tr>")
     out += ["</tbody>", "</table>"]
-    if rep.comparisons:
-        out.append("<h2>Policy vs policy</h2>")
-        out += [f'<pre class="comparison">{e(c.text(rep.alpha))}</pre>' for c in rep.comparisons]
-    table = rep.decision_table
-    if table is not None and len(table):
-        from harness.decision_table import format_html
-
-        out.append("<h2>Decision table" + (f" ({e(rep.decision_filter)})" if rep.decision_filter else "") + "</h2>")
-        out.append(format_html(table))
+    out += [result.as_html() for result in rep.results.values()]
     if plot_bytes:
         b64 = base64.b64encode(plot_bytes).decode("ascii")
         out += [
@@ -777,17 +775,23 @@ def filter_decision_table(rep: SweepReport, budget: float | None, cost: float | 
     and the sweep's values when one is not in the sweep)."""
     if budget is None and cost is None:
         return
-    from harness.decision_table import select
+    from harness.protocols.decision_table import select
 
     table = rep.decision_table
     if table is None or not len(table):
         flag = "--budget" if budget is not None else "--cost"
         raise HarnessError(f"{flag}: sweep {rep.sweep_id} has no decision table (no protocol B results in its jobs)")
-    rep.decision_table = select(table, budget=budget, cost=cost)
+    from harness.protocols.builtin import decision_table_result
+
     rep.decision_filter = ", ".join(
         part for part in (f"budget {budget:g}" if budget is not None else "", f"cost {cost:g}" if cost is not None else "")
         if part
     )
+    filtered = decision_table_result(select(table, budget=budget, cost=cost), rep.decision_filter)
+    if filtered is None:
+        rep.results.pop("budget", None)
+    else:
+        rep.results["budget"] = filtered
 
 
 def check_store_reachable(uri: str, timeout: float = 5.0) -> None:
@@ -864,7 +868,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for w in rep.warnings:
         print(f"warning: {w}")
     if rep.decision_filter:
-        from harness.decision_table import format_text
+        from harness.protocols.decision_table import format_text
 
         print(f"Decision table of sweep {rep.sweep_id} ({rep.decision_filter})")
         print(format_text(rep.decision_table))

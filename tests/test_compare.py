@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from harness import stats
-from harness.compare import compare_with_reference, format_comparison
+from harness.protocols.compare import compare_with_reference, format_comparison
 from harness.errors import HarnessError
 
 

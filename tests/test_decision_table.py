@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from harness import stats
-from harness.decision_table import COLUMNS, JobRecord, decision_table, format_console, format_text, select
+from harness.protocols.decision_table import COLUMNS, JobRecord, decision_table, format_console, format_text, select
 from harness.errors import HarnessError
 from harness.protocols import run_budget_protocol
 from harness.synthetic import synthetic_outcome_table

@@ -10,7 +10,6 @@ import hashlib
 import math
 from itertools import combinations
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -21,7 +20,8 @@ from harness.errors import ConfigError
 from harness.protocols.common import fmt
 from harness.synthetic import synthetic_outcome_table
 from harness.tracking import mlflow_tracker as mt
-from harness.tracking.comparisons import (
+from harness.protocols.sweep_stage import SweepJob
+from harness.protocols.sweep_comparisons import (
     GAIN_DECISIONS_ARTIFACT,
     TAG_POLICY,
     format_gain_comparisons,
@@ -45,7 +45,7 @@ def williams_by_hand(x, y, gain) -> tuple[float, float]:
 
 # ---- fake job runs whose artifacts live in local folders (as a SQLite store's do) ---------------
 def _run(tmp: Path, name: str, frame: pd.DataFrame | None, *, seed: int = 0, cost: str = "0.02",
-         status: str = "FINISHED", run_name: str | None = None) -> SimpleNamespace:
+         status: str = "FINISHED", run_name: str | None = None) -> SweepJob:
     run_id = f"{name}-{seed}-{cost}-{len(list(tmp.iterdir()))}"
     art = tmp / run_id / "artifacts"
     art.mkdir(parents=True)
@@ -53,11 +53,9 @@ def _run(tmp: Path, name: str, frame: pd.DataFrame | None, *, seed: int = 0, cos
         frame.to_parquet(art / GAIN_DECISIONS_ARTIFACT, index=False)
     params = {"seed": str(seed), "cost.c": cost, "dataset.name": "synthetic", "arms.metric": "hit@10",
               "policy.name": name, "protocol.run": "[gain]"}
-    return SimpleNamespace(
-        info=SimpleNamespace(run_id=run_id, run_name=run_name or f"{name} c={cost}", status=status,
-                             artifact_uri=art.as_uri()),
-        data=SimpleNamespace(params=params, tags={TAG_POLICY: name}, metrics={}),
-    )
+    return SweepJob(run_id=run_id, run_name=run_name or f"{name} c={cost}", status=status, params=params,
+                    metrics={}, tags={TAG_POLICY: name},
+                    open_artifact=lambda n: (art / n) if (art / n).is_file() else None)
 
 
 N = 120
@@ -90,7 +88,7 @@ def cell(tmp_path):
 
 
 def test_williams_t_p_and_bonferroni_match_an_independent_computation(cell):
-    frame = gain_comparisons(None, cell["runs"])
+    frame = gain_comparisons(cell["runs"])
     pairs = frame[frame["kind"] == "pair"]
     # the constant policy is not compared: 3 pairs of the 3 others
     assert {frozenset((r.policy_a, r.policy_b)) for r in pairs.itertuples()} == {
@@ -120,7 +118,7 @@ def test_williams_t_p_and_bonferroni_match_an_independent_computation(cell):
 
 
 def test_verdict_sentences_follow_the_adjusted_p(cell):
-    frame = gain_comparisons(None, cell["runs"])
+    frame = gain_comparisons(cell["runs"])
     pairs = frame[frame["kind"] == "pair"].set_index("policy")
     strong_noise = pairs.loc["strong vs noise"]
     assert strong_noise.p_adj < 0.05
@@ -131,10 +129,10 @@ def test_verdict_sentences_follow_the_adjusted_p(cell):
         else:
             assert "predicts the gain better than" in r.verdict
     # a stricter alpha turns every verdict into "cannot tell"; p_adj >= alpha is not significant
-    strict = gain_comparisons(None, cell["runs"], alpha=1e-300)
+    strict = gain_comparisons(cell["runs"], alpha=1e-300)
     assert strict.loc[strict["kind"] == "pair", "verdict"].str.startswith("cannot tell").all()
     p_adj = float(pairs.loc["strong vs noise", "p_adj"])
-    at = gain_comparisons(None, cell["runs"], alpha=p_adj)
+    at = gain_comparisons(cell["runs"], alpha=p_adj)
     row = at[at["policy"] == "strong vs noise"].iloc[0]
     assert row.verdict == f"cannot tell strong from noise apart (p_adj = {fmt(p_adj)})"
     text = format_gain_comparisons(frame)
@@ -146,7 +144,7 @@ def test_an_affine_copy_cannot_be_told_apart(cell):
     """r(A, B) = 1: Williams' t is 0 (or undefined); never a verdict of "better"."""
     qids, gain, strong = cell["qids"], cell["gain"], cell["scores"]["strong"]
     copy = _run(cell["tmp"], "copy", _frame(qids, 3 * strong - 0.2, gain))
-    frame = gain_comparisons(None, [cell["runs"][0], copy])
+    frame = gain_comparisons([cell["runs"][0], copy])
     pair = frame[frame["kind"] == "pair"].iloc[0]
     assert pair.n_pairs == 1 and pair.verdict.startswith("cannot tell")
 
@@ -154,7 +152,7 @@ def test_an_affine_copy_cannot_be_told_apart(cell):
 def test_refuses_pairs_whose_test_questions_differ(cell):
     qids, gain = cell["qids"], cell["gain"]
     other = _run(cell["tmp"], "other", _frame(qids[:-5], cell["scores"]["strong"][:-5] + 0.1, gain[:-5]))
-    frame = gain_comparisons(None, [*cell["runs"], other])
+    frame = gain_comparisons([*cell["runs"], other])
     pairs = frame[frame["kind"] == "pair"]
     refused = pairs[(pairs["policy_a"] == "other") | (pairs["policy_b"] == "other")]
     assert len(refused) == 3
@@ -165,7 +163,7 @@ def test_refuses_pairs_whose_test_questions_differ(cell):
     assert (pairs.loc[pairs["t"].notna(), "n_pairs"] == 3).all()
     # the same questions with another gain: refused too
     shifted = _run(cell["tmp"], "shifted", _frame(qids, cell["scores"]["noise"], np.roll(gain, 1)))
-    frame = gain_comparisons(None, [cell["runs"][0], shifted])
+    frame = gain_comparisons([cell["runs"][0], shifted])
     assert frame.loc[frame["kind"] == "pair", "verdict"].str.startswith("not compared: the gain differs").all()
 
 
@@ -181,14 +179,14 @@ def test_cells_split_by_seed_and_one_policy_kept_across_costs(tmp_path):
         _run(tmp_path, "b", _frame(qids, a, gain), seed=1),
         _run(tmp_path, "c", _frame(qids, a, gain), status="FAILED"),
     ]
-    frame = gain_comparisons(None, runs)
+    frame = gain_comparisons(runs)
     assert sorted(set(frame["cell"])) == ["seed=0", "seed=1"]
     for cell, part in frame.groupby("cell"):
         assert sorted(part.loc[part["kind"] == "policy", "policy"]) == ["a", "b"]
         assert len(part[part["kind"] == "pair"]) == 1
     # no run holds the artifact: nothing (the sweep then logs and prints nothing)
-    assert gain_comparisons(None, [_run(tmp_path, "a", None)]).empty
-    assert gain_comparisons(None, []).empty
+    assert gain_comparisons([_run(tmp_path, "a", None)]).empty
+    assert gain_comparisons([]).empty
 
 
 # ---- seed 002's Uncertainty predictor as a policy ----------------------------------------------
@@ -284,6 +282,8 @@ def test_sweep_logs_gain_comparison_on_the_parent_run(tmp_path):
     # printed at the end, after the policy-vs-policy text
     out = proc.stdout
     assert "Gain prediction (protocol C) at this sweep" in out
-    assert out.index("Policies vs the reference") < out.index("Gain prediction (protocol C)") < out.index("Open the results")
+    # each protocol of the sweep shows its own sweep stage: protocol A did not run, so no policy comparison
+    assert "Policies vs the reference" not in out
+    assert out.index("Gain prediction (protocol C)") < out.index("Open the results")
     text = client.download_artifacts(parent, "gain_comparison.txt", str(tmp_path / "dl2"))
     assert "Bonferroni over 1 pair(s)" in Path(text).read_text(encoding="utf-8")

@@ -64,6 +64,8 @@ def test_new_arm_and_protocol_run_through_a_sweep(tmp_path, monkeypatch):
         path = client.download_artifacts(r.info.run_id, "spread_scores.parquet", str(tmp_path / r.info.run_id))
         assert len(pd.read_parquet(path)) == 150
         assert "score spread: quantile 0.5" in (r.data.tags.get("mlflow.note.content") or "")
+    # the protocol's sweep stage (aggregate): on the console, on the parent run, in the report
+    _check_sweep_stage(proc.stdout, client, uri, runs, tmp_path, env)
     # the block's feature set is selectable by name, like a built-in set
     single = subprocess.run([sys.executable, "-m", "harness", "dataset=synthetic", "dataset.n_docs=30",
                              "experiment=none", "arms.extra=union", "protocol=threshold", "policy=ridge",
@@ -80,3 +82,39 @@ def test_new_arm_and_protocol_run_through_a_sweep(tmp_path, monkeypatch):
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2, bad.stderr[-2000:]
     assert bad.stderr.strip().splitlines()[-1].startswith("error: ConfigError: config key 'protocol.settings.score_spread.quantil'")
+
+
+def _check_sweep_stage(stdout: str, client, uri: str, runs: list, tmp_path: Path, env: dict) -> None:
+    """The plugin's sweep-level table, one row per job with the job's own quantile, reaches the
+    console, the parent run (CSV, MLflow table, metric) and the report, with no harness edit."""
+    import json
+
+    want = sorted((r.data.tags["route_bench.policy"], r.data.metrics["spread/q"]) for r in runs)
+    assert "Score spread per job (quantile of the fitted scores)" in stdout
+    shown = stdout[stdout.index("Score spread per job"):].splitlines()[2:2 + len(runs)]
+    got = sorted((line.split()[0], float(line.split()[-1])) for line in shown)
+    assert [p for p, _ in got] == [p for p, _ in want]
+    assert all(abs(a - b) <= 1e-6 * max(1.0, abs(b)) for (_, a), (_, b) in zip(got, want))  # printed rounded
+    parent = [r for r in client.search_runs([runs[0].info.experiment_id], max_results=100)
+              if r.data.tags.get("route_bench.role") == "sweep"]
+    assert len(parent) == 1 and parent[0].info.status == "FINISHED"
+    pid = parent[0].info.run_id
+    files = {a.path for a in client.list_artifacts(pid)}
+    assert {"score_spread.csv", "score_spread.json", "policy_comparison.csv"} <= files
+    table = pd.read_csv(client.download_artifacts(pid, "score_spread.csv", str(tmp_path / "parent")))
+    assert sorted(zip(table["policy"], table["q"])) == want  # full precision in the CSV
+    assert parent[0].data.metrics["sweep/score_spread/jobs"] == len(runs)
+    with open(client.download_artifacts(pid, "score_spread.json", str(tmp_path / "parent_json")), encoding="utf-8") as fh:
+        assert sorted(json.load(fh)["columns"]) == sorted(table.columns)
+    out = tmp_path / "report"
+    rep = subprocess.run([sys.executable, "-m", "harness", "report", "--tracking-uri", uri, "--latest", "--out", str(out)],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    page = (out / "report.md").read_text(encoding="utf-8")
+    assert "## Score spread" in page and "## Policy vs policy" in page
+    section = page[page.index("## Score spread"):]
+    rows = {line.split()[0]: float(line.split()[-1]) for line in section.splitlines()
+            if line.split() and line.split()[0] in dict(want)}
+    assert rows.keys() == dict(want).keys()
+    assert all(abs(rows[p] - q) <= 1e-6 * max(1.0, abs(q)) for p, q in want)  # shown with 6 significant digits
+    assert "Score spread" in (out / "report.html").read_text(encoding="utf-8")

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from harness.io import cache_root, digest_of
 from harness.protocols.registry import Protocol, ProtocolContext, ProtocolResult, Table
+from harness.protocols.sweep_stage import SweepContext, SweepJob, SweepResult
 
 
 class ThresholdProtocol(Protocol):
@@ -39,6 +40,11 @@ class ThresholdProtocol(Protocol):
             tables={"decisions": Table(res.decisions, preview=True, per_question=True)},
             tags={f"route_bench.frozen_sha256.{k}": v for k, v in digests.items()},
         )
+
+    def aggregate(self, jobs: list[SweepJob], ctx: SweepContext) -> SweepResult | None:
+        """Policy vs policy: each cell's policies against the one chosen on development data,
+        paired on the held-out questions (``harness.protocols.compare``)."""
+        return policy_comparison_result(jobs, ctx)
 
 
 class BudgetProtocol(Protocol):
@@ -72,6 +78,13 @@ class BudgetProtocol(Protocol):
             plots={"frontier.png": lambda path: frontier_png(res.frontiers, path, task.metric, cfg)},
         )
 
+    def aggregate(self, jobs: list[SweepJob], ctx: SweepContext) -> SweepResult | None:
+        """The decision table: per cell, cost and budget, which policies can be told apart from
+        the reference (``harness.protocols.decision_table``)."""
+        from harness.protocols.sweep_comparisons import sweep_decision_table
+
+        return decision_table_result(sweep_decision_table(jobs, n_boot=ctx.n_boot, alpha=ctx.alpha))
+
 
 class GainProtocol(Protocol):
     """Protocol C: how well scores predict the gain; selective use and gap closed."""
@@ -95,6 +108,62 @@ class GainProtocol(Protocol):
             summary = _ceiling_summary(summary, ctx, self.name, task.metric, decisions["base"].astype(float).mean(),
                                        "the test half")
         return ProtocolResult(metrics=res.metrics, summary=summary, raw=res, tables=tables)
+
+    def aggregate(self, jobs: list[SweepJob], ctx: SweepContext) -> SweepResult | None:
+        """Which policy's score predicts the gain better: Williams' test per gain cell, with
+        Bonferroni over its pairs (``harness.protocols.sweep_comparisons.gain_comparisons``)."""
+        from harness.protocols.sweep_comparisons import format_gain_comparisons, gain_comparisons
+
+        gains = gain_comparisons(jobs, alpha=ctx.alpha)
+        if not len(gains):
+            return None
+        text = format_gain_comparisons(gains)
+        return SweepResult(title="Gain prediction (protocol C)", text=text, tables={"gain_comparison": gains},
+                           text_files=("gain_comparison",), raw=gains,
+                           markdown=f"## Gain prediction (protocol C)\n\n```\n{text}\n```\n")
+
+
+# ---- the built-in sweep stages' results ------------------------------------------------------
+def policy_comparison_result(jobs: list[SweepJob], ctx: SweepContext) -> SweepResult | None:
+    """Protocol A's sweep stage: ``policy_comparison.csv`` / ``.txt`` and the "Policy vs policy"
+    section; None when the sweep has no FINISHED job to compare."""
+    import html
+
+    from harness.protocols.sweep_comparisons import comparisons_frame, sweep_comparisons
+
+    cells = sweep_comparisons(jobs, n_boot=ctx.n_boot, alpha=ctx.alpha)
+    if not cells:
+        return None
+    blocks = [c.text(ctx.alpha) for c in cells]
+    text = "\n\n".join(blocks)
+    markdown = "\n".join(["## Policy vs policy", "", *[line for b in blocks for line in ("```", b, "```", "")]])
+    page = "\n".join(["<h2>Policy vs policy</h2>", *[f'<pre class="comparison">{html.escape(b)}</pre>' for b in blocks]])
+    return SweepResult(title="Policy vs policy", text=text, tables={"policy_comparison": comparisons_frame(cells)},
+                       text_files=("policy_comparison",), markdown=markdown + "\n", html=page + "\n", raw=cells)
+
+
+DECISION_TABLE = "decision_table"
+
+
+def decision_table_result(table, filtered: str = "") -> SweepResult | None:
+    """Protocol B's sweep stage from its decision table: ``decision_table.csv`` (every column,
+    full precision), ``.json`` (the MLflow UI's table view), ``.md`` and ``.html``, the compact
+    console text; ``filtered`` (e.g. "budget 0.25") titles a restricted table (the report's
+    ``--budget`` / ``--cost``). None when no job ran protocol B."""
+    import html
+
+    from harness.protocols.decision_table import format_console, format_html, format_markdown
+
+    if table is None or not len(table):
+        return None
+    title = "Decision table" + (f" ({filtered})" if filtered else "")
+    return SweepResult(
+        title=title, text=format_console(table), tables={DECISION_TABLE: table}, ui_tables=(DECISION_TABLE,),
+        files={f"{DECISION_TABLE}.md": f"# Decision table\n\n{format_markdown(table)}\n",
+               f"{DECISION_TABLE}.html": format_html(table, standalone=True)},
+        markdown=f"## {title}\n\n{format_markdown(table)}\n",
+        html=f"<h2>{html.escape(title)}</h2>\n{format_html(table)}\n", raw=table,
+    )
 
 
 # protocol A warns on its held-out questions (ThresholdResult.summary); B and C warn on their test

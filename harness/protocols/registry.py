@@ -97,6 +97,13 @@ class Protocol(abc.ABC):
         """Refuse a job config this protocol cannot run (a ConfigError naming the key), before
         any work; called by ``harness.config.validate``. Default: nothing to check."""
 
+    def aggregate(self, jobs: list, ctx: Any) -> Any:
+        """The protocol's sweep stage (``harness.protocols.sweep_stage``): what it concludes
+        from every job of a sweep (``jobs``: ``SweepJob`` records, FINISHED or not; ``ctx``: a
+        ``SweepContext``), as a ``SweepResult`` shown on the console, in the report and on the
+        sweep's parent run; None (the default) when it has no sweep-level conclusion."""
+        return None
+
 
 def _type_problem(kind: Any, value: Any) -> str | None:
     """Why ``value`` is not a ``kind`` (None when it is, or when ``kind`` is not one this check

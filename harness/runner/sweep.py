@@ -47,49 +47,6 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from harness.io import digest_of
 
-# Columns of the comparison table printed at the end of a sweep: (header, metric name in MLflow);
-# "{metric}" is the sweep's outcome metric (``arms.metric``), e.g. hit@10 -> hit_at_10.
-COMPARISON_COLUMNS = (
-    ("heldout {metric}", "heldout/{mlflow_metric}"),
-    ("utility", "heldout/utility"),
-    ("extra share", "heldout/extra_share"),
-    ("dU vs base", "heldout/diff_vs_base/utility"),
-    ("CI low", "heldout/diff_vs_base/utility/ci_low"),
-    ("CI high", "heldout/diff_vs_base/utility/ci_high"),
-    ("exact AUC", "frontier/exact_auc"),
-    ("deploy@0.25 usage", "budget/0.25/deployable/realized_usage"),
-)
-
-
-DECISION_TABLE_JSON = "decision_table.json"
-
-
-def decision_table_of(client: Any, runs: list, *, n_boot: int, alpha: float) -> tuple[Any, str]:
-    """(the sweep's decision table or None, its compact console text or why it is missing)."""
-    from harness.decision_table import format_console
-    from harness.tracking.comparisons import sweep_decision_table
-
-    try:
-        table = sweep_decision_table(client, runs, n_boot=n_boot, alpha=alpha)
-    except Exception as exc:  # noqa: BLE001 - the jobs' results stand without it
-        return None, f"[route-bench] decision table not made: {type(exc).__name__}: {exc}"
-    if table.empty:
-        return table, ""  # no protocol B in this sweep
-    return table, format_console(table)
-
-
-def write_decision_table(table: Any, folder) -> None:
-    """``decision_table.csv`` (every column, full precision), ``.md`` and ``.html``."""
-    from pathlib import Path
-
-    from harness.decision_table import format_html, format_markdown
-
-    folder = Path(folder)
-    table.to_csv(folder / "decision_table.csv", index=False)
-    (folder / "decision_table.md").write_text("# Decision table\n\n" + format_markdown(table) + "\n", encoding="utf-8")
-    (folder / "decision_table.html").write_text(format_html(table, standalone=True), encoding="utf-8")
-
-
 def sweep_id_of(config: DictConfig) -> str:
     """Deterministic id of a sweep (see module docstring)."""
     from harness.app import to_plain
@@ -115,34 +72,6 @@ def sweep_id_of(config: DictConfig) -> str:
 
 def _quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def comparison_frame(runs: list, metric: str = "hit@10") -> Any:
-    """One row per child run: policy, cost, status and the headline metrics."""
-    import pandas as pd
-
-    from harness.tracking.comparisons import short_cost
-    from harness.tracking.mlflow_tracker import mlflow_name
-
-    names = {"metric": metric, "mlflow_metric": mlflow_name(metric)}
-
-    rows = []
-    for r in runs:
-        row = {
-            "policy": r.data.tags.get("route_bench.policy", ""),
-            "cost": short_cost(r.data.params.get("cost.c", "")),
-            "seed": r.data.params.get("seed", ""),
-            "status": r.info.status,
-        }
-        for header, name in COMPARISON_COLUMNS:
-            row[header.format(**names)] = r.data.metrics.get(name.format(**names))
-        row["run"] = r.info.run_id[:8]
-        rows.append(row)
-    frame = pd.DataFrame(rows)
-    if len(frame):
-        frame["_c"] = pd.to_numeric(frame["cost"], errors="coerce")
-        frame = frame.sort_values(["policy", "_c", "seed"], kind="stable").drop(columns="_c").reset_index(drop=True)
-    return frame
 
 
 def _culprit(job: list[str], exc: BaseException, good: list[list[str]]) -> tuple[str, str] | None:
@@ -437,18 +366,42 @@ class SweepTrackingCallback(Callback):
         return records
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        """The sweep's end (``harness.runner.sweep_end``): the job rows and every protocol's sweep
+        stage on the parent run, which ends FINISHED (FAILED when a job failed); exit 1 then."""
         if self.tracker is None or self.closed:
             return
-        import pandas as pd
-
+        from harness.runner import sweep_end
         from harness.tracking.mlflow_tracker import pick_runs
 
         # a job whose process died without ending its run (a crashed worker) is not left RUNNING
         self.tracker.end_orphans(self.experiment_id, self.parent_run_id, "FAILED",
                                  "the job's process ended without ending its run", wait_s=2.0)
         records = self._job_records()
+        # one run per job config: a rerun's FINISHED run replaces the FAILED attempt it retried
+        runs = pick_runs(self._children(records))
+        try:
+            outcome = sweep_end.close(
+                self.tracker, self.parent_run_id, runs, records,
+                configured=[str(n) for n in OmegaConf.select(config, "protocol.run", default=[]) or []],
+                alpha=float(OmegaConf.select(config, "protocol.alpha", default=0.05)),
+                n_boot=int(OmegaConf.select(config, "protocol.n_boot", default=1000)),
+                metric=str(OmegaConf.select(config, "arms.metric", default="hit@10")),
+            )
+        finally:
+            self.closed = True
+            if self in _ACTIVE:
+                _ACTIVE.remove(self)
+            self._drop_results()
+        sweep_end.print_outcome(outcome, str(self.sweep_id), self.uri)
+        if outcome.failed:
+            # an exception would only become a warning (Hydra callbacks): exit non-zero instead
+            print(f"[route-bench] sweep {self.sweep_id}: {outcome.failed} job(s) FAILED (error.txt in their runs)",
+                  file=sys.stderr)
+            raise SystemExit(1)
+
+    def _children(self, records: list[dict]) -> list:
+        """The sweep's child runs, plus the runs of other sweeps its jobs reused (same skip key)."""
         children = self.tracker.child_runs(self.experiment_id, self.parent_run_id)
-        # jobs that reused a FINISHED run of another sweep (same skip key) show that run
         known = {r.info.run_id for r in children}
         for rec in records:
             rid = rec.get("run_id")
@@ -458,80 +411,4 @@ class SweepTrackingCallback(Callback):
                     known.add(rid)
                 except Exception:  # noqa: BLE001 - deleted meanwhile: the job line said it
                     pass
-        # one run per job config: a rerun's FINISHED run replaces the FAILED attempt it retried
-        runs = pick_runs(children)
-        metric = str(OmegaConf.select(config, "arms.metric", default="hit@10"))
-        frame = comparison_frame(runs, metric)
-        # jobs that failed before they had a run (the store refused to create it)
-        runless = [rec for rec in records if rec.get("status") == "FAILED" and not rec.get("run_id")]
-        failed = (int((frame["status"] == "FAILED").sum()) if len(frame) else 0) + len(runless)
-        unfinished = int((~frame["status"].isin(["FINISHED", "FAILED"])).sum()) if len(frame) else 0
-        with pd.option_context("display.width", 200, "display.max_columns", 50, "display.float_format", "{:.4f}".format):
-            text = frame.to_string(index=False) if len(frame) else "(no job runs)"
-        status = "FAILED" if failed or unfinished else "FINISHED"
-        alpha = float(OmegaConf.select(config, "protocol.alpha", default=0.05))
-        n_boot = int(OmegaConf.select(config, "protocol.n_boot", default=1000))
-        comparison_text = decision_text = gain_text = ""
-        try:
-            import tempfile
-            from pathlib import Path
-
-            from harness.tracking.comparisons import comparisons_frame, sweep_comparisons
-
-            try:
-                cells = sweep_comparisons(self.tracker.client, runs, n_boot=n_boot, alpha=alpha)
-                comparison_text = "\n\n".join(c.text(alpha) for c in cells)
-            except Exception as exc:  # noqa: BLE001 - the jobs' results stand without it
-                cells = []
-                comparison_text = f"[route-bench] policy comparison not made: {type(exc).__name__}: {exc}"
-            decisions, decision_text = decision_table_of(self.tracker.client, runs, n_boot=n_boot, alpha=alpha)
-            try:  # protocol C: which policy predicts the gain better (Williams' test); empty without it
-                from harness.tracking.comparisons import format_gain_comparisons, gain_comparisons
-
-                gains = gain_comparisons(self.tracker.client, runs, alpha=alpha)
-                gain_text = format_gain_comparisons(gains) if len(gains) else ""
-            except Exception as exc:  # noqa: BLE001 - the jobs' results stand without it
-                gains = None
-                gain_text = f"[route-bench] gain comparison not made: {type(exc).__name__}: {exc}"
-            with tempfile.TemporaryDirectory() as tmp:
-                frame.to_csv(Path(tmp) / "comparison.csv", index=False)
-                (Path(tmp) / "comparison.txt").write_text(text + "\n", encoding="utf-8")
-                if cells:
-                    comparisons_frame(cells).to_csv(Path(tmp) / "policy_comparison.csv", index=False)
-                    (Path(tmp) / "policy_comparison.txt").write_text(comparison_text + "\n", encoding="utf-8")
-                if decisions is not None and len(decisions):
-                    write_decision_table(decisions, Path(tmp))
-                if gains is not None and len(gains):
-                    gains.to_csv(Path(tmp) / "gain_comparison.csv", index=False)
-                    (Path(tmp) / "gain_comparison.txt").write_text(gain_text + "\n", encoding="utf-8")
-                self.tracker.log_artifacts(self.parent_run_id, tmp)
-            if decisions is not None and len(decisions):
-                try:  # the UI's table view of the parent run
-                    self.tracker.log_table(self.parent_run_id, decisions, DECISION_TABLE_JSON)
-                except Exception as exc:  # noqa: BLE001 - the CSV / Markdown / HTML are logged
-                    decision_text += f"\n[route-bench] decision table not logged as an MLflow table: {exc}"
-        finally:
-            self.tracker.end_run(self.parent_run_id, status)
-            self.closed = True
-            if self in _ACTIVE:
-                _ACTIVE.remove(self)
-            self._drop_results()
-        print(f"\n[route-bench] sweep {self.sweep_id}: {len(frame) + len(runless)} jobs, {failed} failed -> parent run {status}")
-        print(text)
-        for rec in runless:
-            print(f"  {rec.get('run_name')}: FAILED without a run: {str(rec.get('error') or '').splitlines()[0] if rec.get('error') else '?'}")
-        if comparison_text:
-            print("\n" + comparison_text)
-        if decision_text:
-            print("\n" + decision_text)
-        if gain_text:
-            print("\n" + gain_text)
-        if self.uri and self.uri.startswith("sqlite:///"):
-            print(f"\nOpen the results:  mlflow ui --backend-store-uri {self.uri}")
-        else:
-            print(f"\nResults are in the tracking server {self.uri}")
-        sys.stdout.flush()
-        if failed:
-            # an exception would only become a warning (Hydra callbacks): exit non-zero instead
-            print(f"[route-bench] sweep {self.sweep_id}: {failed} job(s) FAILED (error.txt in their runs)", file=sys.stderr)
-            raise SystemExit(1)
+        return children

@@ -1,6 +1,6 @@
 """Policy-vs-policy comparisons of one sweep, read back from its logged decision tables.
 
-Why here: the comparison (``harness.compare``) needs the per-question held-out decisions of
+Why here: the comparison (``harness.protocols.compare``) needs the per-question held-out decisions of
 every job of a cell, which each job logged as ``decisions.parquet``; the sweep callback (at the
 sweep's end) and the report command (for any sweep, later) read them the same way, through this
 module.
@@ -11,7 +11,7 @@ held-out documents, so their decisions can be paired. Seeds of one policy are st
 decisions get a ``seed`` column). Cells are named by the parameters that vary between cells
 (``cost.c=0.02``).
 
-The decision table (``harness.decision_table``) uses the same cells: ``sweep_decision_table``
+The decision table (``harness.protocols.decision_table``) uses the same cells: ``sweep_decision_table``
 reads each FINISHED job's protocol B tables (``frontiers.parquet``, ``budget_decisions.parquet``)
 into ``JobRecord``s; jobs without ``frontiers.parquet`` (protocol B not run) are left out.
 
@@ -24,17 +24,15 @@ split), so only jobs that scored the same test questions are paired.
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from harness.compare import compare_with_reference, format_comparison
+from harness.protocols.compare import compare_with_reference, format_comparison
 from harness.errors import HarnessError
+from harness.protocols.sweep_stage import SweepJob
 
 DECISIONS_ARTIFACT = "decisions.parquet"
 FRONTIERS_ARTIFACT = "frontiers.parquet"
@@ -63,7 +61,7 @@ class CellComparison:
 def cell_test_settings(members: list, alpha: float = 0.05, power: float = 0.8) -> tuple[float, float]:
     """(alpha, power) a cell's runs were configured with (``protocol.alpha`` / ``protocol.power``
     are part of the cell key, so one cell has one of each); the given values where not logged."""
-    params = members[0].data.params if members else {}
+    params = members[0].params if members else {}
     return float(params.get("protocol.alpha", alpha)), float(params.get("protocol.power", power))
 
 
@@ -103,13 +101,13 @@ def _labels(runs: list) -> dict[str, str]:
     seed share a policy name (e.g. one plugin with two weights)."""
     seen: dict[tuple, int] = {}
     for r in runs:
-        name = r.data.tags.get(TAG_POLICY) or r.data.params.get("policy.name", "?")
-        seen[(name, r.data.params.get("seed"))] = seen.get((name, r.data.params.get("seed")), 0) + 1
+        name = r.tags.get(TAG_POLICY) or r.params.get("policy.name", "?")
+        seen[(name, r.params.get("seed"))] = seen.get((name, r.params.get("seed")), 0) + 1
     out = {}
     for r in runs:
-        name = r.data.tags.get(TAG_POLICY) or r.data.params.get("policy.name", "?")
-        clash = seen[(name, r.data.params.get("seed"))] > 1
-        out[r.info.run_id] = (r.info.run_name or r.info.run_id) if clash else name
+        name = r.tags.get(TAG_POLICY) or r.params.get("policy.name", "?")
+        clash = seen[(name, r.params.get("seed"))] > 1
+        out[r.run_id] = (r.run_name or r.run_id) if clash else name
     return out
 
 
@@ -121,18 +119,18 @@ def development_scores(runs: list, labels: dict[str, str]) -> dict[str, float] |
     every run logged (``DEV_METRICS`` order), or None when no such metric is common to all:
     the reference is then chosen on held-out data, and the table says so."""
     for name in DEV_METRICS:
-        if all(name in r.data.metrics for r in runs):
+        if all(name in r.metrics for r in runs):
             values: dict[str, list[float]] = {}
             for r in runs:
-                values.setdefault(labels[r.info.run_id], []).append(float(r.data.metrics[name]))
+                values.setdefault(labels[r.run_id], []).append(float(r.metrics[name]))
             return {label: sum(v) / len(v) for label, v in values.items()}
     return None
 
 
-def _decisions(client: Any, run, folder: Path) -> pd.DataFrame | None:
-    frame = _artifact(client, run, DECISIONS_ARTIFACT, folder)
+def _decisions(run: SweepJob) -> pd.DataFrame | None:
+    frame = run.table(DECISIONS_ARTIFACT)
     if frame is not None:
-        frame["seed"] = int(run.data.params.get("seed", 0))
+        frame["seed"] = int(run.params.get("seed", 0))
     return frame
 
 
@@ -140,88 +138,47 @@ def group_cells(runs: list) -> list[tuple[str, list]]:
     """The FINISHED runs grouped into cells, as (cell name, runs), sorted by name."""
     cells: dict[tuple, list] = {}
     for r in runs:
-        if r.info.status == "FINISHED":
-            cells.setdefault(_cell_key(dict(r.data.params)), []).append(r)
+        if r.finished:
+            cells.setdefault(_cell_key(dict(r.params)), []).append(r)
     names = _cell_names(list(cells))
     return [(names[key], members) for key, members in sorted(cells.items(), key=lambda kv: names[kv[0]])]
 
 
-PROGRESS_ENV = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
-
-
-def _local_artifact(run, name: str) -> Path | None:
-    """The artifact's own file when the run's artifacts live on this machine (a SQLite or file
-    store's ``file://`` artifact root): read in place instead of a copy through MLflow's
-    artifact repository (a sweep's end reads three files per job)."""
-    from urllib.parse import unquote, urlparse
-
-    uri = str(getattr(run.info, "artifact_uri", "") or "")
-    parsed = urlparse(uri)
-    if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
-        return None
-    path = Path(unquote(parsed.path)) / name
-    return path if path.is_file() else None
-
-
-def _artifact(client: Any, run, name: str, folder: Path) -> pd.DataFrame | None:
-    """A run's Parquet artifact, or None when it has none: read in place when local, else
-    downloaded through MLflow. MLflow's per-file progress bar is
-    switched off for the download (dozens of bars would bury the sweep's tables and the report
-    command's one-line errors) unless the user set ``MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR``."""
-    local = _local_artifact(run, name)
-    if local is not None:
-        return pd.read_parquet(local)
-    quiet = PROGRESS_ENV not in os.environ
-    if quiet:
-        os.environ[PROGRESS_ENV] = "false"
-    try:
-        path = client.download_artifacts(run.info.run_id, name, str(folder))
-    except Exception:  # noqa: BLE001 - a run without the artifact is reported, not fatal
-        return None
-    finally:
-        if quiet:
-            os.environ.pop(PROGRESS_ENV, None)
-    return pd.read_parquet(path)
-
-
-def decision_records(client: Any, runs: list, folder: Path) -> list:
-    """``harness.decision_table.JobRecord`` of every FINISHED run with ``frontiers.parquet``."""
-    from harness.decision_table import JobRecord
+def decision_records(runs: list[SweepJob]) -> list:
+    """``harness.protocols.decision_table.JobRecord`` of every FINISHED run with ``frontiers.parquet``."""
+    from harness.protocols.decision_table import JobRecord
 
     records = []
-    for i, (cell, members) in enumerate(group_cells(runs)):
+    for cell, members in group_cells(runs):
         labels = _labels(members)
         for r in members:
-            where = folder / f"{i}-{r.info.run_id}"
-            frontiers = _artifact(client, r, FRONTIERS_ARTIFACT, where)
+            frontiers = r.table(FRONTIERS_ARTIFACT)
             if frontiers is None:
                 continue
             records.append(
                 JobRecord(
-                    policy=labels[r.info.run_id],
-                    seed=int(r.data.params.get("seed", 0)),
-                    cost=float(r.data.params.get("cost.c", 0.0)),
+                    policy=labels[r.run_id],
+                    seed=int(r.params.get("seed", 0)),
+                    cost=float(r.params.get("cost.c", 0.0)),
                     frontiers=frontiers,
-                    decisions=_artifact(client, r, BUDGET_DECISIONS_ARTIFACT, where),
+                    decisions=r.table(BUDGET_DECISIONS_ARTIFACT),
                     cell=cell,
                 )
             )
     return records
 
 
-def sweep_decision_table(client: Any, runs: list, *, n_boot: int = 1000, alpha: float = 0.05) -> pd.DataFrame:
-    """The decision table of a sweep's runs (``harness.decision_table.decision_table``), each
+def sweep_decision_table(runs: list[SweepJob], *, n_boot: int = 1000, alpha: float = 0.05) -> pd.DataFrame:
+    """The decision table of a sweep's runs (``harness.protocols.decision_table.decision_table``), each
     cell tested at its own runs' ``protocol.alpha`` and ``protocol.power``."""
-    from harness.decision_table import decision_table
+    from harness.protocols.decision_table import decision_table
 
     by_setting: dict[tuple[float, float], list] = {}
     for r in runs:
         by_setting.setdefault(cell_test_settings([r], alpha), []).append(r)
     tables = []
-    with tempfile.TemporaryDirectory(prefix="route-bench-decisions-") as tmp:
-        for i, ((a, pw), members) in enumerate(sorted(by_setting.items())):
-            records = decision_records(client, members, Path(tmp) / str(i))
-            tables.append(decision_table(records, n_boot=n_boot, alpha=a, power=pw))
+    for (a, pw), members in sorted(by_setting.items()):
+        tables.append(decision_table(decision_records(members), n_boot=n_boot, alpha=a, power=pw))
     if len(tables) == 1:
         return tables[0]
     table = pd.concat(tables, ignore_index=True)
@@ -229,37 +186,36 @@ def sweep_decision_table(client: Any, runs: list, *, n_boot: int = 1000, alpha: 
     return table
 
 
-def sweep_comparisons(client: Any, runs: list, *, n_boot: int = 1000, alpha: float = 0.05) -> list[CellComparison]:
+def sweep_comparisons(runs: list[SweepJob], *, n_boot: int = 1000, alpha: float = 0.05) -> list[CellComparison]:
     """Compare the FINISHED runs of a sweep per cell (``runs``: one run per job config)."""
     out = []
-    with tempfile.TemporaryDirectory(prefix="route-bench-compare-") as tmp:
-        for i, (name, members) in enumerate(group_cells(runs)):
-            labels = _labels(members)
-            per_policy: dict[str, list[pd.DataFrame]] = {}
-            missing = []
-            for r in members:
-                frame = _decisions(client, r, Path(tmp) / f"{i}-{r.info.run_id}")
-                if frame is None:
-                    missing.append(labels[r.info.run_id])
-                else:
-                    per_policy.setdefault(labels[r.info.run_id], []).append(frame)
-            if missing:
-                out.append(CellComparison(name, None, f"no {DECISIONS_ARTIFACT} in the runs of {sorted(set(missing))} (protocol A not run, or tracking.log_decisions=false)"))
-                continue
-            if len(per_policy) < 2:
-                out.append(CellComparison(name, None, "fewer than two policies"))
-                continue
-            decisions = {label: pd.concat(frames, ignore_index=True) for label, frames in per_policy.items()}
-            try:
-                cell_alpha, cell_power = cell_test_settings(members, alpha)
-                table = compare_with_reference(
-                    decisions, dev_scores=development_scores(members, labels), n_boot=n_boot,
-                    alpha=cell_alpha, power=cell_power,
-                )
-            except HarnessError as exc:
-                out.append(CellComparison(name, None, str(exc)))
-                continue
-            out.append(CellComparison(name, table, alpha=cell_alpha))
+    for name, members in group_cells(runs):
+        labels = _labels(members)
+        per_policy: dict[str, list[pd.DataFrame]] = {}
+        missing = []
+        for r in members:
+            frame = _decisions(r)
+            if frame is None:
+                missing.append(labels[r.run_id])
+            else:
+                per_policy.setdefault(labels[r.run_id], []).append(frame)
+        if missing:
+            out.append(CellComparison(name, None, f"no {DECISIONS_ARTIFACT} in the runs of {sorted(set(missing))} (protocol A not run, or tracking.log_decisions=false)"))
+            continue
+        if len(per_policy) < 2:
+            out.append(CellComparison(name, None, "fewer than two policies"))
+            continue
+        decisions = {label: pd.concat(frames, ignore_index=True) for label, frames in per_policy.items()}
+        try:
+            cell_alpha, cell_power = cell_test_settings(members, alpha)
+            table = compare_with_reference(
+                decisions, dev_scores=development_scores(members, labels), n_boot=n_boot,
+                alpha=cell_alpha, power=cell_power,
+            )
+        except HarnessError as exc:
+            out.append(CellComparison(name, None, str(exc)))
+            continue
+        out.append(CellComparison(name, table, alpha=cell_alpha))
     return out
 
 
@@ -293,7 +249,7 @@ def _gain_cell_key(params: dict[str, str]) -> tuple:
 
 def _ran_gain(run) -> bool:
     """False only when the run's logged ``protocol.run`` lists no ``gain`` (spares a download)."""
-    listed = run.data.params.get("protocol.run")
+    listed = run.params.get("protocol.run")
     if listed is None:
         return True
     return "gain" in [s.strip().strip("'\"") for s in str(listed).strip("[]").split(",")]
@@ -342,16 +298,16 @@ def _gain_labels(members: list, frames: dict[str, pd.DataFrame]) -> dict[str, st
     else each is named by its run name."""
     by_name: dict[str, list] = {}
     for r in members:
-        if r.info.run_id in frames:
-            by_name.setdefault(r.data.tags.get(TAG_POLICY) or r.data.params.get("policy.name", "?"), []).append(r)
+        if r.run_id in frames:
+            by_name.setdefault(r.tags.get(TAG_POLICY) or r.params.get("policy.name", "?"), []).append(r)
     out: dict[str, str] = {}
     for name, rs in by_name.items():
-        first = frames[rs[0].info.run_id]
-        if all(_same_gain_rows(first, frames[r.info.run_id]) for r in rs[1:]):
-            out[rs[0].info.run_id] = name
+        first = frames[rs[0].run_id]
+        if all(_same_gain_rows(first, frames[r.run_id]) for r in rs[1:]):
+            out[rs[0].run_id] = name
         else:
             for r in rs:
-                out[r.info.run_id] = r.info.run_name or r.info.run_id
+                out[r.run_id] = r.run_name or r.run_id
     return out
 
 
@@ -359,8 +315,8 @@ GAIN_REFERENCES = ("oracle", "random")  # listed with their correlations, kept o
 
 
 def _policy_name(members: list, run_id: str) -> str:
-    r = next(m for m in members if m.info.run_id == run_id)
-    return r.data.tags.get(TAG_POLICY) or r.data.params.get("policy.name", "?")
+    r = next(m for m in members if m.run_id == run_id)
+    return r.tags.get(TAG_POLICY) or r.params.get("policy.name", "?")
 
 
 def _gain_cell_rows(cell: str, seed: str, members: list, artifacts: dict[str, pd.DataFrame], alpha: float) -> list[dict]:
@@ -371,16 +327,16 @@ def _gain_cell_rows(cell: str, seed: str, members: list, artifacts: dict[str, pd
     rows: list[dict] = []
     frames: dict[str, pd.DataFrame] = {}
     for r in members:
-        name = r.data.tags.get(TAG_POLICY) or r.data.params.get("policy.name", "?")
-        if r.info.run_id not in artifacts:
-            rows.append({**base, "kind": "policy", "policy": name, "run_id": r.info.run_id, "verdict":
+        name = r.tags.get(TAG_POLICY) or r.params.get("policy.name", "?")
+        if r.run_id not in artifacts:
+            rows.append({**base, "kind": "policy", "policy": name, "run_id": r.run_id, "verdict":
                          f"not compared: no {GAIN_DECISIONS_ARTIFACT} (protocol C not run, or tracking.log_decisions=false)"})
             continue
-        frame, why = _gain_frame(artifacts[r.info.run_id])
+        frame, why = _gain_frame(artifacts[r.run_id])
         if frame is None:
-            rows.append({**base, "kind": "policy", "policy": name, "run_id": r.info.run_id, "verdict": f"not compared: {why}"})
+            rows.append({**base, "kind": "policy", "policy": name, "run_id": r.run_id, "verdict": f"not compared: {why}"})
             continue
-        frames[r.info.run_id] = frame
+        frames[r.run_id] = frame
     labels = _gain_labels(members, frames)
     scored: dict[str, pd.DataFrame] = {}
     correlations: dict[str, dict[str, float]] = {}
@@ -442,7 +398,7 @@ def _gain_cell_rows(cell: str, seed: str, members: list, artifacts: dict[str, pd
     return rows + pairs
 
 
-def gain_comparisons(client: Any, runs: list, *, alpha: float = 0.05) -> pd.DataFrame:
+def gain_comparisons(runs: list[SweepJob], *, alpha: float = 0.05) -> pd.DataFrame:
     """Which policy's score predicts the gain better (protocol C, seed 002 sections 5-6).
 
     For the FINISHED runs holding ``gain_decisions.parquet``, grouped into gain cells (jobs of
@@ -458,22 +414,21 @@ def gain_comparisons(client: Any, runs: list, *, alpha: float = 0.05) -> pd.Data
     the artifact (no job ran protocol C)."""
     cells: dict[tuple, list] = {}
     for r in runs:
-        if r.info.status == "FINISHED" and _ran_gain(r):
-            cells.setdefault(_gain_cell_key(dict(r.data.params)), []).append(r)
+        if r.finished and _ran_gain(r):
+            cells.setdefault(_gain_cell_key(dict(r.params)), []).append(r)
     names = _cell_names(list(cells))
     rows: list[dict] = []
-    with tempfile.TemporaryDirectory(prefix="route-bench-gain-") as tmp:
-        for i, key in enumerate(sorted(cells, key=lambda k: (names[k], k))):
-            members = sorted(cells[key], key=lambda r: (r.info.run_name or "", r.info.run_id))
-            artifacts = {}
-            for r in members:
-                frame = _artifact(client, r, GAIN_DECISIONS_ARTIFACT, Path(tmp) / f"{i}-{r.info.run_id}")
-                if frame is not None:
-                    artifacts[r.info.run_id] = frame
-            if not artifacts:
-                continue
-            cell_alpha, _ = cell_test_settings(members, alpha)
-            rows.extend(_gain_cell_rows(names[key], dict(key)["seed"], members, artifacts, cell_alpha))
+    for key in sorted(cells, key=lambda k: (names[k], k)):
+        members = sorted(cells[key], key=lambda r: (r.run_name or "", r.run_id))
+        artifacts = {}
+        for r in members:
+            frame = r.table(GAIN_DECISIONS_ARTIFACT)
+            if frame is not None:
+                artifacts[r.run_id] = frame
+        if not artifacts:
+            continue
+        cell_alpha, _ = cell_test_settings(members, alpha)
+        rows.extend(_gain_cell_rows(names[key], dict(key)["seed"], members, artifacts, cell_alpha))
     return pd.DataFrame(rows, columns=list(GAIN_COLUMNS))
 
 

@@ -3,13 +3,13 @@
 Why: protocol B reports each policy's frontiers on its own; the question a team asks is the
 comparison at ONE operating point (a cost c and a budget rho): which deployable rule spends the
 budget best, how sure are we, and what random and the oracle would do with the same usage. This
-module is pure (job records in, one DataFrame out); ``harness.tracking.comparisons`` reads the
+module is pure (job records in, one DataFrame out); ``harness.protocols.sweep_comparisons`` reads the
 records from MLflow (``frontiers.parquet`` and ``budget_decisions.parquet`` of each job), the
 sweep callback logs the table on the parent run and the report command rebuilds it.
 
 Rows and cells
 - A *cell* is a set of jobs that differ only in policy and seed (the cell logic of
-  ``harness.tracking.comparisons``; its name, e.g. ``cost.c=0.02``, and its cost are columns).
+  ``harness.protocols.sweep_comparisons``; its name, e.g. ``cost.c=0.02``, and its cost are columns).
 - Per cell, one row per policy and budget for every ranking policy (``kind`` "deployable" or
   "oracle"), and one row per fixed decision (always-keep / always-extra: ``kind`` "fixed",
   budget NaN, usage 0 or 1), which is a reference point shown with every budget, never marked
@@ -27,7 +27,7 @@ The reference and the test
 - Reference (per cell and budget) = the deployable policy with the best mean ``cal_utility``:
   what a team can see BEFORE deploying. Never the best test outcome: choosing the test-best
   and testing the others against it on the same test questions is the winner's curse that Holm
-  does not correct (``harness.compare``). A tie within 1e-12 is named in ``reference_tied``
+  does not correct (``harness.protocols.compare``). A tie within 1e-12 is named in ``reference_tied``
   (broken by name, never silently). Without ``cal_utility`` (runs logged before it existed)
   the test utility is used and ``reference_from`` says "test (optimistic)".
 - Per policy: the per-question expected test utility (``budget_decisions.parquet``, deployable
@@ -36,7 +36,7 @@ The reference and the test
   a document's questions of all seeds and splits move together), p from
   ``stats.sign_flip_test`` on document totals (exact up to 16 non-zero documents), Holm-adjusted
   across the deployable policies of the cell and budget (the reference and the oracle are not
-  in the family), and the minimum detectable difference. These are ``harness.compare``'s
+  in the family), and the minimum detectable difference. These are ``harness.protocols.compare``'s
   pieces (``pair_frame``, ``choose_reference``) and ``stats.paired_comparison``, shared, not copied.
 - ``mark``: "ref"; "<" / ">" worse / better than the reference at Holm-adjusted alpha; "="
   cannot be told apart (identical decisions included); "" for the oracle (an upper bound,
@@ -54,7 +54,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from harness.compare import choose_reference, pair_frame
+from harness.protocols.compare import choose_reference, pair_frame
 from harness.errors import HarnessError, UsageError
 from harness.stats import holm_adjust, paired_comparison
 

@@ -1,0 +1,163 @@
+"""The end of a sweep: one row per job, every protocol's sweep stage, the parent run closed.
+
+Why apart from the callback: what a sweep concludes belongs to its protocols
+(``Protocol.aggregate``, ``harness.protocols.sweep_stage``); this module only collects the job
+runs, hands them to each protocol of the sweep, logs what comes back on the parent run and
+prints it. A plugin protocol's sweep-level table thus reaches the console and the parent run
+like the built-in ones (the policy comparison of protocol A, the decision table of B, the
+gain comparison of C).
+
+What the parent run gets: ``comparison.csv`` / ``.txt`` (one row per job: policy, cost, seed,
+status, headline metrics) and, per protocol result, ``<table>.csv``, ``<table>.json`` (an MLflow
+table for the UI's table view, where the protocol asks for it), ``<table>.txt`` and its other
+files, and its metrics. It ends FINISHED when every job finished, FAILED otherwise.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Columns of the comparison table printed at the end of a sweep: (header, metric name in MLflow);
+# "{metric}" is the sweep's outcome metric (``arms.metric``), e.g. hit@10 -> hit_at_10.
+COMPARISON_COLUMNS = (
+    ("heldout {metric}", "heldout/{mlflow_metric}"),
+    ("utility", "heldout/utility"),
+    ("extra share", "heldout/extra_share"),
+    ("dU vs base", "heldout/diff_vs_base/utility"),
+    ("CI low", "heldout/diff_vs_base/utility/ci_low"),
+    ("CI high", "heldout/diff_vs_base/utility/ci_high"),
+    ("exact AUC", "frontier/exact_auc"),
+    ("deploy@0.25 usage", "budget/0.25/deployable/realized_usage"),
+)
+
+
+def comparison_frame(runs: list, metric: str = "hit@10") -> Any:
+    """One row per child run: policy, cost, status and the headline metrics."""
+    import pandas as pd
+
+    from harness.protocols.sweep_comparisons import short_cost
+    from harness.tracking.mlflow_tracker import mlflow_name
+
+    names = {"metric": metric, "mlflow_metric": mlflow_name(metric)}
+    rows = []
+    for r in runs:
+        row = {
+            "policy": r.data.tags.get("route_bench.policy", ""),
+            "cost": short_cost(r.data.params.get("cost.c", "")),
+            "seed": r.data.params.get("seed", ""),
+            "status": r.info.status,
+        }
+        for header, name in COMPARISON_COLUMNS:
+            row[header.format(**names)] = r.data.metrics.get(name.format(**names))
+        row["run"] = r.info.run_id[:8]
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    if len(frame):
+        frame["_c"] = pd.to_numeric(frame["cost"], errors="coerce")
+        frame = frame.sort_values(["policy", "_c", "seed"], kind="stable").drop(columns="_c").reset_index(drop=True)
+    return frame
+
+
+def frame_text(frame: Any) -> str:
+    import pandas as pd
+
+    with pd.option_context("display.width", 200, "display.max_columns", 50, "display.float_format", "{:.4f}".format):
+        return frame.to_string(index=False) if len(frame) else "(no job runs)"
+
+
+@dataclass
+class SweepOutcome:
+    """What the sweep's end found: the job rows, the failures, every protocol's result."""
+
+    frame: Any
+    runless: list[dict]
+    failed: int
+    status: str
+    results: dict = field(default_factory=dict)  # protocol -> SweepResult
+    notes: list[str] = field(default_factory=list)  # what could not be logged
+
+
+def collect(runs: list, records: list[dict], metric: str) -> SweepOutcome:
+    """The job rows and the parent run's status: FAILED when a job failed (with or without a
+    run: ``records`` of jobs the store refused) or did not end."""
+    frame = comparison_frame(runs, metric)
+    runless = [rec for rec in records if rec.get("status") == "FAILED" and not rec.get("run_id")]
+    failed = (int((frame["status"] == "FAILED").sum()) if len(frame) else 0) + len(runless)
+    unfinished = int((~frame["status"].isin(["FINISHED", "FAILED"])).sum()) if len(frame) else 0
+    return SweepOutcome(frame, runless, failed, "FAILED" if failed or unfinished else "FINISHED")
+
+
+def sweep_stages(client: Any, runs: list, configured: list[str], alpha: float, n_boot: int, metric: str,
+                 folder: Path) -> dict:
+    """Every protocol's sweep stage over the runs (``harness.protocols.sweep_stage``)."""
+    from harness.protocols.sweep_stage import SweepContext, run_sweep_stages, sweep_protocols
+    from harness.tracking.sweep_jobs import sweep_jobs
+
+    jobs = sweep_jobs(client, runs, folder)
+    ctx = SweepContext(alpha=alpha, n_boot=n_boot, metric=metric)
+    return run_sweep_stages(jobs, sweep_protocols(jobs, configured), ctx)
+
+
+def write_results(outcome: SweepOutcome, folder: Path) -> None:
+    """The parent run's files: the job rows and every result's tables, texts and files."""
+    outcome.frame.to_csv(folder / "comparison.csv", index=False)
+    (folder / "comparison.txt").write_text(frame_text(outcome.frame) + "\n", encoding="utf-8")
+    for result in outcome.results.values():
+        for name, table in result.tables.items():
+            table.to_csv(folder / f"{name}.csv", index=False)
+        for name in result.text_files:
+            (folder / f"{name}.txt").write_text(result.text + "\n", encoding="utf-8")
+        for name, text in result.files.items():
+            (folder / name).write_text(text, encoding="utf-8")
+
+
+def log_results(tracker: Any, run_id: str, outcome: SweepOutcome) -> None:
+    """Files, MLflow tables (the UI's table view) and metrics of the results on the parent run."""
+    with tempfile.TemporaryDirectory(prefix="route-bench-sweep-end-") as tmp:
+        write_results(outcome, Path(tmp))
+        tracker.log_artifacts(run_id, tmp)
+    for protocol, result in outcome.results.items():
+        for name in result.ui_tables:
+            try:
+                tracker.log_table(run_id, result.tables[name], f"{name}.json")
+            except Exception as exc:  # noqa: BLE001 - the CSV (and the protocol's other files) are logged
+                outcome.notes.append(f"[route-bench] {name} not logged as an MLflow table: {exc}")
+        if result.metrics:
+            tracker.log_metrics(run_id, [(k, float(v), 0) for k, v in result.metrics.items()])
+
+
+def close(tracker: Any, parent_run_id: str, runs: list, records: list[dict], *, configured: list[str],
+          alpha: float, n_boot: int, metric: str) -> SweepOutcome:
+    """Compute and log the sweep's end on the parent run, then end it (always, also when the
+    logging fails: the exception propagates after the run is ended)."""
+    outcome = collect(runs, records, metric)
+    try:
+        with tempfile.TemporaryDirectory(prefix="route-bench-sweep-jobs-") as tmp:
+            outcome.results = sweep_stages(tracker.client, runs, configured, alpha, n_boot, metric, Path(tmp))
+        log_results(tracker, parent_run_id, outcome)
+    finally:
+        tracker.end_run(parent_run_id, outcome.status)
+    return outcome
+
+
+def print_outcome(outcome: SweepOutcome, sweep_id: str, uri: str | None) -> None:
+    """The sweep's last lines: the job rows, every protocol's result, where to look."""
+    print(f"\n[route-bench] sweep {sweep_id}: {len(outcome.frame) + len(outcome.runless)} jobs, {outcome.failed} "
+          f"failed -> parent run {outcome.status}")
+    print(frame_text(outcome.frame))
+    for rec in outcome.runless:
+        error = str(rec.get("error") or "").splitlines()
+        print(f"  {rec.get('run_name')}: FAILED without a run: {error[0] if error else '?'}")
+    for result in outcome.results.values():
+        print("\n" + result.text)
+    for note in outcome.notes:
+        print(note)
+    if uri and uri.startswith("sqlite:///"):
+        print(f"\nOpen the results:  mlflow ui --backend-store-uri {uri}")
+    else:
+        print(f"\nResults are in the tracking server {uri}")
+    sys.stdout.flush()
