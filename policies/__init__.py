@@ -26,6 +26,7 @@ _EXPORTS = {
     "SIGNAL_SIGNS": "policies.signals",
     "check_policy": "policies.checks",
     "PolicyCheckError": "policies.checks",
+    "CheckReport": "policies.checks",
 }
 
 __all__ = list(_EXPORTS)

@@ -112,6 +112,42 @@ class _Fail(Exception):
     """A check's own finding (not an exception of the policy)."""
 
 
+@dataclass(frozen=True)
+class CheckReport:
+    """What ``check_policy`` found when every check passed: the checks run, in order, and the
+    ones that did not apply (``deterministic_fit`` for a policy that does not learn)."""
+
+    policy: str
+    passed: tuple[str, ...]
+    not_applicable: tuple[str, ...] = ()
+    missing_values: bool = False
+
+    def __str__(self) -> str:
+        extra = f"; not applicable: {', '.join(self.not_applicable)}" if self.not_applicable else ""
+        nan = " (with NaN and +-inf in the declared features)" if self.missing_values else ""
+        return f"check_policy: policy {self.policy} passed all {len(self.passed)} checks{nan}: {', '.join(self.passed)}{extra}"
+
+
+def undeclared_fitted(policy: Policy, fitted: Policy) -> list[str]:
+    """Attributes ending in ``_`` that ``fit`` set but ``fitted_attributes`` does not declare:
+    the generic ``get_state`` does not save them, so a restored policy lacks them."""
+    if type(fitted).get_state is not Policy.get_state:  # the policy writes its own state
+        return []
+    declared = {f"{k}_" for k in fitted.fitted_attributes}
+    before = set(vars(policy))
+    return sorted(k for k in vars(fitted) if k.endswith("_") and not k.startswith("_") and k not in declared
+                  and k not in before)
+
+
+def _state_hint(policy: Policy, fitted: Policy) -> str:
+    missing = undeclared_fitted(_clone(policy), fitted)
+    if not missing:
+        return ""
+    keys = ", ".join(f'"{k[:-1]}": <codec>' for k in missing)
+    return (f" (fit set {missing} but fitted_attributes does not declare them, so get_state() does not save "
+            f"them: declare fitted_attributes = {{{keys}}} with codecs from policies.base, e.g. FLOAT, FLOATS)")
+
+
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
@@ -196,12 +232,15 @@ def check_policy(
     *,
     seed: int = 0,
     missing_values: bool = False,
-) -> None:
+    quiet: bool = False,
+) -> CheckReport:
     """Run every contract check (see the module docstring) on a fresh copy of ``policy``.
 
     ``policy`` itself is never fitted or changed: each check works on new instances built from
-    ``get_params()``. Returns None when all pass; raises :class:`PolicyCheckError` at the first
-    failure, naming the policy and the check.
+    ``get_params()``. When all pass, prints one line saying which (unless ``quiet``) and returns
+    a :class:`CheckReport`; raises :class:`PolicyCheckError` at the first failure, naming the
+    policy and the check (and, when a restored policy lacks what ``fit`` set, the attributes to
+    declare in ``fitted_attributes``).
     """
     from harness.synthetic import synthetic_outcome_table
 
@@ -346,16 +385,27 @@ def check_policy(
                 )
 
     # state round trip ------------------------------------------------------------------------
-    with _check(policy, "state_round_trip"):
-        text = _state_text(fitted)
-        rebuilt = _clone(policy)
-        rebuilt.set_state(json.loads(text))
-        got = _score(rebuilt, test.narrow.copy(), test.task, seed)
-        if not np.array_equal(got, scores):
-            raise _Fail(f"a new instance given get_state() through JSON scores differently ({_first_diff(scores, got)})")
-        again = _state_text(rebuilt)
-        if again != text:
-            raise _Fail("a new instance given get_state() returns another state from get_state()")
+    try:
+        with _check(policy, "state_round_trip"):
+            text = _state_text(fitted)
+            rebuilt = _clone(policy)
+            rebuilt.set_state(json.loads(text))
+            got = _score(rebuilt, test.narrow.copy(), test.task, seed)
+            if not np.array_equal(got, scores):
+                raise _Fail(f"a new instance given get_state() through JSON scores differently ({_first_diff(scores, got)})")
+            again = _state_text(rebuilt)
+            if again != text:
+                raise _Fail("a new instance given get_state() returns another state from get_state()")
+    except PolicyCheckError as exc:
+        hint = _state_hint(policy, fitted)
+        if not hint:
+            raise
+        raise PolicyCheckError(exc.policy, exc.check, exc.detail + hint) from exc.__cause__
+    skipped = () if policy.trainable else ("deterministic_fit",)
+    report = CheckReport(_label(policy), tuple(c for c in CHECKS if c not in skipped), skipped, bool(missing_values))
+    if not quiet:
+        print(report)
+    return report
 
 
 def _first_diff(expected: np.ndarray, got: np.ndarray) -> str:

@@ -289,5 +289,49 @@ def test_readme_policy_example_passes_check_policy():
     namespace: dict = {}
     exec(compile(blocks[0], "README.md", "exec"), namespace)
     policy = namespace["BelowMedianTop1"]()
-    assert check_policy(policy) is None
+    report = check_policy(policy, quiet=True)
+    assert report.passed == CHECKS or report.passed + report.not_applicable == CHECKS
     assert not policy.is_fitted()  # check_policy works on copies
+
+
+def test_check_policy_says_what_passed(capsys):
+    from policies import AlwaysBase, RidgePolicy, check_policy
+
+    report = check_policy(RidgePolicy(), missing_values=True)
+    assert report.passed == CHECKS and report.not_applicable == () and report.missing_values
+    line = capsys.readouterr().out.strip()
+    assert line == str(report) and line.startswith("check_policy: policy 'ridge'")
+    assert f"passed all {len(CHECKS)} checks" in line and all(c in line for c in CHECKS)
+    fixed = check_policy(AlwaysBase(), quiet=True)  # learns nothing: no fit to repeat
+    assert fixed.not_applicable == ("deterministic_fit",) and "deterministic_fit" not in fixed.passed
+    assert capsys.readouterr().out == ""
+
+
+def test_an_undeclared_fitted_attribute_gets_a_hint():
+    import numpy as np
+
+    from policies import PolicyCheckError, check_policy
+    from policies.base import FLOAT, Policy
+
+    class Forgetful(Policy):
+        name = "forgetful"
+        trainable = True
+        features = ("dense_top1",)
+        fitted_attributes = {"median": FLOAT}
+
+        def fit(self, X, delta, groups, seed=0):
+            self.median_ = float(np.median(X["dense_top1"]))
+            self.spread_ = float(np.std(X["dense_top1"]))  # learned, but not declared
+            return self
+
+        def score(self, X, ctx):
+            spread = getattr(self, "spread_", 1.0)
+            return (self.median_ - X["dense_top1"].to_numpy(dtype=float)) / spread
+
+    with pytest.raises(PolicyCheckError) as err:
+        check_policy(Forgetful(), quiet=True)
+    assert err.value.check == "state_round_trip"
+    assert "['spread_']" in str(err.value) and 'fitted_attributes = {"spread": <codec>}' in str(err.value)
+    # declared, it passes
+    Forgetful.fitted_attributes = {"median": FLOAT, "spread": FLOAT}
+    assert check_policy(Forgetful(), quiet=True).passed == CHECKS

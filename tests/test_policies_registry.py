@@ -158,6 +158,12 @@ def test_writing_a_policy_doc_example_runs(planted_table):
     np.testing.assert_array_equal(rebuilt.score(X, ScoreContext(qids=test.qids)), s)
     # and it routes: rescues score higher than harms on average
     assert s[test.delta == 1].mean() > s[test.delta == -1].mean()
+    # the tutorial's contract check, as the page shows it, passes (NaN and +-inf included)
+    from policies import check_policy
+    from policies.checks import CHECKS
+
+    assert "check_policy(BelowMedianTop1(), missing_values=True)" in text
+    assert check_policy(cls(), missing_values=True, quiet=True).passed == CHECKS
 
 
 def test_installed_plugin_runs_in_a_sweep_job(installed_plugin, tmp_path):
