@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import abc
 import inspect
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
@@ -64,6 +63,7 @@ import pandas as pd
 from harness.errors import ConfigError, HarnessError
 from harness.io import CacheCorrupt, cache_root, digest_of, file_lock, move_aside
 from harness.plugins import entry_points, import_class, plugin_class
+from harness.progress import Progress
 
 ENTRY_POINT_GROUP = "rag_route_bench.arms"
 BASE = "base"  # the base table's pseudo-block name in ``requires``
@@ -331,8 +331,8 @@ def build_block(block: ArmBlock, inputs: pd.DataFrame, dataset: Any, *, base_key
         parts, computed, reused, built_with = [], 0, 0, {}
         n_chunks = -(-len(rows) // size)
         print(f"[route-bench] arm block {block.name} ({key[:12]}): {len(rows)} questions in {n_chunks} chunks "
-              "(chunks already on disk are reused)", flush=True)
-        t_start = last_line = time.perf_counter()
+              "(chunks already on disk are reused; the time left is measured as chunks are computed)", flush=True)
+        eta = Progress(f"arm block {block.name}", len(rows), "questions")
         for i, start in enumerate(range(0, len(rows), size)):
             chunk = rows.iloc[start:start + size].reset_index(drop=True)
             chunk_path = folder / "chunks" / f"chunk-{i:05d}.parquet"
@@ -344,17 +344,15 @@ def build_block(block: ArmBlock, inputs: pd.DataFrame, dataset: Any, *, base_key
                 _write_parquet(chunk_path, part, key=key, qids=ids, chunk=i,
                                **({"built_with": made} if made is not None else {}))
                 computed += 1
+                eta.advance(len(chunk))
             else:
                 made = _recorded(chunk_path, "built_with")
                 reused += 1
+                eta.skip(len(chunk))
             if made is not None:
                 built_with.setdefault(digest_of(made), made)
             parts.append(part)
-            now = time.perf_counter()
-            if now - last_line >= 30 or i == n_chunks - 1:  # a line at most every 30 s, and at the end
-                last_line = now
-                print(f"[route-bench] arm block {block.name}: {i + 1}/{n_chunks} chunks ({computed} computed, "
-                      f"{int(now - t_start)}s so far)", flush=True)
+            eta.report()  # a line at most every 30 s, and at the end
         frame = pd.concat(parts, ignore_index=True).sort_values("qid", kind="stable").reset_index(drop=True)
         made = list(built_with.values())
         record = _write_parquet(path, frame, key=key, **({"built_with": made} if made else {}))

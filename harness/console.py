@@ -219,14 +219,9 @@ def headline(metrics: Mapping[str, float], metric: str, grid: Sequence[float]) -
 
 # ---- progress ----------------------------------------------------------------------------------
 def fmt_duration(seconds: float) -> str:
-    if not math.isfinite(seconds) or seconds < 0:
-        return "?"
-    s = int(round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    from harness.progress import duration
+
+    return duration(seconds)
 
 
 def job_position(job: Any) -> tuple[int | None, int | None]:

@@ -81,8 +81,10 @@ def test_cold_table_build_prints_a_notice_and_progress_lines(tmp_path, capsys):
 
     build_outcome_table(tiny_dataset(), ARMS_CFG, MAXSIM, cache_dir=tmp_path, encoder=FakeEncoder())
     out = capsys.readouterr().out.splitlines()  # stdout is not a terminal under pytest
-    assert out[0].startswith("[route-bench] building outcome table ") and "expect roughly" in out[0]
-    assert "rough" in out[0] and any("shards computed" in line for line in out[1:])
+    assert out[0].startswith("[route-bench] building outcome table ") and "units in" in out[0]
+    progress = [line for line in out[1:] if line.startswith("[route-bench] outcome table ")]
+    assert progress and progress[-1].endswith(", done")  # one line per computed shard, the last says done
+    assert all(" elapsed" in line for line in progress)
     build_outcome_table(tiny_dataset(), ARMS_CFG, MAXSIM, cache_dir=tmp_path, encoder=FakeEncoder())
     assert capsys.readouterr().out == ""  # warm: nothing to say
 

@@ -12,9 +12,11 @@ written atomically, and the build holds ``<key>/.lock`` so two processes cannot 
 interrupted build resumes from the shards already written. ``table.parquet`` only appears once
 all shards are done, so a failed build never leaves a table behind.
 
-A cold build first prints one line with a rough expected duration (``SECONDS_PER_UNIT``, measured
-on qasper_yesno); tqdm bars show progress on a terminal, and where stdout is not a terminal (a
-log file, CI) plain progress lines do, at most one per 30 s.
+A cold build first prints one line (units, shards); tqdm bars show progress on a terminal, and
+where stdout is not a terminal (a log file, CI) plain progress lines do (``harness.progress``):
+after every computed shard and at most one per 30 s otherwise, each with the units done, the
+time elapsed and the time left at the rate measured on this machine so far (from the first
+computed shard on; reused shards do not count towards the rate).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from harness.io import (
     move_aside,
     verify_file,
 )
+from harness.progress import Progress
 from harness.retrieval.arms import ARMS, ArmParams, batch_independent, compute_shard
 from harness.retrieval.bm25 import BM25Params
 from harness.retrieval.encoder import PACKAGED_MINILM, DenseEncoder, forward_seconds_of
@@ -113,17 +116,6 @@ def _progress_lines(progress: bool | None) -> bool:
     """Plain progress lines on stdout (a log file, CI) where a tqdm bar would not be seen:
     ``progress=None`` (auto) and stdout not a terminal."""
     return progress is None and not sys.stdout.isatty()
-
-
-# A rough cold-build rate for the one-line notice before a build: about 5 minutes for the 19,824
-# units of qasper_yesno (fp32, MaxSim, 2 CPU cores, AVX2; measured 264-308 s in four builds).
-# Only a rough guide: other CPUs, bf16 without native support, or the cross-encoder differ a lot.
-SECONDS_PER_UNIT = 300.0 / 19_824
-
-
-def _duration(seconds: float) -> str:
-    s = int(round(max(0.0, seconds)))
-    return f"{s}s" if s < 60 else f"{s // 60}m{s % 60:02d}s" if s < 3600 else f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
 def _shards(dataset: Dataset, shard_size: int) -> list[list[str]]:
@@ -305,37 +297,34 @@ def build_outcome_table(
         bar_q = tqdm(total=len(dataset.questions), desc="questions reranked", unit="q", disable=not show)
         reused = computed = 0
         fwd0 = forward_seconds_of(encoder) + forward_seconds_of(reranker)
-        lines = _progress_lines(progress)
         n_units = int(sum(len(dataset.pools[p]) for s in shards for p in s))
-        if progress is not False:  # the notice shows on a terminal too; per-shard lines only off it
-            print(
-                f"[route-bench] building outcome table {key[:12]} for {dataset.name}: {n_units} units in "
-                f"{len(shards)} shards; expect roughly {_duration(n_units * SECONDS_PER_UNIT)} on 2 CPU cores "
-                "(a rough guide; shards already on disk are reused)",
-                flush=True,
-            )
-        t_start = last_line = time.perf_counter()
+        if progress is not False:  # the notice shows on a terminal too; progress lines only off it
+            print(f"[route-bench] building outcome table {key[:12]} for {dataset.name}: {n_units} units in "
+                  f"{len(shards)} shards (shards already on disk are reused; the time left is measured as "
+                  "shards are computed)", flush=True)
+        eta = Progress(f"outcome table {key[:12]}", n_units, "units", emit=_progress_lines(progress))
+        t_start = time.perf_counter()
         try:
             frames = []
             for i, pools in enumerate(shards):
                 shard_path = folder / "shards" / f"shard-{i:05d}.parquet"
                 pools_digest = digest_of(pools)
                 frame = read_part(shard_path, key, "pools", pools_digest)
-                if frame is not None:
-                    reused += 1
-                    bar_pools.update(len(pools))
-                else:
+                units = int(sum(len(dataset.pools[p]) for p in pools))
+                fresh = frame is None
+                if fresh:
                     rows, _ = compute_shard(dataset, pools, encoder, reranker, params, bar_pools.update)
                     frame = pd.DataFrame(rows)
                     _write_parquet(shard_path, frame, key=key, pools=pools_digest, shard=i)
                     computed += 1
+                    eta.advance(units)
+                else:
+                    reused += 1
+                    bar_pools.update(len(pools))
+                    eta.skip(units)
                 bar_q.update(len(frame))
                 frames.append(frame)
-                now = time.perf_counter()
-                if lines and (now - last_line >= 30 or i == len(shards) - 1):
-                    last_line = now
-                    print(f"[route-bench] {i + 1}/{len(shards)} shards computed or reused "
-                          f"({computed} computed, {_duration(now - t_start)} so far)", flush=True)
+                eta.report(force=fresh)  # after every computed shard, else at most every 30 s
         finally:
             bar_pools.close()
             bar_q.close()
