@@ -249,7 +249,23 @@ def check_policy(
     if table is None:
         table = synthetic_outcome_table(n_docs=40, questions_per_doc=5, seed=seed)
 
-    # features ------------------------------------------------------------------------------
+    features, dev, test = _check_features(policy, table, seed, missing_values)
+    params = _check_get_params(policy, features)
+    fitted, scores = _check_fit_and_score(policy, features, params, dev, test, seed)
+    if policy.trainable:  # before the checks below, which compare refits
+        _check_deterministic_fit(policy, dev, test, seed, fitted, scores)
+    _check_declared_features_only(policy, features, dev, test, seed, scores)
+    _check_row_independence(policy, fitted, test, seed, scores)
+    _check_state_round_trip(policy, fitted, test, seed, scores)
+    skipped = () if policy.trainable else ("deterministic_fit",)
+    report = CheckReport(_label(policy), tuple(c for c in CHECKS if c not in skipped), skipped, bool(missing_values))
+    if not quiet:
+        print(report)
+    return report
+
+
+def _check_features(policy: Policy, table: pd.DataFrame, seed: int, missing_values: bool) -> tuple:
+    """``features`` is a tuple of distinct names; the check table split into (dev, test)."""
     with _check(policy, "features"):
         feats = policy.features
         if isinstance(feats, str) or not isinstance(feats, (tuple, list)):
@@ -260,8 +276,11 @@ def check_policy(
             raise _Fail(f"features lists a name twice: {list(feats)!r}")
         features = tuple(feats)
         dev, test = _split(table, features, seed, missing_values)
+    return features, dev, test
 
-    # get_params ----------------------------------------------------------------------------
+
+def _check_get_params(policy: Policy, features: tuple[str, ...]) -> dict:
+    """``get_params()`` rebuilds an equal, unfitted policy."""
     with _check(policy, "get_params"):
         params = policy.get_params()
         if not isinstance(params, dict) or not all(isinstance(k, str) for k in params):
@@ -279,8 +298,12 @@ def check_policy(
             )
         if tuple(twin.features) != features:
             raise _Fail(f"a new instance built from get_params() reads features {list(twin.features)} instead of {list(features)}")
+    return params
 
-    # fit and score on the frames the harness passes; inputs must stay as they were ---------------
+
+def _check_fit_and_score(policy: Policy, features, params: dict, dev: _Part, test: _Part, seed: int) -> tuple:
+    """Fit and score on the frames the harness passes: one finite, repeatable score per row,
+    inputs and parameters as they were. Returns (the fitted copy, its scores)."""
     fitted = _clone(policy)
     fit_inputs = (dev.narrow.copy(deep=True), dev.task.delta.copy(), dev.task.groups.copy())
     X_fit, d_fit, g_fit = dev.narrow.copy(deep=True), dev.task.delta.copy(), dev.task.groups.copy()
@@ -337,18 +360,22 @@ def check_policy(
                 f"fit changed constructor parameter(s) {diff} (now { {k: after.get(k) for k in diff} }); "
                 "keep parameters as given and store fitted values in attributes ending with '_'"
             )
+    return fitted, scores
 
-    # deterministic fit (before the checks below, which compare refits) ----------------------------
-    if policy.trainable:
-        with _check(policy, "deterministic_fit"):
-            other = _fit(_clone(policy), dev.narrow.copy(), dev.task, seed)
-            got = _score(other, test.narrow.copy(), test.task, seed)
-            if not np.array_equal(got, scores):
-                raise _Fail(f"two fits with seed {seed} on the same rows score differently ({_first_diff(scores, got)})")
-            if not _same(other.get_state(), fitted.get_state()):
-                raise _Fail(f"two fits with seed {seed} on the same rows give different states")
 
-    # declared features only ------------------------------------------------------------------
+def _check_deterministic_fit(policy: Policy, dev: _Part, test: _Part, seed: int, fitted: Policy, scores) -> None:
+    """Two fits with one seed on the same rows score and save the same."""
+    with _check(policy, "deterministic_fit"):
+        other = _fit(_clone(policy), dev.narrow.copy(), dev.task, seed)
+        got = _score(other, test.narrow.copy(), test.task, seed)
+        if not np.array_equal(got, scores):
+            raise _Fail(f"two fits with seed {seed} on the same rows score differently ({_first_diff(scores, got)})")
+        if not _same(other.get_state(), fitted.get_state()):
+            raise _Fail(f"two fits with seed {seed} on the same rows give different states")
+
+
+def _check_declared_features_only(policy: Policy, features, dev: _Part, test: _Part, seed: int, scores) -> None:
+    """Undeclared columns, added or shuffled, change no score."""
     with _check(policy, "declared_features_only", "on a frame with undeclared columns"):
         wide = _score(_fit(_clone(policy), dev.wide.copy(), dev.task, seed), test.wide.copy(), test.task, seed)
         if not np.array_equal(wide, scores):
@@ -371,7 +398,9 @@ def check_policy(
                 f"the policy reads a column it does not declare (declared: {list(features)})"
             )
 
-    # row independence ------------------------------------------------------------------------
+
+def _check_row_independence(policy: Policy, fitted: Policy, test: _Part, seed: int, scores) -> None:
+    """A subset or a permutation of the rows gets those rows' scores."""
     with _check(policy, "row_independence"):
         n = test.task.n
         rng = np.random.default_rng(seed + 2)
@@ -384,7 +413,9 @@ def check_policy(
                     "a question's score must depend on its own row only"
                 )
 
-    # state round trip ------------------------------------------------------------------------
+
+def _check_state_round_trip(policy: Policy, fitted: Policy, test: _Part, seed: int, scores) -> None:
+    """``get_state()`` through JSON into a new instance scores and saves the same."""
     try:
         with _check(policy, "state_round_trip"):
             text = _state_text(fitted)
@@ -401,11 +432,6 @@ def check_policy(
         if not hint:
             raise
         raise PolicyCheckError(exc.policy, exc.check, exc.detail + hint) from exc.__cause__
-    skipped = () if policy.trainable else ("deterministic_fit",)
-    report = CheckReport(_label(policy), tuple(c for c in CHECKS if c not in skipped), skipped, bool(missing_values))
-    if not quiet:
-        print(report)
-    return report
 
 
 def _first_diff(expected: np.ndarray, got: np.ndarray) -> str:
