@@ -128,8 +128,9 @@ def test_sweep_prints_at_most_two_lines_per_job(default_like):
     n_jobs = 4
     progress = [LINE.match(line) for line in part if LINE.match(line)]
     assert [(int(m.group(1)), int(m.group(2))) for m in progress] == [(k, n_jobs) for k in range(1, n_jobs + 1)]
-    # the sweep's start line and Hydra's "Launching" line once, then Hydra's job line + ours per job
-    assert len(part) <= 2 + 2 * n_jobs, "\n".join(part)
+    # the sweep's start line, then one line per job: Hydra's launch lines stay off the console
+    assert len(part) == 1 + n_jobs, "\n".join(part)
+    assert not any("[HYDRA]" in line or "Launching" in line for line in part)
     assert not any("Protocol A" in line for line in part)
     by_name = {m.group(3): m.group(4) for m in progress}
     assert set(by_name) == {"always_keep c=0", "always_keep c=0.02", "ridge c=0", "ridge c=0.02"}
