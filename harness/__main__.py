@@ -1,6 +1,6 @@
 """``python -m harness`` / ``route-bench``: subcommands, else the Hydra app.
 
-``data ...``, ``policies ...``, ``report ...`` and ``table ...`` are dispatched to their modules
+``data ...``, ``plugins``, ``policies ...``, ``report ...`` and ``table ...`` are dispatched to their modules
 (imported lazily, so ``python -m harness policies`` does not pay for MLflow or torch); any other
 argument list (``-m``, overrides, ``--cfg job``) goes to the Hydra app unchanged; ``--help``
 first prints ``usage()`` (the subcommands and the preset sweep), then Hydra's config help.
@@ -22,7 +22,7 @@ from typing import Sequence
 
 from harness.config import as_bad_input, compose_config
 
-SUBCOMMANDS = ("data", "policies", "report", "results", "table")
+SUBCOMMANDS = ("data", "plugins", "policies", "report", "results", "table")
 
 USAGE = """\
 usage: python -m harness SUBCOMMAND ...        (route-bench: the same command)
@@ -30,9 +30,12 @@ usage: python -m harness SUBCOMMAND ...        (route-bench: the same command)
        python -m harness -m [key=value ...]     a sweep (Hydra multirun), one line per job
 
 subcommands:
-  data NAME [key=value ...]      dataset statistics: qasper_yesno, squad_pooled, qasper path=..., hotpotqa path=...
+  data NAME [key=value ...]      dataset statistics: qasper_yesno, squad_pooled, qasper path=..., hotpotqa path=...,
+                                 or an installed dataset plugin's name
   table build [key=value ...]    build or reuse the outcome table; per-arm outcome, rescues/harms
                                  (arms=noret_rag: answers from memory vs RAG, by the packaged LLM)
+  plugins [--kind K]             every dataset, arm block, policy and protocol, and where each comes from
+                                 (built-in, or the installed package whose entry point registers it)
   policies                       every policy: built-ins and installed plugins
   report --latest --out DIR      Markdown + HTML comparison of a sweep (or --sweep ID), frontier plots
   results [--out docs/results.md]  the results page of the named experiments (experiment=seed000_keep_hybrid,
@@ -276,6 +279,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from harness.data.cli import main as data_main
 
             return run_guarded(data_main, rest, debug=debug)
+        if cmd == "plugins":
+            from harness.plugin_list import main as plugins_main
+
+            return run_guarded(plugins_main, rest, debug=debug)
         if cmd == "policies":
             from policies.registry import main as policies_main
 

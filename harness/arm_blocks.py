@@ -35,8 +35,8 @@ A block is one small class:
   caches each chunk, and resumes an interrupted build from the chunks on disk, with the same
   numbers whatever the chunk size.
 
-Blocks are found like policies: built-ins (``BUILTIN_BLOCKS``), the entry-point group
-``rag_route_bench.arms`` (``my_arm = "my_pkg:MyBlock"``), or a Hydra ``_target_`` in the config
+Blocks are found like every plugin (``harness.registry``): built-ins (``BUILTIN_BLOCKS``), the
+entry-point group ``rag_route_bench.arms`` (``my_arm = "my_pkg:MyBlock"``), or a Hydra ``_target_`` in the config
 (``arms.blocks=[{_target_: my_pkg.MyBlock, param: ...}]``). ``arms.blocks`` lists the blocks a
 job asks for by name; a block that provides ``arms.base`` or ``arms.extra`` is added without
 being listed, and so is ``gold_at_k`` when ``arms.metric`` names a metric only it provides
@@ -62,7 +62,7 @@ import pandas as pd
 
 from harness.errors import ConfigError, HarnessError
 from harness.io import CacheCorrupt, cache_root, digest_of, file_lock, move_aside
-from harness.plugins import entry_points, import_class, plugin_class
+from harness.registry import Kind, import_class, lookup, origin, registered
 from harness.progress import Progress
 
 ENTRY_POINT_GROUP = "rag_route_bench.arms"
@@ -119,7 +119,7 @@ class ArmBlock(abc.ABC):
 
 
 # ---- finding blocks -------------------------------------------------------------------------
-BUILTIN_BLOCKS: dict[str, str] = {  # name -> "module:Class" (imported only when used)
+BUILTIN_BLOCKS: dict[str, str] = {  # the harness's own entry points: name -> "module:Class" (imported when used)
     "no_retrieval": "harness.generation.arms:NoRetrievalArm",
     "rag_keep": "harness.generation.arms:RagKeepArm",
     "rag_hybrid": "harness.generation.arms:RagHybridArm",
@@ -128,19 +128,17 @@ BUILTIN_BLOCKS: dict[str, str] = {  # name -> "module:Class" (imported only when
 }
 
 
+ARM_BLOCKS = Kind("arm block", ENTRY_POINT_GROUP, ArmBlock, BUILTIN_BLOCKS, key="arms.blocks")
+
+
 def available_blocks() -> dict[str, str]:
     """{name: where it comes from} of every block that can be named: built-ins, then entry
     points (a built-in wins a name clash)."""
-    out = {name: f"built-in {target}" for name, target in BUILTIN_BLOCKS.items()}
-    for name, ep in sorted(entry_points(ENTRY_POINT_GROUP).items()):
-        out.setdefault(name, f"entry point {ep.value}")
-    return out
+    return {name: f"{origin(ep)} {ep.value}" for name, ep in registered(ARM_BLOCKS).items()}
 
 
 def _class_of(name: str, key: str) -> type:
-    if name in BUILTIN_BLOCKS:
-        return import_class(BUILTIN_BLOCKS[name], ArmBlock, key, "arm block")
-    return plugin_class(ENTRY_POINT_GROUP, name, ArmBlock, key, "arm block", sorted(available_blocks()))
+    return lookup(ARM_BLOCKS, name, key)
 
 
 def make_block(spec: Any, key: str = "arms.blocks") -> ArmBlock:

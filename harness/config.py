@@ -159,9 +159,11 @@ class RootConfig:
 def register_configs() -> None:
     """Register the schemas (idempotent: ConfigStore overwrites same-named entries)."""
     ConfigStore.instance().store(name="route_bench_schema", node=RootConfig)
+    from harness.data.registry import register_dataset_configs  # loaders without a YAML as dataset=<name>
     from policies.registry import register_policy_configs  # installed entry points as policy=<name>
 
     register_policy_configs()
+    register_dataset_configs(CONF_DIR)
 
 
 def _is_number(value: Any) -> bool:
@@ -232,20 +234,22 @@ def gold_metric_names(k: int) -> list[str]:
 
 
 # The outcome metric a retrieval pair routes on unless arms.metric is set, by dataset loader:
-# conf/arms/keep_*.yaml say ``metric: ${route_bench.retrieval_metric:${oc.select:dataset.loader,null}}``.
-# HotpotQA distractor searches each question's own 10 paragraphs, so every arm's Hit@10 is 1 and
-# nothing can be routed on it; "both supporting paragraphs in the top 2" (all@2) tells the arms
-# apart (docs/arms.md, "Outcome metrics per dataset"). Every other dataset keeps hit@10, so
-# their composed configs (and config hashes) are what they were with the literal "hit@10".
+# conf/arms/keep_*.yaml say ``metric: ${route_bench.retrieval_metric:${oc.select:dataset.loader,null}}``,
+# which reads the loader class's ``retrieval_metric`` (harness.data.base). HotpotQA distractor
+# searches each question's own 10 paragraphs, so every arm's Hit@10 is 1 and nothing can be
+# routed on it; "both supporting paragraphs in the top 2" (all@2) tells the arms apart
+# (docs/arms.md, "Outcome metrics per dataset"). Every other dataset keeps hit@10, so their
+# composed configs (and config hashes) are what they were with the literal "hit@10".
 # (The value cannot live in conf/dataset/*.yaml: dataset configs accept only loader options.)
 DEFAULT_RETRIEVAL_METRIC = "hit@10"
-RETRIEVAL_METRIC_BY_LOADER = {"hotpotqa": "all@2"}
 METRIC_RESOLVER = "route_bench.retrieval_metric"
 
 
 def default_retrieval_metric(loader: Any = None) -> str:
     """The retrieval pair's default ``arms.metric`` for a dataset loader (see above)."""
-    return RETRIEVAL_METRIC_BY_LOADER.get(str(loader), DEFAULT_RETRIEVAL_METRIC)
+    from harness.data.registry import retrieval_metric
+
+    return retrieval_metric(loader) or DEFAULT_RETRIEVAL_METRIC
 
 
 def register_metric_resolver() -> None:

@@ -26,15 +26,19 @@ from __future__ import annotations
 import inspect
 import sys
 import warnings
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from harness.errors import ConfigError, HarnessError
+from harness.registry import Kind, entry_points, lookup
 from policies.base import Policy
 
 ENTRY_POINT_GROUP = "rag_route_bench.policies"
 LOADER_TARGET = "policies.registry.load_entry_point"
+# the built-in policies are the YAML files of conf/policy (a config names a class and its
+# parameters); installed policies are entry points, found like every plugin (harness.registry)
+POLICIES = Kind("policy", ENTRY_POINT_GROUP, Policy, key="policy.plugin", factories=True)
 
 
 def default_conf_dir() -> Path:
@@ -79,10 +83,7 @@ def builtin_policy_configs(conf_dir: str | Path | None = None) -> dict[str, dict
 
 def entry_point_policies() -> dict[str, EntryPoint]:
     """{entry-point name: EntryPoint} for installed plugins (first one wins on a name clash)."""
-    out: dict[str, EntryPoint] = {}
-    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value)):
-        out.setdefault(ep.name, ep)
-    return out
+    return entry_points(ENTRY_POINT_GROUP)
 
 
 def _check_params(target: Callable, params: Mapping[str, Any], what: str) -> None:
@@ -199,21 +200,8 @@ def load_entry_point(plugin: str, **params: Any) -> Policy:
     """Build the policy registered as entry point ``plugin`` with constructor ``params``."""
     if not isinstance(plugin, str) or not plugin:
         raise ConfigError("policy.plugin", f"expected an entry-point name, got {plugin!r}")
-    eps = entry_point_policies()
-    if plugin not in eps:
-        raise ConfigError(
-            "policy.plugin",
-            f"no policy entry point {plugin!r} in group {ENTRY_POINT_GROUP!r}; installed: {sorted(eps)}",
-        )
-    ep = eps[plugin]
-    try:
-        factory = ep.load()
-    except Exception as exc:
-        raise ConfigError("policy.plugin", f"entry point {plugin!r} ({ep.value}) cannot be loaded: {exc}") from exc
-    if not callable(factory):
-        raise ConfigError("policy.plugin", f"entry point {plugin!r} ({ep.value}) is not a class or factory")
-    what = f"entry point {plugin!r} ({ep.value})"
-    _check_target_is_policy(factory, what)
+    factory = lookup(POLICIES, plugin)  # a Policy subclass or a factory; else a ConfigError naming it
+    what = f"entry point {plugin!r} ({entry_point_policies()[plugin].value})"
     _check_params(factory, params, what)
     try:
         made = factory(**params)

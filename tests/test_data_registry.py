@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from harness.data import load_dataset
-from harness.data.cli import BUILTIN_CONFIGS, conf_dir, main
+from harness.data.cli import conf_dir, main
+from harness.data.registry import BUILTIN_DATASETS, COMMON_OPTIONS, config_node, loader_class
 from harness.errors import ConfigError
 
 QASPER = Path(__file__).parent / "fixtures" / "data" / "qasper-fixture-v0.3.json"
@@ -49,13 +50,19 @@ def test_omegaconf_config_accepted():
     assert len(load_dataset(cfg).questions) == 2
 
 
-def test_shipped_yamls_match_builtin_configs():
-    # conf/dataset may hold other entries (e.g. the app's synthetic table); ours must all match
-    files = [conf_dir() / "dataset" / f"{name}.yaml" for name in BUILTIN_CONFIGS]
-    assert len(files) == 4 and all(p.is_file() for p in files)
+def test_shipped_yamls_match_their_loaders():
+    # every shipped dataset YAML is its loader's config: the loader's options at the class's
+    # defaults (the node `dataset=<name>` gets where no YAML exists), nothing else
+    files = sorted((conf_dir() / "dataset").glob("*.yaml"))
+    assert {p.stem for p in files} == set(BUILTIN_DATASETS)
     for p in files:
-        assert yaml.safe_load(p.read_text()) == BUILTIN_CONFIGS[p.stem], p.name
-        assert BUILTIN_CONFIGS[p.stem]["name"] == p.stem
+        cfg = yaml.safe_load(p.read_text())
+        assert cfg["name"] == cfg["loader"] == p.stem, p.name
+        node = config_node(p.stem)
+        options = loader_class(p.stem).options
+        assert set(cfg) - set(COMMON_OPTIONS) <= set(options), p.name
+        assert {k: v for k, v in cfg.items() if k in options} == {k: node[k] for k in cfg if k in options}, p.name
+        assert cfg.get("max_questions", None) is None and node["max_questions"] is None
 
 
 def test_cli_table_and_json(capsys):

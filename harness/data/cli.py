@@ -2,9 +2,10 @@
 
 The first argument names a dataset config, ``conf/dataset/<dataset>.yaml``, found in the app's
 config folder (harness/conf_files.py: the repository's ``conf`` folder, or the installed package's
-copy of it). Where no such file exists, the same configs come from ``BUILTIN_CONFIGS`` below; a
-test keeps the two identical. ``key=value`` overrides are parsed
-like Hydra's (``max_questions=10``); ``--path P`` is short for ``path=P``.
+copy of it). Where no such file exists, a registered loader of that name (a plugin's, found by
+entry point) gives its config node (``harness.data.registry.config_node``: its options at their
+defaults), as ``dataset=<name>`` does in the app. ``key=value`` overrides are parsed like Hydra's
+(``max_questions=10``); ``--path P`` is short for ``path=P``.
 
 Prints documents, questions (with evidence), units by kind, evidence strings matched exactly /
 fuzzily / not at all, fingerprint and licence, as an aligned table or (``--json``) as JSON.
@@ -15,41 +16,30 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
-
 from harness.conf_files import CONF_DIR
+from harness.data.base import NO_LICENCE
 from harness.errors import ConfigError, HarnessError, argument_parser, debugging, did_you_mean, one_line
-
-BUILTIN_CONFIGS: dict[str, dict[str, Any]] = {
-    "qasper_yesno": {"name": "qasper_yesno", "loader": "qasper_yesno", "wheel": None, "heading_text": "full",
-                     "max_questions": None},
-    "qasper": {"name": "qasper", "loader": "qasper", "path": "???", "split": "train", "heading_text": "full",
-               "max_questions": None},
-    "squad_pooled": {"name": "squad_pooled", "loader": "squad_pooled", "wheel": None, "max_questions": None},
-    "hotpotqa": {"name": "hotpotqa", "loader": "hotpotqa", "path": "???", "max_questions": None},
-}
-
 
 def conf_dir() -> Path:
     return CONF_DIR
 
 
 def dataset_config(name: str, overrides: list[str] = ()) -> dict:
-    """The dataset config ``name`` (repo yaml, else built-in) with ``key=value`` overrides."""
+    """The dataset config ``name`` (its YAML, else its loader's node) with ``key=value`` overrides."""
     from omegaconf import OmegaConf
 
+    from harness.data.registry import config_node, dataset_names, yaml_names
+    from harness.data.synthetic import NOT_A_DATASET
+
     if name == "synthetic":
-        raise ConfigError(
-            "dataset", "'synthetic' is an outcome table for tests and demos, not a dataset of "
-            "documents; use it with the app (python -m harness dataset=synthetic ...)"
-        )
+        raise ConfigError("dataset", NOT_A_DATASET)
     yaml_path = conf_dir() / "dataset" / f"{name}.yaml"
     if yaml_path.is_file():
         base = OmegaConf.load(yaml_path)
-    elif name in BUILTIN_CONFIGS:
-        base = OmegaConf.create(BUILTIN_CONFIGS[name])
+    elif name in dataset_names():
+        base = OmegaConf.create(config_node(name))
     else:
-        known = sorted(set(BUILTIN_CONFIGS) | {p.stem for p in (conf_dir() / "dataset").glob("*.yaml")})
+        known = sorted((yaml_names(conf_dir()) | set(dataset_names())) - {"synthetic"})
         raise ConfigError("dataset", f"unknown dataset config {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}")
     for ov in overrides:
         if "=" not in ov or not ov.split("=", 1)[0]:
@@ -81,7 +71,7 @@ def stats_rows(ds) -> list[tuple[str, str]]:
     rows += [(f"  matched {k}" if k != "unmatched" else "  unmatched", str(v)) for k, v in s["evidence_strings"].items()]
     rows += [(f"option {k}", str(v)) for k, v in sorted(ds.options.items())]
     rows.append(("fingerprint", ds.fingerprint()))
-    rows.append(("licence", str(ds.meta.get("licence", "unknown"))))
+    rows.append(("licence", str(ds.meta.get("licence") or NO_LICENCE)))
     return rows
 
 

