@@ -31,7 +31,8 @@ usage: python -m harness SUBCOMMAND ...        (route-bench: the same command)
 
 subcommands:
   data NAME [key=value ...]      dataset statistics: qasper_yesno, squad_pooled, qasper path=..., hotpotqa path=...,
-                                 or an installed dataset plugin's name
+                                 beir path=DIR, jsonl questions=F corpus=F, or an installed plugin's name
+  data export NAME OUT [k=v ...]  write a dataset in BEIR's layout (corpus.jsonl, queries.jsonl, qrels/)
   table build [key=value ...]    build or reuse the outcome table; per-arm outcome, rescues/harms
                                  (arms=noret_rag: answers from memory vs RAG, by the packaged LLM)
   plugins [--kind K]             every dataset, arm block, policy and protocol, and where each comes from

@@ -84,7 +84,39 @@ def format_table(rows: list[tuple[str, str]]) -> str:
     return "\n".join(out)
 
 
+def export_main(argv: list[str]) -> int:
+    """``python -m harness data export <dataset> --format beir OUT [key=value ...]``."""
+    parser = argument_parser(prog="python -m harness data export",
+                             description="Write a dataset in BEIR's layout (corpus.jsonl, queries.jsonl, qrels/).")
+    parser.add_argument("dataset", help="dataset config name (conf/dataset/<name>.yaml)")
+    parser.add_argument("out", help="the folder to write (must not exist)")
+    parser.add_argument("--format", choices=["beir"], default="beir", help="output layout (beir)")
+    parser.add_argument("--split", default="test", help="the qrels file's split name (default test)")
+    parser.add_argument("overrides", nargs="*", help="key=value config overrides")
+    try:
+        try:
+            args = parser.parse_intermixed_args(argv)
+        except SystemExit as e:
+            return int(e.code or 0)
+        from harness.data import load_dataset
+        from harness.data.export import export_beir
+
+        ds = load_dataset(dataset_config(args.dataset, list(args.overrides)), require_evidence=False)
+        counts = export_beir(ds, args.out, split=args.split)
+    except HarnessError as e:
+        if debugging():
+            raise
+        print(one_line(e), file=sys.stderr)
+        return 2
+    print(f"{args.out}: {counts['units']} passages, {counts['queries']} queries, {counts['qrels']} qrels "
+          f"({counts['left_out']} questions without gold units left out); licence: "
+          f"{ds.meta.get('licence') or NO_LICENCE}")
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["export"]:
+        return export_main(argv[1:])
     parser = argument_parser(prog="python -m harness data", description="Dataset statistics.")
     parser.add_argument("dataset", help="dataset config name (conf/dataset/<name>.yaml)")
     parser.add_argument("--path", help="dataset file or folder (same as path=...)")

@@ -28,9 +28,10 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
+from harness.data.base import REQUIRED, DatasetLoader, check_path
 from harness.data.schema import Dataset, Question, Unit
 from harness.data.validate import check_no_lone_surrogate, decode_utf8, read_bytes
-from harness.errors import DataError
+from harness.errors import ConfigError, DataError
 from harness.io import sha256_bytes
 
 GLOBAL_POOL = "global"
@@ -135,8 +136,9 @@ def read_qrels(path: Path, known: set[str]) -> tuple[dict[str, list[str]], str]:
             raise DataError(where, "score", f"must be an integer, got {raw!r}") from None
         if cid not in known:
             raise DataError(where, "corpus-id", f"{cid!r} is not an _id of corpus.jsonl")
-        if score > 0 and cid not in relevant.setdefault(qid, []):
-            relevant[qid].append(cid)
+        listed = relevant.setdefault(qid, [])  # a query of the split, relevant passage or not
+        if score > 0 and cid not in listed:
+            listed.append(cid)
     return relevant, digest
 
 
@@ -212,3 +214,39 @@ def load_jsonl(questions: str | Path, corpus: str | Path, name: str = "jsonl") -
     meta = {"source": qpath.name, "format": "jsonl", "sources": sources}
     return Dataset(name, {u.unit_id: [u] for u in units}, out, {GLOBAL_POOL: [u.unit_id for u in units]},
                    meta=meta, options={"pool": "global"})
+
+
+class BeirLoader(DatasetLoader):
+    """``dataset=beir path=DIR [split=test]``: a BEIR folder as one global pool."""
+
+    name = "beir"
+    options = {"path": REQUIRED, "split": "test"}
+
+    def check(self, opts: dict) -> None:
+        check_path(opts, "path")
+        if not (isinstance(opts.get("split"), str) and opts["split"].strip()):
+            raise ConfigError("dataset.split", f"expected a split name (qrels/<split>.tsv), got {opts.get('split')!r}")
+
+    def fingerprint_inputs(self, opts: dict) -> list[Path]:
+        folder = Path(opts["path"]).expanduser()
+        return [folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels" / f"{opts['split']}.tsv"]
+
+    def load(self, opts: dict, name: str) -> Dataset:
+        return load_beir(opts["path"], split=opts["split"], name=name)
+
+
+class JsonlLoader(DatasetLoader):
+    """``dataset=jsonl questions=FILE corpus=FILE``: FlashRAG-style questions over a corpus."""
+
+    name = "jsonl"
+    options = {"questions": REQUIRED, "corpus": REQUIRED}
+
+    def check(self, opts: dict) -> None:
+        check_path(opts, "questions")
+        check_path(opts, "corpus")
+
+    def fingerprint_inputs(self, opts: dict) -> list[Path]:
+        return [Path(opts["questions"]).expanduser(), Path(opts["corpus"]).expanduser()]
+
+    def load(self, opts: dict, name: str) -> Dataset:
+        return load_jsonl(opts["questions"], opts["corpus"], name=name)
