@@ -25,6 +25,7 @@ def _python_block(page: str) -> str:
 
 ARM = _python_block("arms.md")
 PROTOCOL = _python_block("protocols.md")
+DATASET = _python_block("datasets.md")
 
 
 def test_new_arm_and_protocol_run_through_a_sweep(tmp_path, monkeypatch):
@@ -64,8 +65,6 @@ def test_new_arm_and_protocol_run_through_a_sweep(tmp_path, monkeypatch):
         path = client.download_artifacts(r.info.run_id, "spread_scores.parquet", str(tmp_path / r.info.run_id))
         assert len(pd.read_parquet(path)) == 150
         assert "score spread: quantile 0.5" in (r.data.tags.get("mlflow.note.content") or "")
-    # the protocol's sweep stage (aggregate): on the console, on the parent run, in the report
-    _check_sweep_stage(proc.stdout, client, uri, runs, tmp_path, env)
     # the block's feature set is selectable by name, like a built-in set
     single = subprocess.run([sys.executable, "-m", "harness", "dataset=synthetic", "dataset.n_docs=30",
                              "experiment=none", "arms.extra=union", "protocol=threshold", "policy=ridge",
@@ -82,6 +81,34 @@ def test_new_arm_and_protocol_run_through_a_sweep(tmp_path, monkeypatch):
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2, bad.stderr[-2000:]
     assert bad.stderr.strip().splitlines()[-1].startswith("error: ConfigError: config key 'protocol.settings.score_spread.quantil'")
+
+
+def test_new_dataset_and_protocol_sweep_stage_reach_console_report_and_parent_run(tmp_path, monkeypatch):
+    """A package the harness has never seen holds a dataset (docs/datasets.md) and a protocol
+    with a sweep stage (docs/protocols.md): a real sweep over the dataset shows the protocol's
+    sweep-level table on the console, on the parent run and in the report, with no harness edit."""
+    from mlflow.tracking import MlflowClient
+
+    from tests.test_registry import write_faq
+
+    root = write_plugin(tmp_path / "site", "my_data_ext", {"faq.py": DATASET, "spread.py": PROTOCOL}, {
+        "rag_route_bench.datasets": {"faq": "my_data_ext.faq:FaqLoader"},
+        "rag_route_bench.protocols": {"score_spread": "my_data_ext.spread:ScoreSpread"},
+    })
+    env = activate(monkeypatch, root)
+    env["HARNESS_CACHE_DIR"] = str(tmp_path / "cache")
+    data = write_faq(tmp_path / "faq.json")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    cmd = [sys.executable, "-m", "harness", "-m", "dataset=faq", f"dataset.path={data}", "experiment=none",
+           "protocol.run=[threshold,score_spread]", "policy=ridge,random", f"tracking.uri={uri}"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    client = MlflowClient(tracking_uri=uri)
+    runs = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id], max_results=100)
+            if r.data.tags.get("route_bench.role") == "job"]
+    assert sorted(r.data.tags["route_bench.policy"] for r in runs) == ["random", "ridge"]
+    assert {r.data.params["dataset.loader"] for r in runs} == {"faq"} and {r.info.status for r in runs} == {"FINISHED"}
+    _check_sweep_stage(proc.stdout, client, uri, runs, tmp_path, env)
 
 
 def _check_sweep_stage(stdout: str, client, uri: str, runs: list, tmp_path: Path, env: dict) -> None:
