@@ -762,7 +762,7 @@ def test_markdown_report_escapes_names():
 
 
 def test_a_large_sweep_says_it_is_validating(capsys):
-    from harness.runner.sweep import _ValidationProgress
+    from harness.runner.sweep_check import _ValidationProgress
 
     ticks = iter([0.0, 1.0, 6.0, 7.0, 12.5])  # the clock at start and before jobs 1..4
     progress = _ValidationProgress(3000, every_s=5.0, clock=lambda: next(ticks))
