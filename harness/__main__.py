@@ -10,7 +10,7 @@ the config key, file, field or option (with "did you mean" hints for names), and
 no traceback (``run_guarded``). Hydra's composition errors (an unknown config group option, a
 typo'd key, bad override syntax) are caught around the Hydra app and said the same way, and a
 sweep (``-m``) validates all its jobs before it opens anything
-(``harness.runner.sweep.validate_sweep_jobs``). ``--debug`` as the
+(``harness.runner.sweep_check.validate_sweep_jobs``). ``--debug`` as the
 first argument, or ``HYDRA_FULL_ERROR=1``, prints the traceback too. An unexpected failure (a
 bug) is one line and exit code 1.
 """

@@ -30,9 +30,6 @@ import harness.config  # noqa: F401 - registers the structured config schema
 from harness.config import CONF_DIR  # noqa: F401 - the app's config folder
 from harness.io import atomic_write_text, cache_root, digest_of, sha256_file
 
-# Environment handed from the sweep callback to each job: the table-handle file
-ENV_TABLE_HANDLE = "ROUTE_BENCH_TABLE_HANDLE"  # JSON file: {digest, path, key, info}
-
 
 def launch_dir() -> Path:
     """The directory the user launched from (Hydra's original cwd when Hydra runs)."""
@@ -164,9 +161,9 @@ def write_table_handle(cfg: Mapping, handle: TableHandle) -> Path | None:
     return target
 
 
-def load_table(cfg: Mapping) -> TableHandle:
-    """The job's table: from the sweep's handle when it matches this job's config, else built."""
-    handle_file = os.environ.get(ENV_TABLE_HANDLE)
+def load_table(cfg: Mapping, handle_file: str | os.PathLike | None = None) -> TableHandle:
+    """The job's table: from the sweep's handle (``write_table_handle``'s file, passed by a
+    sweep job) when it matches this job's config, else built."""
     if handle_file and Path(handle_file).is_file():
         body = json.loads(Path(handle_file).read_text(encoding="utf-8"))
         if body.get("digest") == table_config_digest(cfg) and Path(body["path"]).is_file():

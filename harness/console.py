@@ -10,7 +10,8 @@ The sweep callback knows the whole sweep before any job starts: ``sweep_jobs`` e
 sweeper's params and the command line's overrides the way Hydra's basic sweeper does (the
 callback composes and validates each job from it before the sweep opens its parent run), and
 ``sweep_plan`` gives the number of jobs and the keys whose values differ between jobs. It hands them, with the sweep's
-start time, to every job through ``hydra.job.env_set`` (the variables below).
+start time, to every job in the sweep's state file (``harness.runner.sweep_state``); the job
+passes them to the functions below as arguments.
 """
 
 from __future__ import annotations
@@ -18,14 +19,9 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
-
-ENV_SWEEP_JOBS = "ROUTE_BENCH_SWEEP_JOBS"  # number of jobs of the sweep
-ENV_SWEEP_START = "ROUTE_BENCH_SWEEP_START"  # epoch seconds when the jobs started
-ENV_SWEPT_KEYS = "ROUTE_BENCH_SWEPT_KEYS"  # comma-separated keys whose values differ between jobs
 
 # keys that change what is printed, never a result: not part of a run name or the sweep id
 PRESENTATION_KEYS = ("verbose",)
@@ -71,24 +67,6 @@ def sweep_plan(task_overrides: Sequence[str], sweeper_params: Mapping[str, Any] 
             values.setdefault(_key(key), set()).add(value)
     swept = [k for k, v in values.items() if len(v) > 1 and not _ignored(k)]
     return len(jobs), swept
-
-
-def sweep_env(n_jobs: int | None, swept: Sequence[str] | None, start: float | None = None) -> dict[str, str]:
-    """The variables ``sweep_plan``'s result travels in (empty where it is unknown)."""
-    env: dict[str, str] = {}
-    if n_jobs is not None:
-        env[ENV_SWEEP_JOBS] = str(int(n_jobs))
-    if swept is not None:
-        env[ENV_SWEPT_KEYS] = ",".join(swept)
-    env[ENV_SWEEP_START] = repr(time.time() if start is None else float(start))
-    return env
-
-
-def swept_keys_from_env() -> list[str] | None:
-    raw = os.environ.get(ENV_SWEPT_KEYS)
-    if raw is None:
-        return None
-    return [k for k in raw.split(",") if k]
 
 
 # ---- run names ---------------------------------------------------------------------------------
@@ -224,7 +202,7 @@ def fmt_duration(seconds: float) -> str:
     return duration(seconds)
 
 
-def job_position(job: Any) -> tuple[int | None, int | None]:
+def job_position(job: Any, n_jobs: int | None = None) -> tuple[int | None, int | None]:
     """(k, N): this job's number from 1 (``hydra.job.num`` + 1) and the sweep's job count."""
     k = None
     if job is not None:
@@ -232,30 +210,25 @@ def job_position(job: Any) -> tuple[int | None, int | None]:
             k = int(job.job.num) + 1
         except Exception:  # noqa: BLE001 - not a multirun job
             k = None
-    raw = os.environ.get(ENV_SWEEP_JOBS)
-    n = int(raw) if raw and raw.isdigit() else None
-    return k, n
+    return k, (int(n_jobs) if n_jobs is not None else None)
 
 
-def eta_text(k: int | None, n: int | None, now: float | None = None) -> str:
-    """Remaining time of the sweep, assuming the remaining jobs take as long as the done ones."""
-    raw = os.environ.get(ENV_SWEEP_START)
-    if k is None or n is None or not raw:
+def eta_text(k: int | None, n: int | None, start: float | None, now: float | None = None) -> str:
+    """Remaining time of the sweep (its jobs began at epoch ``start``), assuming the remaining
+    jobs take as long as the done ones."""
+    if k is None or n is None or start is None:
         return "eta ?"
-    try:
-        start = float(raw)
-    except ValueError:
-        return "eta ?"
-    elapsed = (time.time() if now is None else now) - start
+    elapsed = (time.time() if now is None else now) - float(start)
     if k >= n:
         return f"eta 0s, {fmt_duration(elapsed)} in all"
     return f"eta {fmt_duration(elapsed / max(k, 1) * (n - k))}"
 
 
-def progress_line(job: Any, name: str, text: str) -> str:
-    """``[k/N] <run name> -> <text>  (eta <time>)``."""
-    k, n = job_position(job)
-    return f"[{k if k is not None else '?'}/{n if n is not None else '?'}] {name} -> {text}  ({eta_text(k, n)})"
+def progress_line(job: Any, name: str, text: str, n_jobs: int | None = None, start: float | None = None) -> str:
+    """``[k/N] <run name> -> <text>  (eta <time>)``: ``n_jobs`` and ``start`` (epoch seconds)
+    from the sweep's state, None where unknown."""
+    k, n = job_position(job, n_jobs)
+    return f"[{k if k is not None else '?'}/{n if n is not None else '?'}] {name} -> {text}  ({eta_text(k, n, start)})"
 
 
 # ---- the job's log file and result.json ---------------------------------------------------------

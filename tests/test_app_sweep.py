@@ -170,8 +170,6 @@ def _job_cfg(*overrides):
 def test_single_run_respects_env_uri_and_is_parentless(tmp_path, monkeypatch, isolated_cache):
     uri = f"sqlite:///{tmp_path / 'env.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    for var in (runner.ENV_SWEEP_ID, runner.ENV_PARENT_RUN_ID, app.ENV_TABLE_HANDLE):
-        monkeypatch.delenv(var, raising=False)
     monkeypatch.chdir(tmp_path)
     out = runner.run_job(_job_cfg("policy=always_extra"))
     assert out["status"] == "FINISHED"

@@ -656,7 +656,7 @@ def test_bad_input_ends_promptly_in_little_memory(argv, needle, tmp_path):
     timer = threading.Timer(300, proc.kill)  # generous: only a hang gets here
     timer.start()
     try:
-        out, err = proc.stdout.read(), proc.stderr.read()
+        _, err = proc.stdout.read(), proc.stderr.read()
         _, status, usage = os.wait4(proc.pid, 0)
     finally:
         timer.cancel()
@@ -762,7 +762,7 @@ def test_markdown_report_escapes_names():
 
 
 def test_a_large_sweep_says_it_is_validating(capsys):
-    from harness.runner.sweep import _ValidationProgress
+    from harness.runner.sweep_check import _ValidationProgress
 
     ticks = iter([0.0, 1.0, 6.0, 7.0, 12.5])  # the clock at start and before jobs 1..4
     progress = _ValidationProgress(3000, every_s=5.0, clock=lambda: next(ticks))

@@ -220,9 +220,8 @@ def test_tracked_single_run_logs_the_derived_c(tmp_path, monkeypatch, isolated_c
     from harness.tracking import mlflow_tracker as mt
 
     frame = _measured_table()
-    monkeypatch.setattr(runner, "load_table", lambda cfg: _handle(frame))
-    for var in (runner.ENV_SWEEP_ID, runner.ENV_PARENT_RUN_ID, app.ENV_TABLE_HANDLE, "MLFLOW_TRACKING_URI"):
-        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(runner, "load_table", lambda cfg, handle_file=None: _handle(frame))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     with initialize_config_dir(config_dir=str(app.CONF_DIR), version_base="1.3"):

@@ -13,7 +13,6 @@ import pytest
 
 from harness.arm_blocks import build_block
 from harness.errors import HarnessError
-from harness.generation import arms as arms_mod
 from harness.generation.arms import NoRetrievalArm, RagKeepArm
 from harness.io import digest_of, sidecar_path
 

@@ -17,6 +17,7 @@ from hydra import compose, initialize_config_dir
 
 from harness import app
 from harness.runner import job as runner
+from harness.runner.sweep_state import SweepState
 from harness.tracking import mlflow_tracker as mt
 
 
@@ -236,10 +237,8 @@ def test_store_error_creating_the_run_fails_the_job_not_the_sweep(tmp_path, monk
     records.mkdir()
     out_dir = tmp_path / "job0"
     out_dir.mkdir()
-    for var, value in ((runner.ENV_SWEEP_ID, "sweep-x"), (runner.ENV_PARENT_RUN_ID, "parent-x"),
-                       (runner.ENV_SWEEP_RESULTS, str(records))):
-        monkeypatch.setenv(var, value)
-    monkeypatch.delenv(app.ENV_TABLE_HANDLE, raising=False)
+    sweep = SweepState(sweep_id="sweep-x", parent_run_id="parent-x", sweep_pid=os.getpid(), records_dir=str(records),
+                       start=time.time())
 
     def refuse(self, *args, **kwargs):
         raise RuntimeError("store refused: disk I/O error")
@@ -250,7 +249,7 @@ def test_store_error_creating_the_run_fails_the_job_not_the_sweep(tmp_path, monk
                                                        "protocol=threshold", "policy=always_keep", f"tracking.uri={uri}"])
     job = SimpleNamespace(job=SimpleNamespace(num=0), overrides=SimpleNamespace(task=["policy=always_keep"]),
                           runtime=SimpleNamespace(output_dir=str(out_dir)))
-    out = runner.run_job(cfg, in_sweep=True, job=job)
+    out = runner.run_job(cfg, sweep=sweep, job=job)
     assert out["status"] == "FAILED" and out["run_id"] is None and "disk I/O error" in out["error"]
     result = json.loads((out_dir / "result.json").read_text())
     assert result["status"] == "FAILED" and result["run_id"] is None
@@ -258,3 +257,101 @@ def test_store_error_creating_the_run_fails_the_job_not_the_sweep(tmp_path, monk
     assert record["status"] == "FAILED" and record["run_id"] is None  # the sweep counts it
     line = capsys.readouterr().out.strip().splitlines()[-1]
     assert "FAILED (no run): RuntimeError: store refused: disk I/O error" in line
+
+
+# ---- the sweep's state file and the one context manager that ends a job's run -------------------
+def test_sweep_state_round_trips_through_its_file_and_a_bad_file_is_one_clear_error(tmp_path, monkeypatch):
+    from harness.errors import StoreError
+    from harness.runner.sweep_state import ENV_SWEEP_STATE
+
+    state = SweepState(sweep_id="abc", parent_run_id="p1", sweep_pid=123, records_dir=str(tmp_path), start=1.5,
+                       table_handle=None, n_jobs=4, swept_keys=["policy", "cost.c"])
+    path = state.write(tmp_path / "sweep.json")
+    assert SweepState.read(path) == state
+    monkeypatch.delenv(ENV_SWEEP_STATE, raising=False)
+    assert SweepState.from_env() is None  # a single run
+    monkeypatch.setenv(ENV_SWEEP_STATE, str(path))
+    assert SweepState.from_env() == state
+    (tmp_path / "bad.json").write_text("{not json")
+    for bad in (tmp_path / "missing.json", tmp_path / "bad.json"):
+        with pytest.raises(StoreError, match=ENV_SWEEP_STATE) as err:
+            SweepState.read(bad)
+        assert str(bad) in str(err.value)
+
+
+def _small_cfg(uri: str, *extra: str):
+    with initialize_config_dir(config_dir=str(app.CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=["dataset=synthetic", "dataset.n_docs=30", "experiment=none",
+                                                        "protocol=threshold", "policy=always_keep", f"tracking.uri={uri}",
+                                                        *extra])
+
+
+def _sweep_job(tmp_path, num: int = 0):
+    records = tmp_path / "records"
+    records.mkdir(exist_ok=True)
+    sweep = SweepState(sweep_id="sweep-y", parent_run_id="parent-y", sweep_pid=os.getpid(), records_dir=str(records),
+                       start=time.time(), n_jobs=1, swept_keys=[])
+    job = SimpleNamespace(job=SimpleNamespace(num=num), overrides=SimpleNamespace(task=["policy=always_keep"]),
+                          runtime=SimpleNamespace(output_dir=None))
+    return sweep, job, records
+
+
+def _only_run(uri: str):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    [exp] = [e for e in client.search_experiments() if e.name != "Default"]
+    [run] = client.search_runs([exp.experiment_id])
+    return client, run
+
+
+def test_a_run_whose_logging_fails_ends_failed_never_finished(tmp_path, monkeypatch, isolated_cache):
+    """The last logging step fails after every metric is logged: FAILED with error.txt, a single
+    run re-raises, a sweep job returns FAILED (the sweep goes on) and records it."""
+    def refuse(self, run_id, folder):
+        raise RuntimeError("artifact store full")
+
+    monkeypatch.setattr(mt.Tracker, "log_artifacts", refuse)
+    uri = f"sqlite:///{tmp_path / 'single.db'}"
+    with pytest.raises(RuntimeError, match="artifact store full"):
+        runner.run_job(_small_cfg(uri))
+    client, run = _only_run(uri)
+    assert run.info.status == "FAILED" and run.data.metrics  # half-logged: metrics there, not FINISHED
+    assert "artifact store full" in run.data.tags[mt.TAG_ERROR]
+
+    uri = f"sqlite:///{tmp_path / 'sweep.db'}"
+    sweep, job, records = _sweep_job(tmp_path)
+    out = runner.run_job(_small_cfg(uri), sweep=sweep, job=job)
+    client, run = _only_run(uri)
+    assert out["status"] == "FAILED" and out["run_id"] == run.info.run_id and run.info.status == "FAILED"
+    assert json.loads((records / "0.json").read_text())["status"] == "FAILED"
+
+
+def test_a_sweep_job_failing_before_its_run_exists_gets_a_failed_run(tmp_path, monkeypatch, isolated_cache):
+    def broken(*args, **kwargs):
+        raise ValueError("table unreadable")
+
+    monkeypatch.setattr(runner, "load_table", broken)
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    sweep, job, records = _sweep_job(tmp_path)
+    out = runner.run_job(_small_cfg(uri), sweep=sweep, job=job)
+    client, run = _only_run(uri)
+    assert out["status"] == "FAILED" and out["run_id"] == run.info.run_id and run.info.status == "FAILED"
+    assert run.data.params["policy.name"] == "always_keep" and run.data.tags[mt.TAG_SWEEP_ID] == "sweep-y"
+    assert "error.txt" in {a.path for a in client.list_artifacts(run.info.run_id)}
+
+
+@pytest.mark.parametrize("signal_exc", [KeyboardInterrupt(), runner.Terminated(15)], ids=["sigint", "sigterm"])
+def test_a_signal_during_the_compute_ends_the_run_killed_and_propagates(tmp_path, monkeypatch, isolated_cache,
+                                                                       signal_exc):
+    def interrupted(*args, **kwargs):
+        raise signal_exc
+
+    monkeypatch.setattr(runner, "compute_job", interrupted)
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    sweep, job, records = _sweep_job(tmp_path)
+    with pytest.raises(type(signal_exc)):
+        runner.run_job(_small_cfg(uri), sweep=sweep, job=job)
+    client, run = _only_run(uri)
+    assert run.info.status == "KILLED" and run.data.tags[mt.TAG_END_REASON].startswith("killed: SIG")
+    assert json.loads((records / "0.json").read_text())["status"] == "KILLED"

@@ -1,0 +1,109 @@
+"""Signals and the life of a job's process: why a stopped job still ends its run.
+
+SIGTERM (and SIGHUP) become :class:`Terminated`, like Ctrl-C's KeyboardInterrupt: not an
+``Exception``, so a sweep does not take it for one failed job and go on; the running job's run
+then ends KILLED (``harness.runner.lifecycle``). A joblib worker watches the sweep process
+(``start_parent_watchdog``): when it dies (kill -9) the worker's running job is ended KILLED and
+the worker exits, instead of waiting for its next task for up to 300 s.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+WATCHDOG_GRACE_S = 10.0  # a worker whose sweep died: time to end its run KILLED, then exit
+
+
+class Terminated(BaseException):
+    """SIGTERM (or SIGHUP) turned into an exception, like Ctrl-C's KeyboardInterrupt: not an
+    ``Exception``, so a sweep does not catch it as one failed job and go on."""
+
+    def __init__(self, signum: int):
+        self.signum = int(signum)
+        super().__init__(signal_name(self))
+
+
+def signal_name(exc: BaseException) -> str:
+    if isinstance(exc, KeyboardInterrupt):
+        return "SIGINT (Ctrl-C)"
+    signum = getattr(exc, "signum", None)
+    try:
+        return signal.Signals(signum).name
+    except (TypeError, ValueError):
+        return type(exc).__name__
+
+
+_SIGNALED = False
+
+
+def signaled() -> bool:
+    """True once this process received SIGTERM / SIGHUP (the sweep's exit hook reads it)."""
+    return _SIGNALED
+
+
+def _on_signal(signum, frame) -> None:  # noqa: ARG001
+    global _SIGNALED
+    if _SIGNALED:  # a second signal during the cleanup: die the default way
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
+    _SIGNALED = True
+    raise Terminated(signum)
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM (and SIGHUP where it is not ignored) raise :class:`Terminated` in the main
+    thread; idempotent; a no-op outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is None:
+            continue
+        current = signal.getsignal(sig)
+        if current is _on_signal or (sig != signal.SIGTERM and current == signal.SIG_IGN):
+            continue
+        signal.signal(sig, _on_signal)
+
+
+_JOB_ACTIVE = False  # a job of this process is between its claim and its end
+_WATCHDOG: threading.Thread | None = None
+
+
+def set_job_active(active: bool) -> None:
+    """Mark that a job of this process holds a run (the watchdog then ends it first)."""
+    global _JOB_ACTIVE
+    _JOB_ACTIVE = bool(active)
+
+
+def start_parent_watchdog(sweep_pid: str | int | None) -> None:
+    """In a worker process the sweep started (joblib/loky: its parent is the sweep process),
+    a daemon thread that ends the worker when the sweep process dies (kill -9): the running
+    job is sent SIGTERM (its run ends KILLED), and after WATCHDOG_GRACE_S the worker exits.
+    Without it an orphaned loky worker waits for its next task for up to 300 s. A no-op in the
+    sweep process itself and in workers of other launchers (Ray: the parent is a raylet)."""
+    global _WATCHDOG
+    try:
+        pid = int(sweep_pid) if sweep_pid else None
+    except ValueError:
+        return
+    if pid is None or _WATCHDOG is not None or os.getpid() == pid or os.getppid() != pid:
+        return
+
+    def watch() -> None:
+        while os.getppid() == pid:
+            time.sleep(0.5)
+        if _JOB_ACTIVE:
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+            except OSError:
+                pass
+            deadline = time.monotonic() + WATCHDOG_GRACE_S
+            while _JOB_ACTIVE and time.monotonic() < deadline:
+                time.sleep(0.1)
+        os._exit(128 + signal.SIGTERM)
+
+    _WATCHDOG = threading.Thread(target=watch, name="route-bench-sweep-watchdog", daemon=True)
+    _WATCHDOG.start()
