@@ -152,6 +152,11 @@ def test_job_folders_hold_result_json_and_the_full_log(default_like):
         assert result["parent_run_id"] == parents[0].info.run_id
         log = (folder / "app.log").read_text()
         assert "Protocol A (frozen threshold)" in log and result["run_id"] in log
+        # the job's overrides (Hydra's launch line, off the console) open its log
+        overrides = (folder / ".hydra" / "overrides.yaml").read_text()
+        first = log.splitlines()[0]
+        assert f"{result['run_name']}: overrides " in first and all(o.split("=")[0] in first for o in ("policy", "cost.c"))
+        assert "policy=" in overrides
 
 
 @pytest.mark.slow

@@ -190,6 +190,8 @@ def job_context(cfg: DictConfig | Mapping, sweep: SweepState | None, job: Any) -
     overrides = [str(o) for o in job.overrides.task] if job is not None else None
     name = run_name(plain, sweep.swept_keys if sweep is not None else None, overrides)
     log = console.job_logger()
+    if overrides is not None:  # what Hydra's launch line said; the console leaves it out (hydra_logging: quiet)
+        log.info("%s: overrides %s", name, " ".join(overrides) or "(none)")
     uri = mt.resolve_tracking_uri(plain["tracking"], launch_dir())
     exp_name = mt.experiment_name(plain)
     chash = mt.config_hash(plain)
