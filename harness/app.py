@@ -367,10 +367,6 @@ class JobOutputs:
         result = self.results.get(name)
         return None if result is None else result.raw
 
-    threshold = property(lambda self: self.raw("threshold"))
-    budget = property(lambda self: self.raw("budget"))
-    gain = property(lambda self: self.raw("gain"))
-
     def metrics(self) -> dict[str, float]:
         out: dict[str, float] = {}
         for result in self.results.values():

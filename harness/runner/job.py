@@ -283,7 +283,7 @@ def compute(plain: Mapping, prepared: Prepared, art: Path, where: str) -> RunOut
     note = console.cost_note(plain["cost"], prepared.cost_metrics)
     summary = f"{note}\n\n{summary}" if note else summary
     (art / "summary.txt").write_text(summary + "\n", encoding="utf-8")
-    grid = [float(x) for x in plain["budget"]["grid"]] if out.budget is not None else []
+    grid = [float(x) for x in plain["budget"]["grid"]]  # headlines show only the budgets the job logged
     heads = console.headline_metrics(metrics, task.metric, grid)
     series += [(k, v, 0) for k, v in heads.items()]
     return RunOutputs(metrics=metrics, series=series, tags=tags, summary=summary,
