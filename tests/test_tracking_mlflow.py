@@ -164,3 +164,16 @@ def test_two_jobs_logging_one_dataset_both_link_it(tracker, monkeypatch):
         inputs = tracker.client.get_run(run_id).inputs.dataset_inputs
         assert [d.dataset.name for d in inputs] == ["qasper_yesno"]
     assert not mt._is_dataset_race(RuntimeError("UNIQUE constraint failed: runs.run_uuid"))
+
+
+def test_experiments_open_on_the_runs_table(tmp_path):
+    """The MLflow UI (3.x) opens an experiment of unknown kind on its GenAI views; the harness's
+    experiments say they are model development (runs table first), and a kind set by hand stays."""
+    tracker = mt.Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", retries=1)
+    exp_id = tracker.ensure_experiment("synthetic/keep-vs-hybrid")
+    tags = tracker.client.get_experiment(exp_id).tags
+    assert tags["mlflow.experimentKind"] == "custom_model_development"
+    assert tags["mlflow.experiment.primaryMetric.name"] == "heldout/utility"
+    tracker.client.set_experiment_tag(exp_id, "mlflow.experimentKind", "genai_development")
+    assert tracker.ensure_experiment("synthetic/keep-vs-hybrid") == exp_id
+    assert tracker.client.get_experiment(exp_id).tags["mlflow.experimentKind"] == "genai_development"

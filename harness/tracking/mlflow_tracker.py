@@ -79,6 +79,13 @@ except ImportError:  # pragma: no cover - depends on the errors module's version
 ENV_TRACKING_URI = "MLFLOW_TRACKING_URI"
 TAG_SWEEP_ID = "route_bench.sweep_id"
 TAG_ROLE = "route_bench.role"
+# MLflow's experiment kind (its UI's "custom model development": the runs table first) and the
+# metric its UI treats as the experiment's primary one
+EXPERIMENT_TAGS = {
+    "mlflow.experimentKind": "custom_model_development",
+    "mlflow.experiment.primaryMetric.name": "heldout/utility",
+    "mlflow.experiment.primaryMetric.greaterIsBetter": "true",
+}
 TAG_CONFIG_HASH = "route_bench.config_hash"
 TAG_POLICY = "route_bench.policy"
 TAG_ERROR = "route_bench.error"
@@ -475,19 +482,27 @@ class Tracker:
 
     # ---- experiments and runs -------------------------------------------------------------
     def ensure_experiment(self, name: str, artifact_location: str | None = None) -> str:
-        """Id of experiment ``name``, created if missing (safe when two processes race)."""
+        """Id of experiment ``name``, created if missing (safe when two processes race), with
+        ``EXPERIMENT_TAGS``: the MLflow UI (3.x) then opens it on its runs table, not on the
+        GenAI views (traces, evaluation runs) it guesses for an experiment of unknown kind."""
         from mlflow.exceptions import MlflowException
 
         exp = self._retry(lambda: self.client.get_experiment_by_name(name))
-        if exp is not None:
-            return exp.experiment_id
-        try:
-            return self._retry(lambda: self.client.create_experiment(name, artifact_location=artifact_location))
-        except MlflowException:
-            exp = self._retry(lambda: self.client.get_experiment_by_name(name))
-            if exp is None:
-                raise
-            return exp.experiment_id
+        if exp is None:
+            try:
+                exp_id = self._retry(lambda: self.client.create_experiment(name, artifact_location=artifact_location))
+            except MlflowException:
+                exp = self._retry(lambda: self.client.get_experiment_by_name(name))
+                if exp is None:
+                    raise
+                exp_id = exp.experiment_id
+        else:
+            exp_id = exp.experiment_id
+        tags = dict(exp.tags) if exp is not None else {}
+        for key, value in EXPERIMENT_TAGS.items():
+            if key not in tags:  # a kind the user chose in the UI stays
+                self._retry(lambda k=key, v=value: self.client.set_experiment_tag(exp_id, k, v))
+        return exp_id
 
     def search(self, experiment_id: str, filter_string: str, max_results: int = 10_000) -> list:
         return self._retry(
