@@ -131,6 +131,10 @@ def _check_sweep_stage(stdout: str, client, uri: str, runs: list, tmp_path: Path
     table = pd.read_csv(client.download_artifacts(pid, "score_spread.csv", str(tmp_path / "parent")))
     assert sorted(zip(table["policy"], table["q"])) == want  # full precision in the CSV
     assert parent[0].data.metrics["sweep/score_spread/jobs"] == len(runs)
+    note = parent[0].data.tags["mlflow.note.content"]  # the run page's description: the conclusions
+    assert note.startswith("Sweep ") and "jobs, 0 failed -> FINISHED" in note
+    assert "Score spread per job" in note and "Policies vs the reference" in note
+    assert "summary.txt" in files
     with open(client.download_artifacts(pid, "score_spread.json", str(tmp_path / "parent_json")), encoding="utf-8") as fh:
         assert sorted(json.load(fh)["columns"]) == sorted(table.columns)
     out = tmp_path / "report"

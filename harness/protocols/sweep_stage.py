@@ -128,7 +128,7 @@ def failed_result(name: str, exc: BaseException) -> SweepResult:
 
 
 # names the sweep's end writes itself on the parent run
-RESERVED_SWEEP_ARTIFACTS = ("comparison.csv", "comparison.txt")
+RESERVED_SWEEP_ARTIFACTS = ("comparison.csv", "comparison.txt", "summary.txt")
 
 
 def check_sweep_results(results: Mapping[str, SweepResult]) -> None:

@@ -289,6 +289,7 @@ class SweepTrackingCallback(Callback):
                 alpha=float(OmegaConf.select(config, "protocol.alpha", default=0.05)),
                 n_boot=int(OmegaConf.select(config, "protocol.n_boot", default=1000)),
                 metric=str(OmegaConf.select(config, "arms.metric", default="hit@10")),
+                title=f"Sweep {self.sweep_id}",
             )
         finally:
             self.closed = True

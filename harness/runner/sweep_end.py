@@ -7,8 +7,9 @@ prints it. A plugin protocol's sweep-level table thus reaches the console and th
 like the built-in ones (the policy comparison of protocol A, the decision table of B, the
 gain comparison of C).
 
-What the parent run gets: ``comparison.csv`` / ``.txt`` (one row per job: policy, cost, seed,
-status, headline metrics) and, per protocol result, ``<table>.csv``, ``<table>.json`` (an MLflow
+What the parent run gets: a description (the page's first lines) with every protocol's
+conclusions, also as ``summary.txt``; ``comparison.csv`` / ``.txt`` (one row per job: policy,
+cost, seed, status, headline metrics) and, per protocol result, ``<table>.csv``, ``<table>.json`` (an MLflow
 table for the UI's table view, where the protocol asks for it), ``<table>.txt`` and its other
 files, and its metrics. It ends FINISHED when every job finished, FAILED otherwise.
 """
@@ -102,10 +103,17 @@ def sweep_stages(client: Any, runs: list, configured: list[str], alpha: float, n
     return run_sweep_stages(jobs, sweep_protocols(jobs, configured), ctx)
 
 
+def conclusions(outcome: SweepOutcome) -> str:
+    """Every protocol's sweep-level text, in order: the parent run's description and summary."""
+    return "\n\n".join(r.text for r in outcome.results.values()) or "(no protocol of this sweep has a sweep-level result)"
+
+
 def write_results(outcome: SweepOutcome, folder: Path) -> None:
-    """The parent run's files: the job rows and every result's tables, texts and files."""
+    """The parent run's files: the job rows, the conclusions (``summary.txt``) and every
+    result's tables, texts and files."""
     outcome.frame.to_csv(folder / "comparison.csv", index=False)
     (folder / "comparison.txt").write_text(frame_text(outcome.frame) + "\n", encoding="utf-8")
+    (folder / "summary.txt").write_text(conclusions(outcome) + "\n", encoding="utf-8")
     for result in outcome.results.values():
         for name, table in result.tables.items():
             table.to_csv(folder / f"{name}.csv", index=False)
@@ -115,11 +123,16 @@ def write_results(outcome: SweepOutcome, folder: Path) -> None:
             (folder / name).write_text(text, encoding="utf-8")
 
 
-def log_results(tracker: Any, run_id: str, outcome: SweepOutcome) -> None:
-    """Files, MLflow tables (the UI's table view) and metrics of the results on the parent run."""
+def log_results(tracker: Any, run_id: str, outcome: SweepOutcome, title: str) -> None:
+    """Files, MLflow tables (the UI's table view) and metrics of the results on the parent run,
+    and its description: ``title`` and the conclusions, the first thing its page shows."""
+    from harness.tracking.mlflow_tracker import description
+
     with tempfile.TemporaryDirectory(prefix="route-bench-sweep-end-") as tmp:
         write_results(outcome, Path(tmp))
         tracker.log_artifacts(run_id, tmp)
+    tracker.set_note(run_id, description(f"{title}: {len(outcome.frame) + len(outcome.runless)} jobs, {outcome.failed} "
+                                         f"failed -> {outcome.status}", conclusions(outcome)))
     for protocol, result in outcome.results.items():
         for name in result.ui_tables:
             try:
@@ -131,14 +144,14 @@ def log_results(tracker: Any, run_id: str, outcome: SweepOutcome) -> None:
 
 
 def close(tracker: Any, parent_run_id: str, runs: list, records: list[dict], *, configured: list[str],
-          alpha: float, n_boot: int, metric: str) -> SweepOutcome:
+          alpha: float, n_boot: int, metric: str, title: str = "Sweep") -> SweepOutcome:
     """Compute and log the sweep's end on the parent run, then end it (always, also when the
     logging fails: the exception propagates after the run is ended)."""
     outcome = collect(runs, records, metric)
     try:
         with tempfile.TemporaryDirectory(prefix="route-bench-sweep-jobs-") as tmp:
             outcome.results = sweep_stages(tracker.client, runs, configured, alpha, n_boot, metric, Path(tmp))
-        log_results(tracker, parent_run_id, outcome)
+        log_results(tracker, parent_run_id, outcome, title)
     finally:
         tracker.end_run(parent_run_id, outcome.status)
     return outcome
