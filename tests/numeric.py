@@ -6,7 +6,7 @@ AVX-512 machine. Within one machine the harness is exact (tests of that compare 
 a value recorded earlier, possibly elsewhere, is compared here:
 
 - integers, booleans, strings and None exactly (counts, decisions, names, ranks);
-- floats within ``RTOL`` relative or ``ATOL`` absolute (the README's "reproducible across
+- floats within ``RTOL`` relative or ``ATOL`` absolute (docs/reproducibility.md: "reproducible across
   machines" promise), NaN equal to NaN.
 
 A recorded value that differs by more than this is a real change, not a kernel's rounding.

@@ -1,4 +1,4 @@
-"""What "reproducible" means, tested (README, "Reproducibility"):
+"""What "reproducible" means, tested (docs/reproducibility.md):
 
 - on one machine, the same config and seed give the same numbers to the last digit, and a router
   restored from its frozen JSON state scores bit for bit like the fitted router that was

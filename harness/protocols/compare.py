@@ -8,7 +8,7 @@ by the paired per-question utility difference, and the p-values are Holm-adjuste
 deployable policies of the cell.
 
 Choices (docs/metrics.md asks for paired document-bootstrap intervals and Holm's adjustment; the rest
-is written down here and in the README):
+is written down here and in docs/numbers.md):
 - Input: protocol A's per-question held-out decisions of each policy (``decisions.parquet``:
   ``qid``, ``doc_id``, ``utility``; with ``seed`` and ``repeat`` columns when a policy was run
   under several seeds or repeated splits). Rows are paired on (seed, repeat, qid); every policy

@@ -1,6 +1,6 @@
 """Router features (docs/metrics.md §3), computed from the keep arm and the query alone.
 
-Choices where docs/metrics.md is silent (also in the README):
+Choices where docs/metrics.md is silent (also in docs/costs.md):
 - Pools with fewer units than a feature needs: margins are NaN (one unit), means use what
   exists. ``overlap_dense_rerank10`` divides by 10 as docs/metrics.md writes; ``caption_frac_rerank10``
   divides by the length of the reranked list ("fraction of").

@@ -4,7 +4,7 @@ Reproducible by default: every config and code default is ``fp32``, so two machi
 same outcome table. bfloat16 autocast is an opt-in speed option (``arms.precision=bf16``): it
 roughly halves forward time on CPUs with native bf16 (AVX512-BF16 or AMX) but is *slower* than
 fp32 where bf16 is emulated (plain AVX2), and it moves scores enough to reorder near-ties (see
-the README, "Arms, reranker and costs", for the measured drift). ``auto`` is an explicit opt-in
+docs/costs.md for the measured drift). ``auto`` is an explicit opt-in
 that picks bf16 only when the CPU reports native support, so its result is machine-dependent.
 The resolved precision is part of the outcome-table cache key and recorded in its info.
 """

@@ -1,7 +1,7 @@
 """Everything MLflow in one place: store location, experiments, parent/child runs, params,
 metrics, frontier series, artifacts, FAILED runs and skip-if-finished.
 
-Layout (shared with the report command; see README "Tracking"):
+Layout (shared with the report command; see docs/sweeps.md):
 
 - Experiment ``<dataset.name>/<base>-vs-<extra>``; one parent run per sweep (``sweep <id>``,
   tags ``route_bench.sweep_id``, ``route_bench.role=sweep``); one child run per job (tags
@@ -22,7 +22,7 @@ Layout (shared with the report command; see README "Tracking"):
 Why one module: the naming rules above are a contract; writing them once keeps the app, the
 sweep callback and the report command from drifting apart.
 
-Reliability guarantees (README "Sweeps and MLflow"):
+Reliability guarantees (docs/sweeps.md):
 
 - **Fail fast on a store that cannot work.** ``Tracker(uri)`` probes an HTTP(S) tracking server
   (``GET /health``, a few seconds) before anything else and raises :class:`TrackingStoreError`
