@@ -83,6 +83,9 @@ class Column:
     key: str
     better: str | None  # "high", "low" or None (never marked)
     ci: tuple[str, str] | None = None
+    # a 0/1 metric: where the run logged 0, the cell says ``unless[1]`` instead of the value (the
+    # MDD is shown only when a difference is detectable at all, docs/metrics.md §12)
+    unless: tuple[str, str] | None = None
 
 
 @dataclass
@@ -274,7 +277,8 @@ def build_columns(metric_keys: set[str], outcome: str | None) -> list[Column]:
             "utility diff vs extra [95% CI]", "heldout/diff_vs_extra/utility", "high",
             ci=("heldout/diff_vs_extra/utility/ci_low", "heldout/diff_vs_extra/utility/ci_high"),
         ),
-        Column("MDD vs base", "heldout/diff_vs_base/utility/mdd", None),
+        Column("MDD vs base", "heldout/diff_vs_base/utility/mdd", None,
+               unless=("heldout/diff_vs_base/utility/detectable", "none detectable")),
         Column("exact-frontier AUC", "frontier/exact_auc", "high"),
         Column("APGR (exact)", "routing/exact/apgr", "high"),
         Column("APGR (deployable)", "routing/deployable/apgr", "high"),
@@ -451,9 +455,15 @@ def cell_text(row: JobRow, col: Column) -> str:
     v = row.metrics.get(col.key)
     if v is None:
         return ""
+    if col.unless and row.metrics.get(col.unless[0]) == 0:
+        return col.unless[1]
     text = _fmt(v)
     if col.ci and col.ci[0] in row.metrics and col.ci[1] in row.metrics:
-        text += f" [{_fmt(row.metrics[col.ci[0]])}, {_fmt(row.metrics[col.ci[1]])}]"
+        lo, hi = row.metrics[col.ci[0]], row.metrics[col.ci[1]]
+        if isinstance(lo, float) and isinstance(hi, float) and (math.isnan(lo) or math.isnan(hi)):
+            text += " [no informative interval]"  # too few documents for the inverted test
+        else:
+            text += f" [{_fmt(lo)}, {_fmt(hi)}]"
     return text
 
 

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.protocols.compare import compare_with_reference, format_comparison
+from harness.protocols.compare import compare_with_reference, conclusion, format_comparison
 from harness.errors import HarnessError
 from harness.protocols.sweep_stage import SweepJob
 
@@ -56,6 +56,13 @@ class CellComparison:
         if self.table is None:
             return f"{head}\n  not compared: {self.reason}"
         return f"{head}\n{format_comparison(self.table, self.alpha if self.alpha is not None else alpha)}"
+
+    def conclusion(self, alpha: float = 0.05) -> str:
+        """One line for the sweep's end (``harness.protocols.compare.conclusion``)."""
+        where = self.cell or "this sweep"
+        if self.table is None:
+            return f"Policy vs policy at {where}: not compared ({self.reason})."
+        return conclusion(self.table, where, self.alpha if self.alpha is not None else alpha)
 
 
 def cell_test_settings(members: list, alpha: float = 0.05, power: float = 0.8) -> tuple[float, float]:

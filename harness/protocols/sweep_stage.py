@@ -17,7 +17,10 @@ Where a result goes:
   ``ui_tables`` also as an MLflow table ``<name>.json`` (the UI's table view);
 - ``files``: further text artifacts (``name -> text``), e.g. a Markdown and an HTML rendering;
 - ``metrics``: parent-run metrics (``sweep/<protocol>/<key>`` is the convention);
-- ``markdown`` / ``html``: the report's section (defaults: the text in a code block).
+- ``markdown`` / ``html``: the report's section (defaults: the text in a code block);
+- ``conclusion``: the protocol's verdict in a few lines (e.g. that no difference is detectable
+  with these questions and how many would be needed), printed last, after every result, so a
+  sweep's console ends with what it concluded (docs/metrics.md §12).
 A result whose artifact or metric names clash with another protocol's is refused
 (:func:`check_sweep_results`), as for jobs.
 """
@@ -101,6 +104,7 @@ class SweepResult:
     markdown: str | None = None
     html: str | None = None
     raw: Any = None
+    conclusion: str = ""
 
     @property
     def empty(self) -> bool:

@@ -26,15 +26,8 @@ import pandas as pd
 from harness.errors import ConfigError, HarnessError
 from harness.io import atomic_write_text, canonical_json, digest_of, sha256_file
 from harness.protocols.common import PolicyFactory, fit_policy, fmt, policy_label, reused, score_task, text_table
-from harness.stats import (
-    MIN_BOOTSTRAP,
-    SIGN_FLIP_EXACT_MAX,
-    grouped_kfold,
-    grouped_split,
-    mcnemar_exact,
-    min_mcnemar_p,
-    paired_comparison,
-)
+from harness.paired import interval_words, p_words, paired_comparison, plan_words, resolution_words
+from harness.stats import MIN_BOOTSTRAP, grouped_kfold, grouped_split, mcnemar_exact, min_mcnemar_p
 from harness.task import RoutingTask
 from policies.base import check_json_state, policy_params
 
@@ -338,7 +331,11 @@ def _comparison_metrics(diffs: np.ndarray, groups: np.ndarray, **kwargs) -> dict
     in both)."""
     c = paired_comparison(diffs, np.asarray(groups).astype(str), **kwargs)
     return {"": c["point"], "/ci_low": c["ci_low"], "/ci_high": c["ci_high"], "/mdd": c["mdd"], "/p": c["p"],
-            "/discordant_docs": c["discordant_docs"], "/all_zero": int(c["same"])}
+            "/discordant_docs": c["discordant_docs"], "/all_zero": int(c["same"]), "/max_diff": c["max_diff"],
+            "/min_p": c["min_p"], "/detectable": int(c["detectable"]), "/p_exact": int(c["p_exact"]),
+            "/n_patterns": c["n_patterns"], "/discordant_questions": c["discordant_questions"],
+            "/cost_only": int(c["cost_only"]), "/plan_questions": c["plan_questions"], "/plan_docs": c["plan_docs"],
+            "/plan_capped": int(c["plan_capped"])}
 
 
 def evaluate_heldout(
@@ -353,10 +350,13 @@ def evaluate_heldout(
 ) -> tuple[dict[str, float], pd.DataFrame]:
     """Score held-out with the policy rebuilt from the frozen folder and report docs/metrics.md §5's numbers.
 
-    Returns (metrics, per-question decisions). Bootstrap intervals resample documents
-    (``n_boot`` >= 1000 per docs/metrics.md §5) with the frozen config's seed; the sign-flip test uses the
-    same seed (``n_perm`` random patterns only beyond 16 discordant documents); the power
-    metrics (docs/protocols.md) use ``alpha`` and ``power``.
+    Returns (metrics, per-question decisions). The comparisons with the fixed decisions
+    (``harness.paired.paired_comparison``, docs/metrics.md §12) use the frozen config's seed:
+    the sign-flip test (``n_perm`` random patterns only beyond 16 discordant documents), its
+    inverted (1 - ``alpha``) interval (``ci_low`` / ``ci_high``, which replaced the percentile
+    bootstrap: it did not cover with few discordant documents), the largest showable
+    difference, the MDD and the sample-size plan at ``power``. ``n_boot`` is still checked
+    (>= 1000, docs/metrics.md §5) for the protocols' other bootstraps.
     """
     if n_boot < MIN_BOOTSTRAP:
         raise ConfigError("protocol.n_boot", f"docs/metrics.md §5 asks for at least {MIN_BOOTSTRAP} bootstrap resamples, got {n_boot}")
@@ -385,9 +385,10 @@ def evaluate_heldout(
         "heldout/extra/utility": float(u_extra.mean()),
         f"heldout/oracle_bound/{m}": float(np.maximum(t.base, t.extra).mean()),
     }
-    for name, other in (("base", u_base), ("extra", u_extra)):
+    for name, other, outcome in (("base", u_base, t.base), ("extra", u_extra, t.extra)):
         for key, value in _comparison_metrics(
-            u_pol - other, t.groups, n_boot=n_boot, n_perm=n_perm, seed=seed, alpha=alpha, power=power
+            u_pol - other, t.groups, n_perm=n_perm, seed=seed, alpha=alpha, power=power,
+            outcome_diffs=chosen - np.asarray(outcome, dtype=float),
         ).items():
             metrics[f"heldout/diff_vs_{name}/utility{key}"] = value
     binary = _is_binary(t.base, t.extra)
@@ -457,44 +458,40 @@ class ThresholdResult:
         other = d["base"] if name == "base" else d["extra"] - self.metrics["cost"]
         return float((d["utility"] - other).mean())
 
+    def _comparison(self, name: str) -> dict:
+        """The logged numbers of ``policy - <name>`` as ``harness.paired``'s word helpers read them."""
+        m, pre = self.metrics, f"heldout/diff_vs_{name}/utility"
+        c = {k: m.get(f"{pre}/{k}", math.nan) for k in (
+            "ci_low", "ci_high", "mdd", "p", "max_diff", "min_p", "plan_questions", "plan_docs", "n_patterns")}
+        for k in ("detectable", "p_exact", "cost_only", "plan_capped"):
+            c[k] = bool(m.get(f"{pre}/{k}", 0))
+        c.update(same=bool(m[f"{pre}/all_zero"]), discordant_docs=int(m[f"{pre}/discordant_docs"]),
+                 discordant_questions=int(m.get(f"{pre}/discordant_questions", 0)))
+        c["plan_why"] = "" if c["plan_questions"] == c["plan_questions"] else (
+            "no discordant document to plan from" if c["discordant_docs"] == 0 else
+            "the discordant documents split evenly: no number of questions gives the power")
+        return c
+
     def _verdict(self, name: str) -> str:
-        """One plain sentence per comparison: which side is better (only when the sign-flip p <
-        alpha), or what cannot be resolved; the bootstrap interval alone never decides."""
-        m, ref, a = self.metrics, f"always-{name}", self.alpha
-        pre = f"heldout/diff_vs_{name}/utility"
-        lo, hi, mdd, p = m[f"{pre}/ci_low"], m[f"{pre}/ci_high"], m[f"{pre}/mdd"], m[f"{pre}/p"]
-        k = int(m[f"{pre}/discordant_docs"])
-        interval = f"[{fmt(lo)}, {fmt(hi)}]"
-        ci = f"95% CI {interval}"
-        if m[f"{pre}/all_zero"]:
+        """One plain sentence per comparison (unadjusted: each job's two comparisons are not
+        corrected for the other jobs of a sweep): which side is better (only when the sign-flip
+        p < alpha), else what the held-out questions can resolve and how many would."""
+        ref, a = f"always-{name}", self.alpha
+        c = self._comparison(name)
+        k = c["discordant_docs"]
+        if c["same"]:
             return f"policy - {name}: the same utility as {ref} on every held-out question; no difference can be resolved"
-        test = f"{'exact ' if k <= SIGN_FLIP_EXACT_MAX else ''}sign-flip p = {fmt(p)}"
         pooled = "" if self.repeats == 1 else ", pooled over repeats"
-        if p < a:
-            note = "" if (lo > 0 or hi < 0) else "; the bootstrap interval includes 0"
-            detail = f"({test} < alpha = {a:g}, {k} discordant documents{pooled}; {ci}{note})"
+        test = f"{p_words(c)} p = {fmt(c['p'])}"
+        on = f"unadjusted, {k} discordant documents{pooled}"
+        cost = "; the difference is the cost alone (0 discordant questions)" if c["cost_only"] else ""
+        if c["p"] < a:
+            detail = f"({test} < alpha = {a:g}, {on}; {interval_words(c, a)}{cost})"
             if self._direction(name) > 0:
                 return f"policy - {name}: the policy is better than {ref} {detail}"
             return f"policy - {name}: {ref} is better than the policy {detail}"
-        n_disc = m[f"heldout/mcnemar_vs_{name}/discordant"]
-        min_p = m[f"heldout/mcnemar_vs_{name}/min_p"]
-        if self.repeats == 1:
-            disc = f"{self._count(n_disc)} discordant questions"
-            reach = "the smallest reachable McNemar p is"
-        else:
-            disc = f"{self._count(n_disc)} discordant questions per split on average"
-            reach = "the smallest reachable McNemar p of one split is on average"
-        p_text = "no McNemar test for continuous outcomes" if math.isnan(min_p) else f"{reach} {fmt(min_p)}"
-        if mdd > MDD_ZERO_TOL:
-            head = f"policy - {name}: cannot resolve differences below {fmt(mdd)}"
-        else:  # differences exist but the document totals do not vary: no spread to size an MDD from
-            head = f"policy - {name}: cannot resolve a difference (MDD 0: the document totals do not vary)"
-        if lo > 0 or hi < 0:  # the percentile bootstrap is anti-conservative with few discordant documents
-            return (
-                f"{head} ({disc}; {p_text}); the bootstrap interval {interval} excludes 0 but rests on too few "
-                f"discordant documents ({k}{pooled}): {test} >= alpha = {a:g}"
-            )
-        return f"{head} ({disc}; {p_text}; {test}{pooled})"
+        return (f"policy - {name}: cannot be told from {ref} ({test} >= alpha = {a:g}, {on}; {interval_words(c, a)}); "
+                f"{resolution_words(c, a, self.power)}; {plan_words(c, a, self.power)}")
 
     def _heldout_resolution(self) -> str:
         """What the held-out set itself can resolve: always-extra vs always-base."""
@@ -544,8 +541,8 @@ class ThresholdResult:
         head = text_table(["held-out", k, "utility", "extra calls", "share"], rows)
         diffs = text_table(
             [
-                "utility difference", "point", "95% CI low", "95% CI high", "sign-flip p", "McNemar p", "discordant",
-                "min p", "MDD",
+                "utility difference", "point", f"{1 - self.alpha:.0%} CI low", f"{1 - self.alpha:.0%} CI high",
+                "sign-flip p", "McNemar p", "discordant", "min p", "MDD",
             ],
             [
                 [
@@ -661,13 +658,11 @@ def _one_split(
     return metrics, decisions, _frozen_info(frozen)
 
 
-POOLED_SUFFIXES = (
-    "/utility/ci_low",
-    "/utility/ci_high",
-    "/utility/mdd",
-    "/utility/p",
-    "/utility/discordant_docs",
-    "/utility/all_zero",
+POOLED_SUFFIXES = tuple(
+    f"/utility/{k}" for k in (
+        "ci_low", "ci_high", "mdd", "p", "discordant_docs", "all_zero", "max_diff", "min_p", "detectable", "p_exact",
+        "n_patterns", "discordant_questions", "cost_only", "plan_questions", "plan_docs", "plan_capped",
+    )
 )
 
 
@@ -707,10 +702,13 @@ def _aggregate_repeats(
             out[key], out[f"{key}_std"] = _mean_sd([m[key] for m in per_repeat])
     groups = pooled["doc_id"].to_numpy()
     utility = pooled["utility"].to_numpy(float)
-    for name, other in (("base", pooled["base"].to_numpy(float)), ("extra", pooled["extra"].to_numpy(float) - cost)):
+    chosen = pooled["chosen"].to_numpy(float)
+    for name, other, outcome in (("base", pooled["base"].to_numpy(float), pooled["base"].to_numpy(float)),
+                                 ("extra", pooled["extra"].to_numpy(float) - cost, pooled["extra"].to_numpy(float))):
         pre = f"heldout/diff_vs_{name}/utility"
         for key, value in _comparison_metrics(
-            utility - other, groups, n_boot=n_boot, n_perm=n_perm, seed=seed, alpha=alpha, power=power
+            utility - other, groups, n_perm=n_perm, seed=seed, alpha=alpha, power=power,
+            outcome_diffs=chosen - outcome, n_questions=int(pooled["qid"].nunique()),
         ).items():
             if key:  # the point estimate stays the mean over repeats
                 out[f"{pre}{key}"] = value

@@ -145,7 +145,8 @@ def close(tracker: Any, parent_run_id: str, runs: list, records: list[dict], *, 
 
 
 def print_outcome(outcome: SweepOutcome, sweep_id: str, uri: str | None) -> None:
-    """The sweep's last lines: the job rows, every protocol's result, where to look."""
+    """The sweep's last lines: the job rows, every protocol's result, where to look, and the
+    protocols' conclusions (each result's ``conclusion``) at the very end."""
     print(f"\n[route-bench] sweep {sweep_id}: {len(outcome.frame) + len(outcome.runless)} jobs, {outcome.failed} "
           f"failed -> parent run {outcome.status}")
     print(frame_text(outcome.frame))
@@ -160,4 +161,8 @@ def print_outcome(outcome: SweepOutcome, sweep_id: str, uri: str | None) -> None
         print(f"\nOpen the results:  mlflow ui --backend-store-uri {uri}")
     else:
         print(f"\nResults are in the tracking server {uri}")
+    conclusions = [r.conclusion for r in outcome.results.values() if r.conclusion]
+    if conclusions:  # what the sweep concluded, last (docs/metrics.md §12)
+        print("\nConclusions (what these questions can and cannot show):")
+        print("\n".join(conclusions))
     sys.stdout.flush()
