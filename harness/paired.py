@@ -336,3 +336,31 @@ def resolution_words(c: dict, alpha: float, power: float) -> str:
     why = (f"{c['discordant_docs']} discordant documents reach p >= {_num(c['min_p'])}"
            if c["min_p"] >= alpha else f"minimum detectable difference {_num(c['mdd'])} is not below it")
     return f"{head}; no difference is detectable with these questions ({why})"
+
+
+def closing_line(items: list[dict]) -> str:
+    """The sweep's last line (docs/metrics.md §12), over the comparisons of every protocol that
+    could not tell a policy from its reference (``items``: dicts with ``where``, ``detectable``,
+    ``questions``, ``docs``, ``capped``, ``alpha``, ``power``): in how many no difference is
+    detectable with these questions, and the smallest sample-size plan among them. "" when no
+    protocol reported a comparison."""
+    if not items:
+        return ""
+    blind = sum(not it["detectable"] for it in items)
+    n = len(items)
+    if blind == n:
+        head = f"no difference is detectable with these questions in any of the {n} comparisons that cannot be told apart"
+    elif blind:
+        head = (f"no difference is detectable with these questions in {blind} of the {n} comparisons that cannot be "
+                "told apart")
+    else:
+        head = f"{n} comparisons cannot be told apart, each with a detectable difference"
+    plans = [it for it in items if it["questions"] == it["questions"]]
+    if plans:
+        best = min(plans, key=lambda it: it["questions"])
+        c = {"plan_why": "", "plan_capped": best["capped"], "plan_questions": best["questions"],
+             "plan_docs": best["docs"]}
+        head += f"; the closest ({best['where']}) needs {plan_words(c, best['alpha'], best['power'])}"
+    else:
+        head += "; no sample-size plan (no discordant question points one way)"
+    return f"Overall: {head}."

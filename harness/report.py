@@ -56,6 +56,7 @@ from typing import Sequence
 from harness.errors import ConfigError, HarnessError
 from harness.io import atomic_write, atomic_write_text
 from harness.protocols.threshold import CEILING  # one threshold for summaries, reports and the results page
+from harness.protocols.sweep_stage import conclusion_lines
 from harness.tracking.mlflow_tracker import pick_runs
 
 SWEEP_TAG = "route_bench.sweep_id"
@@ -680,6 +681,9 @@ def render_markdown(rep: SweepReport, plot_name: str | None) -> str:
     lines.append("")
     for result in rep.results.values():  # each protocol's sweep stage, in the sweep's order
         lines += [result.as_markdown()]
+    concluded = conclusion_lines(rep.results)
+    if concluded:
+        lines += ["## Conclusions", "", *[f"- {_md_escape(x)}" for x in concluded], ""]
     if plot_name:
         lines += ["## Frontiers", "", f"![frontiers]({plot_name})", ""]
     else:
@@ -725,6 +729,9 @@ def render_html(rep: SweepReport, plot_bytes: bytes | None) -> str:
         out.append("<tr>" + "".join(cells) + "</tr>")
     out += ["</tbody>", "</table>"]
     out += [result.as_html() for result in rep.results.values()]
+    concluded = conclusion_lines(rep.results)
+    if concluded:
+        out += ["<h2>Conclusions</h2>", "<ul>", *[f"<li>{e(x)}</li>" for x in concluded], "</ul>"]
     if plot_bytes:
         b64 = base64.b64encode(plot_bytes).decode("ascii")
         out += [

@@ -174,15 +174,17 @@ def test_fixed_decisions_and_the_oracle_are_shown_never_tested(protocol_records)
     assert "fixed (usage 0" in text and "fixed (usage 1" in text and "oracle (upper bound)" in text
 
 
-def _paired_diffs(records, policy, ref, cost, budget):
-    """d = u(policy) - u(ref) per (seed, split, qid), with the document of each, by a loop."""
+def _paired_diffs(records, policy, ref, cost, budget, outcome=False):
+    """d = u(policy) - u(ref) per (seed, split, qid), with the document of each, by a loop; with
+    ``outcome`` the expected outcome base + prob * (extra - base) instead of the utility."""
     units = {}
     for r in records:
         if r.cost != cost or r.policy not in (policy, ref):
             continue
         for row in r.decisions.itertuples():
             if row.frontier == "deployable" and abs(row.budget - budget) < 1e-9:
-                units.setdefault((r.seed, row.split, row.qid), {})[r.policy] = (row.utility, row.doc_id)
+                value = row.base + row.prob * (row.extra - row.base) if outcome else row.utility
+                units.setdefault((r.seed, row.split, row.qid), {})[r.policy] = (value, row.doc_id)
     keys = sorted(units)
     d = np.array([units[k][policy][0] - units[k][ref][0] for k in keys])
     docs = np.array([units[k][ref][1] for k in keys])
@@ -204,8 +206,10 @@ def test_interval_inverts_the_test_and_the_budget_lines_plan(protocol_records):
     assert (row.ci_low <= 0 <= row.ci_high) == (row.p >= 0.05)  # the interval agrees with the test
     assert row.mdd == pytest.approx(stats.min_detectable_difference(d, docs))
     assert row.max_diff == pytest.approx(paired.max_showable_difference(d, docs))
-    # the plan converts documents to questions by the distinct questions per document (160 on 40)
-    plan = paired.sample_size_plan(d, docs, n_questions=160)
+    # the plan rests on the expected outcomes (rescues and harms, not the cost) and converts
+    # documents to questions by the distinct questions per document (160 on 40)
+    outcome, _ = _paired_diffs(records, "random", row.reference, 0.05, 0.25, outcome=True)
+    plan = paired.sample_size_plan(outcome, docs, n_questions=160)
     assert row.plan_docs == plan["docs"] and row.plan_questions == math.ceil(plan["docs"] * 160 / 40)
     # one line per budget of the cell, in the console text and at the sweep's end
     part = table[table.cost == 0.05]

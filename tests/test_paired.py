@@ -205,3 +205,18 @@ def test_sample_size_plan_in_questions_scales_by_questions_per_document():
     assert math.isnan(none["questions"]) and none["why"]
     c = {"plan_why": "", "plan_capped": False, "plan_questions": 324.0, "plan_docs": 324.0}
     assert paired.plan_words(c, 0.05, 0.8) == "about 324 questions (324 documents) for 80% power at alpha 0.05"
+
+
+def test_closing_line_counts_the_blind_comparisons_and_names_the_smallest_plan():
+    def item(where, detectable, q, m):
+        return {"where": where, "detectable": detectable, "questions": q, "docs": m, "capped": False,
+                "alpha": 0.05, "power": 0.8}
+
+    assert paired.closing_line([]) == ""
+    line = paired.closing_line([item("a vs r at c=0", False, 324.0, 324.0), item("b vs r at c=0", False, 900.0, 300.0)])
+    assert line == ("Overall: no difference is detectable with these questions in any of the 2 comparisons that "
+                    "cannot be told apart; the closest (a vs r at c=0) needs about 324 questions (324 documents) for "
+                    "80% power at alpha 0.05.")
+    line = paired.closing_line([item("a", True, 50.0, 10.0), item("b", False, math.nan, math.nan)])
+    assert line.startswith("Overall: no difference is detectable with these questions in 1 of the 2 comparisons")
+    assert line.endswith("the closest (a) needs about 50 questions (10 documents) for 80% power at alpha 0.05.")

@@ -141,7 +141,7 @@ def policy_comparison_result(jobs: list[SweepJob], ctx: SweepContext) -> SweepRe
     page = "\n".join(["<h2>Policy vs policy</h2>", *[f'<pre class="comparison">{html.escape(b)}</pre>' for b in blocks]])
     return SweepResult(title="Policy vs policy", text=text, tables={"policy_comparison": comparisons_frame(cells)},
                        text_files=("policy_comparison",), markdown=markdown + "\n", html=page + "\n", raw=cells,
-                       conclusion=conclusion)
+                       conclusion=conclusion, open_comparisons=[o for c in cells for o in c.open_comparisons(ctx.alpha)])
 
 
 DECISION_TABLE = "decision_table"
@@ -154,7 +154,9 @@ def decision_table_result(table, filtered: str = "") -> SweepResult | None:
     ``--budget`` / ``--cost``). None when no job ran protocol B."""
     import html
 
-    from harness.protocols.decision_table import conclusions, format_console, format_html, format_markdown
+    from harness.protocols.decision_table import (
+        conclusions, format_console, format_html, format_markdown, open_comparisons,
+    )
 
     if table is None or not len(table):
         return None
@@ -165,6 +167,7 @@ def decision_table_result(table, filtered: str = "") -> SweepResult | None:
                f"{DECISION_TABLE}.html": format_html(table, standalone=True)},
         markdown=f"## {title}\n\n{format_markdown(table)}\n",
         html=f"<h2>{html.escape(title)}</h2>\n{format_html(table)}\n", raw=table, conclusion=conclusions(table),
+        open_comparisons=open_comparisons(table),
     )
 
 

@@ -53,10 +53,11 @@ TIE_TOL = 1e-12
 PAIR_KEYS = ("seed", "repeat", "qid")
 COLUMNS = (
     "policy", "n_questions", "dev_utility", "utility", "diff_vs_ref", "ci_low", "ci_high", "p", "p_holm",
-    "mdd", "max_diff", "discordant_docs", "discordant_questions", "plan_questions", "plan_docs", "verdict",
+    "mdd", "max_diff", "detectable", "discordant_docs", "discordant_questions", "plan_questions", "plan_docs",
+    "verdict",
 )
 # per-row facts kept for the text (``attrs["details"]``), not CSV columns
-DETAIL_KEYS = ("p_exact", "n_patterns", "min_p", "detectable", "cost_only", "plan_capped", "plan_why", "same")
+DETAIL_KEYS = ("p_exact", "n_patterns", "min_p", "cost_only", "plan_capped", "plan_why", "same")
 
 
 def pair_frame(
@@ -144,8 +145,8 @@ def compare_with_reference(
             "diff_vs_ref": float(d.mean()),
         }
         if label == ref:
-            row.update(ci_low=0.0, ci_high=0.0, p=math.nan, mdd=math.nan, max_diff=math.nan, discordant_docs=0,
-                       discordant_questions=0, plan_questions=math.nan, plan_docs=math.nan)
+            row.update(ci_low=0.0, ci_high=0.0, p=math.nan, mdd=math.nan, max_diff=math.nan, detectable=False,
+                       discordant_docs=0, discordant_questions=0, plan_questions=math.nan, plan_docs=math.nan)
             details[label] = {"same": True}
         else:
             o = None
@@ -153,7 +154,7 @@ def compare_with_reference(
                 o = outcomes[label].to_numpy(dtype=float) - outcomes[ref].to_numpy(dtype=float)
             c = paired_comparison(d, groups, seed=seed, alpha=alpha, power=power, outcome_diffs=o,
                                   n_questions=int(frame["qid"].nunique()))
-            row.update({k: c[k] for k in ("ci_low", "ci_high", "p", "mdd", "max_diff", "discordant_docs",
+            row.update({k: c[k] for k in ("ci_low", "ci_high", "p", "mdd", "max_diff", "detectable", "discordant_docs",
                                           "discordant_questions", "plan_questions", "plan_docs")})
             details[label] = {k: c[k] for k in DETAIL_KEYS}
         rows.append(row)
@@ -189,10 +190,11 @@ def _details(table: pd.DataFrame, row) -> dict:
     else rebuilt from its columns (a table read back from CSV)."""
     got = table.attrs.get("details", {}).get(row.policy)
     if got is not None:
-        return got
+        return {**got, "detectable": bool(row.detectable)}
     k = int(row.discordant_docs) if row.discordant_docs == row.discordant_docs else 0
     return {"p_exact": k <= 16, "n_patterns": 2**k if k <= 16 else 20_000, "min_p": min(1.0, 2.0 ** (1 - k)) if k else 1.0,
-            "detectable": False, "cost_only": False, "plan_capped": False, "plan_why": "", "same": row.verdict == "same decisions"}
+            "detectable": bool(row.detectable), "cost_only": False, "plan_capped": False, "plan_why": "",
+            "same": row.verdict == "same decisions"}
 
 
 def format_comparison(table: pd.DataFrame, alpha: float = 0.05, power: float | None = None) -> str:
@@ -256,10 +258,26 @@ def conclusion(table: pd.DataFrame, where: str, alpha: float, power: float | Non
         head += f"; no difference is detectable with these questions for any of the {len(open_rows)} others"
     else:
         head += f"; {len(open_rows)} cannot be told apart ({detectable} of them with a detectable difference)"
-    plans = [(r.plan_questions, r.plan_docs, d) for r, d in zip(open_rows, dets) if r.plan_questions == r.plan_questions]
+    plans = [(r.plan_questions, r.plan_docs, d, r.policy) for r, d in zip(open_rows, dets)
+             if r.plan_questions == r.plan_questions]
     if plans:
-        q, m, d = min(plans, key=lambda t: t[0])
+        q, m, d, name = min(plans, key=lambda t: t[0])
         more = "more than " if d["plan_capped"] else "about "
-        head += (f"; the closest one needs {more}{int(q)} questions ({int(m)} documents) for {power:.0%} power at "
-                 f"alpha {alpha:g}")
+        head += (f"; the closest ({name}) needs {more}{int(q)} questions ({int(m)} documents) for {power:.0%} power "
+                 f"at alpha {alpha:g}")
     return head + "."
+
+
+def open_comparisons(table: pd.DataFrame, where: str, alpha: float, power: float | None = None) -> list[dict]:
+    """The policies that cannot be told from the reference, as ``harness.paired.closing_line``
+    reads them."""
+    power = float(table.attrs.get("power", 0.8)) if power is None else power
+    ref = table.attrs.get("reference", table["policy"].iat[0])
+    out = []
+    for r in table.itertuples():
+        if r.verdict == "cannot be told from reference":
+            d = _details(table, r)
+            out.append({"where": f"{r.policy} vs {ref} at {where}", "detectable": bool(d["detectable"]),
+                        "questions": r.plan_questions, "docs": r.plan_docs, "capped": bool(d["plan_capped"]),
+                        "alpha": alpha, "power": power})
+    return out

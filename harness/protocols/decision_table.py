@@ -297,6 +297,20 @@ def decision_table(
     return table
 
 
+def open_comparisons(table: pd.DataFrame) -> list[dict]:
+    """The deployable policies marked "=" (other decisions than the reference, not told apart),
+    as ``harness.paired.closing_line`` reads them."""
+    out = []
+    for (cost, cell), part in table.groupby(["cost", "cell"], sort=True):
+        alpha, power = _alpha_power(table, part)
+        rows = part[(part["mark"] == "=") & ~part["note"].astype(str).str.contains("same decisions", regex=False)]
+        for r in rows.itertuples():
+            out.append({"where": f"{r.policy} vs {r.reference} at {_cell_title(cell, cost)}, rho={float(r.budget):g}",
+                        "detectable": bool(r.detectable), "questions": float(r.plan_questions),
+                        "docs": float(r.plan_docs), "capped": False, "alpha": alpha, "power": power})
+    return out
+
+
 def conclusions(table: pd.DataFrame) -> str:
     """The decision table's lines for the sweep's end: per cost, one line per budget
     (``budget_conclusions``)."""

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.protocols.compare import compare_with_reference, conclusion, format_comparison
+from harness.protocols.compare import compare_with_reference, conclusion, format_comparison, open_comparisons
 from harness.errors import HarnessError
 from harness.protocols.sweep_stage import SweepJob
 
@@ -63,6 +63,11 @@ class CellComparison:
         if self.table is None:
             return f"Policy vs policy at {where}: not compared ({self.reason})."
         return conclusion(self.table, where, self.alpha if self.alpha is not None else alpha)
+
+    def open_comparisons(self, alpha: float = 0.05) -> list[dict]:
+        if self.table is None:
+            return []
+        return open_comparisons(self.table, self.cell or "this sweep", self.alpha if self.alpha is not None else alpha)
 
 
 def cell_test_settings(members: list, alpha: float = 0.05, power: float = 0.8) -> tuple[float, float]:

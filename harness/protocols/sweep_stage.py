@@ -105,6 +105,8 @@ class SweepResult:
     html: str | None = None
     raw: Any = None
     conclusion: str = ""
+    # the comparisons that could not tell a policy from its reference (``harness.paired.closing_line``)
+    open_comparisons: list[dict] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -181,3 +183,14 @@ def run_sweep_stages(jobs: list[SweepJob], names: list[str], ctx: SweepContext) 
             result = failed_result(name, exc)
         out[name] = result
     return out
+
+
+def conclusion_lines(results: Mapping[str, SweepResult]) -> list[str]:
+    """Every result's ``conclusion`` lines, then one closing line over all their open
+    comparisons (``harness.paired.closing_line``): what the sweep's console ends with and the
+    report's "Conclusions" section holds. [] when no protocol concluded anything."""
+    from harness.paired import closing_line
+
+    lines = [line for r in results.values() if r.conclusion for line in r.conclusion.splitlines()]
+    closing = closing_line([o for r in results.values() for o in r.open_comparisons])
+    return lines + ([closing] if closing else [])
