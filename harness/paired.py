@@ -221,13 +221,44 @@ def sign_flip_interval(
 
 
 # --------------------------------------------------------------------------------------------
+# Equivalence and the probability that the policy is better
+# --------------------------------------------------------------------------------------------
+
+DEFAULT_EQUIVALENCE_MARGIN = 0.01  # protocol.equivalence_margin: a utility difference too small to matter
+
+
+def equivalence_interval(diffs, groups, *, alpha: float = 0.05, n_perm: int = 20_000, seed: int = 0
+                         ) -> tuple[float, float]:
+    """The (1 - 2 alpha) interval of ``sign_flip_interval``: two one-sided sign-flip tests at
+    ``alpha`` (TOST) reject both "delta <= -margin" and "delta >= margin" exactly when it lies
+    inside (-margin, margin) (the sign-flip statistic is symmetric, so the two-sided p at level
+    2 alpha is twice the one-sided p). (nan, nan) when not informative."""
+    if not 0 < alpha < 0.5:
+        raise ConfigError("alpha", f"must be in (0, 0.5) for two one-sided tests, got {alpha}")
+    return sign_flip_interval(diffs, groups, alpha=2 * alpha, n_perm=n_perm, seed=seed)
+
+
+def posterior_better(diffs, groups, prior: tuple[float, float] = (1.0, 1.0)) -> float:
+    """P(the policy beats the reference | the discordant documents), a Beta-binomial model: each
+    discordant document points the policy's way with probability pi, pi ~ Beta(a, b) (uniform by
+    default); with pos / neg documents whose total is positive / negative the posterior is
+    Beta(a + pos, b + neg) and the reported probability is P(pi > 1/2). 0.5 with no discordant
+    document. It ignores the sizes of the totals (a cost paid on a document counts as one harm)."""
+    totals, _ = document_totals(diffs, groups)
+    pos = int(np.sum(totals > SIGN_FLIP_ZERO_TOL))
+    neg = int(np.sum(totals < -SIGN_FLIP_ZERO_TOL))
+    return float(sps.beta.sf(0.5, prior[0] + pos, prior[1] + neg))
+
+
+# --------------------------------------------------------------------------------------------
 # Everything of one comparison
 # --------------------------------------------------------------------------------------------
 
 
 def paired_comparison(
     diffs, groups, *, seed: int = 0, alpha: float = 0.05, power: float = 0.8, n_perm: int = 20_000,
-    outcome_diffs=None, n_questions: int | None = None, n_boot: int | None = None,
+    outcome_diffs=None, n_questions: int | None = None, margin: float = DEFAULT_EQUIVALENCE_MARGIN,
+    n_boot: int | None = None,
 ) -> dict:
     """Every number of one paired comparison of per-question differences ``diffs`` (policy -
     reference; documents ``groups`` as clusters), written once for protocol A, the policy
@@ -244,7 +275,9 @@ def paired_comparison(
     ``plan_questions`` / ``plan_capped`` / ``plan_why`` (``sample_size_plan`` of the outcome
     differences when ``outcome_diffs`` is given and some outcome differs: the plan rests on the
     rescues and harms, not on the cost a policy pays; else of ``diffs``; ``n_questions`` the
-    distinct questions behind stacked rows); ``same``.
+    distinct questions behind stacked rows); ``same``; ``equivalent`` (two one-sided sign-flip
+    tests at alpha against +-``margin``: the ``equivalence_interval`` inside (-margin, margin);
+    ``tost_low`` / ``tost_high`` that interval) and ``p_better`` (``posterior_better``).
     ``n_boot`` is accepted and ignored (the bootstrap interval is gone)."""
     del n_boot
     d, g = _per_question("paired_comparison", diffs, groups)
@@ -271,7 +304,15 @@ def paired_comparison(
     # (no outcome differs) is planned from the utility totals
     basis = o if outcome_diffs is not None and discordant_q > 0 else d
     plan = sample_size_plan(basis, g, alpha=alpha, power=power, n_questions=n_questions)
+    if same:
+        t_lo, t_hi = 0.0, 0.0
+    else:
+        t_lo, t_hi = equivalence_interval(d, g, alpha=alpha, n_perm=n_perm, seed=seed)
     return {
+        "equivalent": bool(math.isfinite(t_lo) and math.isfinite(t_hi) and -margin < t_lo and t_hi < margin),
+        "tost_low": t_lo,
+        "tost_high": t_hi,
+        "p_better": posterior_better(d, g),
         "point": float(d.mean()),
         "ci_low": lo,
         "ci_high": hi,
@@ -364,3 +405,11 @@ def closing_line(items: list[dict]) -> str:
     else:
         head += "; no sample-size plan (no discordant question points one way)"
     return f"Overall: {head}."
+
+
+def equivalence_words(c: dict, margin: float) -> str:
+    """"equivalent within +-m (two one-sided sign-flip tests)" or "inconclusive: ..."."""
+    if c["equivalent"]:
+        return f"equivalent within +-{margin:g} (two one-sided sign-flip tests)"
+    return f"inconclusive: neither a difference nor equivalence within +-{margin:g} is shown"
+

@@ -314,11 +314,17 @@ def test_budget_line_says_nothing_is_detectable_and_plans():
     line = conclusions(table)
     assert line == (
         "Decision table at cost.c=0, rho=0.25: 2 of 3 policies told from the reference steady; no difference is "
-        "detectable with these questions for the 1 that cannot be told apart; the closest (close) needs about "
+        "detectable with these questions for the 1 that cannot be told apart; 0 of them equivalent within +-0.01 "
+        "(two one-sided tests), the others inconclusive; the closest (close) needs about "
         f"{int(plan['questions'])} questions ({int(plan['docs'])} documents) for 80% power at alpha 0.05."
     )
     close = table.set_index("policy").loc["close"]
     assert close.max_diff == pytest.approx(1.5 / 48) and not close.detectable
+    # TOST: the 90% inverted interval is not inside +-0.01 (three documents of 24 reject nothing near it)
+    lo90, hi90 = paired.sign_flip_interval(d, docs, alpha=0.1)
+    assert not close.equivalent and not (-0.01 < lo90 and hi90 < 0.01)
+    # P(better): 2 of the 3 discordant documents point close's way; Beta(1 + 2, 1 + 1) > 1/2
+    assert close.p_better == pytest.approx(1 - (0.5**3 * (1 + 3 * 0.5)))  # 1 - I_0.5(3, 2), by hand
     assert close.ci_low <= 0 <= close.ci_high
 
 

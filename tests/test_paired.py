@@ -220,3 +220,40 @@ def test_closing_line_counts_the_blind_comparisons_and_names_the_smallest_plan()
     line = paired.closing_line([item("a", True, 50.0, 10.0), item("b", False, math.nan, math.nan)])
     assert line.startswith("Overall: no difference is detectable with these questions in 1 of the 2 comparisons")
     assert line.endswith("the closest (a) needs about 50 questions (10 documents) for 80% power at alpha 0.05.")
+
+
+@pytest.mark.parametrize("pos,neg", [(0, 0), (4, 1), (3, 3), (0, 5), (12, 2)])
+def test_posterior_probability_better_is_the_beta_binomial_by_hand(pos, neg):
+    """P(pi > 1/2) under Beta(1 + pos, 1 + neg) by the identity I_x(a, b) = P(Bin(a + b - 1, x) >= a),
+    every term by math.comb (no scipy)."""
+    n = pos + neg + 7
+    d = np.r_[np.ones(pos), -np.ones(neg), np.zeros(7)]
+    docs = [f"d{i:02d}" for i in range(n)]
+    a, b = 1 + pos, 1 + neg
+    m = a + b - 1
+    cdf_half = sum(math.comb(m, j) for j in range(a, m + 1)) / 2**m  # I_0.5(a, b)
+    assert paired.posterior_better(d, docs) == pytest.approx(1 - cdf_half)
+    c = paired.paired_comparison(d, docs)
+    assert c["p_better"] == pytest.approx(1 - cdf_half)
+
+
+def test_equivalence_is_two_one_sided_tests_against_the_margin():
+    """Many documents, tiny symmetric differences: the 90% inverted interval lies inside +-0.01,
+    so the two one-sided tests at 0.05 call the policies equivalent at margin 0.02; at 0.001 not."""
+    rng = np.random.default_rng(3)
+    n = 400
+    docs = [f"d{i:03d}" for i in range(n)]
+    d = np.zeros(n)
+    idx = rng.choice(n, 8, replace=False)
+    d[idx] = [1, -1, 1, -1, 1, -1, 1, -1]
+    lo, hi = paired.sign_flip_interval(d, docs, alpha=0.10)
+    assert (lo, hi) == paired.equivalence_interval(d, docs, alpha=0.05)
+    c = paired.paired_comparison(d, docs, margin=0.02)
+    assert (c["tost_low"], c["tost_high"]) == pytest.approx((lo, hi))
+    assert c["equivalent"] == (-0.02 < lo and hi < 0.02) and c["equivalent"]
+    assert paired.equivalence_words(c, 0.02) == "equivalent within +-0.02 (two one-sided sign-flip tests)"
+    strict = paired.paired_comparison(d, docs, margin=0.001)
+    assert not strict["equivalent"]
+    assert paired.equivalence_words(strict, 0.001).startswith("inconclusive: neither a difference nor equivalence")
+    # five documents: no interval, never equivalent
+    assert not paired.paired_comparison(np.array([1.0, -1, 1, -1, 0]), list("abcde"))["equivalent"]

@@ -287,12 +287,16 @@ def test_summary_says_what_cannot_be_resolved(tmp_path):
         largest = sum(abs(t) for t in totals.values()) / len(d)
         assert m[f"{pre}/max_diff"] == pytest.approx(largest)
         assert mdd >= largest  # so the MDD is not offered as a resolution ...
+        # the two one-sided tests: the 90% inverted interval is not inside +-0.01
+        lo90, hi90 = sign_flip_interval(d["utility"] - other, d["doc_id"], alpha=0.1, seed=0)
+        assert m[f"{pre}/equivalent"] == 0 and not (-0.01 < lo90 and hi90 < 0.01)
         # ... and the plan rests on the questions whose hit differs (rescues and harms)
         plan = sample_size_plan(d["chosen"] - (d["base"] if name == "base" else d["extra"]), d["doc_id"])
         assert m[f"{pre}/plan_questions"] == plan["questions"]
         assert _verdict_line(text, name) == (
             f"policy - {name}: cannot be told from always-{name} (exact sign-flip p = {fmt(p)} >= alpha = 0.05, "
             f"unadjusted, {k} discordant documents; 95% interval [{lo:.3g}, {hi:.3g}] (inverted sign-flip test)); "
+            "inconclusive: neither a difference nor equivalence within +-0.01 is shown; "
             f"largest difference these data could show {largest:.3g}; no difference is detectable with these "
             f"questions (minimum detectable difference {mdd:.3g} is not below it); about {int(plan['questions'])} "
             f"questions ({int(plan['docs'])} documents) for 80% power at alpha 0.05"

@@ -31,6 +31,7 @@ class ThresholdProtocol(Protocol):
             n_folds=int(p["n_folds"]), n_boot=int(p["n_boot"]), freeze_dir=Path(ctx.artifact_dir) / "frozen",
             repeats=int(p["repeats"]), nested_folds=int(p["nested_folds"]),
             alpha=float(p["alpha"]), power=float(p["power"]),
+            equivalence_margin=float(p.get("equivalence_margin", 0.01)),
         )
         if ctx.where:  # the summary names where the run keeps the freeze, not a temporary folder
             res.frozen["shown_as"] = f"artifacts 'frozen/' of {ctx.where}"

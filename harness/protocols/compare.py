@@ -46,7 +46,9 @@ import numpy as np
 import pandas as pd
 
 from harness.errors import HarnessError
-from harness.paired import interval_words, p_words, paired_comparison, plan_words, resolution_words
+from harness.paired import (
+    equivalence_words, interval_words, p_words, paired_comparison, plan_words, resolution_words,
+)
 from harness.stats import holm_adjust
 
 TIE_TOL = 1e-12
@@ -54,7 +56,7 @@ PAIR_KEYS = ("seed", "repeat", "qid")
 COLUMNS = (
     "policy", "n_questions", "dev_utility", "utility", "diff_vs_ref", "ci_low", "ci_high", "p", "p_holm",
     "mdd", "max_diff", "detectable", "discordant_docs", "discordant_questions", "plan_questions", "plan_docs",
-    "verdict",
+    "p_better", "equivalent", "verdict",
 )
 # per-row facts kept for the text (``attrs["details"]``), not CSV columns
 DETAIL_KEYS = ("p_exact", "n_patterns", "min_p", "cost_only", "plan_capped", "plan_why", "same")
@@ -114,6 +116,7 @@ def compare_with_reference(
     seed: int = 0,
     alpha: float = 0.05,
     power: float = 0.8,
+    margin: float = 0.01,
 ) -> pd.DataFrame:
     """Each policy against the reference (see module docstring); one row per policy, the
     reference first, then by held-out utility (ties in name order). ``attrs["reference_from"]``
@@ -146,16 +149,18 @@ def compare_with_reference(
         }
         if label == ref:
             row.update(ci_low=0.0, ci_high=0.0, p=math.nan, mdd=math.nan, max_diff=math.nan, detectable=False,
-                       discordant_docs=0, discordant_questions=0, plan_questions=math.nan, plan_docs=math.nan)
+                       discordant_docs=0, discordant_questions=0, plan_questions=math.nan, plan_docs=math.nan,
+                       p_better=math.nan, equivalent=True)
             details[label] = {"same": True}
         else:
             o = None
             if outcomes is not None:
                 o = outcomes[label].to_numpy(dtype=float) - outcomes[ref].to_numpy(dtype=float)
             c = paired_comparison(d, groups, seed=seed, alpha=alpha, power=power, outcome_diffs=o,
-                                  n_questions=int(frame["qid"].nunique()))
+                                  n_questions=int(frame["qid"].nunique()), margin=margin)
             row.update({k: c[k] for k in ("ci_low", "ci_high", "p", "mdd", "max_diff", "detectable", "discordant_docs",
-                                          "discordant_questions", "plan_questions", "plan_docs")})
+                                          "discordant_questions", "plan_questions", "plan_docs", "p_better",
+                                          "equivalent")})
             details[label] = {k: c[k] for k in DETAIL_KEYS}
         rows.append(row)
     out = pd.DataFrame(rows)
@@ -181,7 +186,7 @@ def compare_with_reference(
     order = sorted(range(len(out)), key=lambda i: (out["policy"].iat[i] != ref, -out["utility"].iat[i], out["policy"].iat[i]))
     result = out.iloc[order][list(COLUMNS)].reset_index(drop=True)
     result.attrs.update(reference=ref, reference_from=reference_from, tied=tied[1:], details=details, alpha=alpha,
-                        power=power)
+                        power=power, margin=margin)
     return result
 
 
@@ -207,14 +212,15 @@ def format_comparison(table: pd.DataFrame, alpha: float = 0.05, power: float | N
     level = f"{1 - alpha:.0%}"
     rows = [
         [r.policy, int(r.n_questions), r.dev_utility, r.utility, r.diff_vs_ref, r.ci_low, r.ci_high,
-         r.p_holm, r.verdict]
+         r.p_holm, r.p_better, r.verdict]
         for r in table.itertuples()
     ]
     text = text_table(
         ["policy", "n", "dev utility", "held-out utility", "policy - ref", f"{level} CI low", f"{level} CI high",
-         "Holm p", "verdict"],
+         "Holm p", "P(better)", "verdict"],
         rows,
     )
+    margin = float(table.attrs.get("margin", 0.01))
     ref = table.attrs.get("reference", table["policy"].iat[0])
     how = table.attrs.get("reference_from", "development")
     worse = int((table["verdict"] == "worse than reference").sum())
@@ -224,7 +230,8 @@ def format_comparison(table: pd.DataFrame, alpha: float = 0.05, power: float | N
         text,
         f"policy - ref > 0: the policy is better. Reference: {ref}, chosen on {how} data; intervals unadjusted "
         f"(the sign-flip test inverted: an interval excludes 0 exactly when the unadjusted p < {alpha:g}), Holm p "
-        "from the sign-flip test on document totals.",
+        "from the sign-flip test on document totals; P(better): posterior probability that the policy beats the "
+        "reference (Beta(1, 1) prior on the share of discordant documents pointing its way).",
         f"{worse} polic{'y is' if worse == 1 else 'ies are'} worse and {better} better than the reference "
         f"at Holm-adjusted alpha {alpha:g}; {unresolved} cannot be told from it on these held-out questions.",
     ]
@@ -237,7 +244,7 @@ def format_comparison(table: pd.DataFrame, alpha: float = 0.05, power: float | N
                 f"({int(r.discordant_questions)} discordant questions); {interval_words(c, alpha)}; "
                 f"{resolution_words(c, alpha, power)}")
         if r.verdict == "cannot be told from reference":
-            line += f"; {plan_words(c, alpha, power)}"
+            line += f"; {equivalence_words({'equivalent': bool(r.equivalent)}, margin)}; {plan_words(c, alpha, power)}"
         lines.append(line + ".")
     return "\n".join(lines)
 

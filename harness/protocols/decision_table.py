@@ -72,7 +72,8 @@ COLUMNS = (
     "cost", "budget", "policy", "kind", "mark", "utility", "utility_sd", "cal_utility", "outcome", "outcome_sd",
     "usage", "usage_sd", "violation_rate", "random_utility", "oracle_utility", "exact_utility", "exact_utility_sd",
     "diff_vs_ref", "ci_low", "ci_high", "p", "p_holm", "mdd", "max_diff", "detectable", "discordant_docs",
-    "discordant_questions", "plan_questions", "plan_docs", "n_runs", "reference", "reference_from",
+    "discordant_questions", "plan_questions", "plan_docs", "p_better", "equivalent", "n_runs", "reference",
+    "reference_from",
     "reference_tied", "note", "cell",
 )
 
@@ -162,7 +163,7 @@ def _fixed_row(cell, cost, policy, fr: pd.DataFrame) -> dict:
 
 
 def _test_budget(rows: list[dict], decisions: dict[str, pd.DataFrame | None], oracles: set[str], *,
-                 n_boot: int, seed: int, alpha: float, power: float) -> None:
+                 n_boot: int, seed: int, alpha: float, power: float, margin: float = 0.01) -> None:
     """Choose the reference among ``rows`` (one budget of one cell) and fill in the paired
     test of every other row, in place."""
     deployable = [r for r in rows if r["policy"] not in oracles]
@@ -206,10 +207,10 @@ def _test_budget(rows: list[dict], decisions: dict[str, pd.DataFrame | None], or
         d = frame[label].to_numpy(dtype=float) - frame[ref].to_numpy(dtype=float)
         o = outcomes[label].to_numpy(dtype=float) - outcomes[ref].to_numpy(dtype=float)
         stats = paired_comparison(d, groups, seed=seed, alpha=alpha, power=power, outcome_diffs=o,
-                                  n_questions=int(frame["qid"].nunique()))
+                                  n_questions=int(frame["qid"].nunique()), margin=margin)
         r.update(diff_vs_ref=float(d.mean()), **{k: stats[k] for k in (
             "ci_low", "ci_high", "p", "mdd", "max_diff", "detectable", "discordant_docs", "discordant_questions",
-            "plan_questions", "plan_docs")})
+            "plan_questions", "plan_docs", "p_better", "equivalent")})
         notes = []
         if label in oracles:
             r["p"] = math.nan  # an upper bound is shown, not tested
@@ -244,6 +245,7 @@ def decision_table(
     seed: int = 0,
     power: float = 0.8,
     not_deployable: tuple[str, ...] = NOT_DEPLOYABLE,
+    margin: float = 0.01,
 ) -> pd.DataFrame:
     """The decision table of a sweep's jobs (module docstring): one row per cell, policy and
     budget, plus one per fixed decision and cell; columns ``COLUMNS``. Within a cell and budget
@@ -286,14 +288,14 @@ def decision_table(
                 if dec is not None:
                     dec = dec[(dec["frontier"] == "deployable") & (dec["budget"].astype(float).round(BUDGET_DIGITS) == budget)]
                 decisions[label] = dec
-            _test_budget(rows, decisions, oracles, n_boot=n_boot, seed=seed, alpha=alpha, power=power)
+            _test_budget(rows, decisions, oracles, n_boot=n_boot, seed=seed, alpha=alpha, power=power, margin=margin)
             ref = rows[0]["reference"] if rows else ""
             rows.sort(key=lambda r: (r["policy"] != ref, r["kind"] == "oracle", -r["utility"], r["policy"]))
             out += rows
         for label in fixed:
             out.append(_fixed_row(cell, cost, label, frontiers[label]))
     table = pd.DataFrame(out, columns=list(COLUMNS))
-    table.attrs.update(alpha=alpha, n_boot=n_boot, power=power)
+    table.attrs.update(alpha=alpha, n_boot=n_boot, power=power, margin=margin)
     return table
 
 
@@ -408,6 +410,9 @@ def budget_conclusions(table: pd.DataFrame, part: pd.DataFrame, prefix: str = ""
                          "cannot be told apart")
             else:
                 line += f"; {len(open_rows)} cannot be told apart ({detectable} with a detectable difference)"
+            equivalent = int(open_rows["equivalent"].astype(bool).sum())
+            line += (f"; {equivalent} of them equivalent within +-{float(table.attrs.get('margin', 0.01)):g} "
+                     "(two one-sided tests), the others inconclusive")
             plans = open_rows[open_rows["plan_questions"].notna()]
             if len(plans):
                 best = plans.loc[plans["plan_questions"].astype(float).idxmin()]
@@ -476,7 +481,8 @@ HEADERS = {
     "diff_vs_ref": "policy - ref", "ci_low": "CI low (sign-flip)", "ci_high": "CI high (sign-flip)", "p": "p",
     "p_holm": "Holm p", "mdd": "MDD", "max_diff": "largest showable difference", "detectable": "detectable",
     "discordant_docs": "discordant documents", "discordant_questions": "discordant questions",
-    "plan_questions": "questions for the power", "plan_docs": "documents for the power", "mark": "mark", "reference": "reference", "reference_from": "reference chosen on",
+    "plan_questions": "questions for the power", "plan_docs": "documents for the power",
+    "p_better": "P(better)", "equivalent": "equivalent (TOST)", "mark": "mark", "reference": "reference", "reference_from": "reference chosen on",
     "reference_tied": "tied for reference", "note": "note",
 }
 

@@ -77,6 +77,13 @@ def cell_test_settings(members: list, alpha: float = 0.05, power: float = 0.8) -
     return float(params.get("protocol.alpha", alpha)), float(params.get("protocol.power", power))
 
 
+def cell_margin(members: list, margin: float = 0.01) -> float:
+    """The cell's ``protocol.equivalence_margin`` (part of the cell key); ``margin`` where not
+    logged (runs made before it existed)."""
+    params = members[0].params if members else {}
+    return float(params.get("protocol.equivalence_margin", margin))
+
+
 def _cell_key(params: dict[str, str]) -> tuple:
     return tuple(
         sorted(
@@ -185,12 +192,12 @@ def sweep_decision_table(runs: list[SweepJob], *, n_boot: int = 1000, alpha: flo
     cell tested at its own runs' ``protocol.alpha`` and ``protocol.power``."""
     from harness.protocols.decision_table import decision_table
 
-    by_setting: dict[tuple[float, float], list] = {}
+    by_setting: dict[tuple[float, float, float], list] = {}
     for r in runs:
-        by_setting.setdefault(cell_test_settings([r], alpha), []).append(r)
+        by_setting.setdefault((*cell_test_settings([r], alpha), cell_margin([r])), []).append(r)
     tables = []
-    for (a, pw), members in sorted(by_setting.items()):
-        tables.append(decision_table(decision_records(members), n_boot=n_boot, alpha=a, power=pw))
+    for (a, pw, mg), members in sorted(by_setting.items()):
+        tables.append(decision_table(decision_records(members), n_boot=n_boot, alpha=a, power=pw, margin=mg))
     if len(tables) == 1:
         return tables[0]
     table = pd.concat(tables, ignore_index=True)
@@ -222,7 +229,7 @@ def sweep_comparisons(runs: list[SweepJob], *, n_boot: int = 1000, alpha: float 
             cell_alpha, cell_power = cell_test_settings(members, alpha)
             table = compare_with_reference(
                 decisions, dev_scores=development_scores(members, labels), n_boot=n_boot,
-                alpha=cell_alpha, power=cell_power,
+                alpha=cell_alpha, power=cell_power, margin=cell_margin(members),
             )
         except HarnessError as exc:
             out.append(CellComparison(name, None, str(exc)))

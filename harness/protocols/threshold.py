@@ -26,7 +26,9 @@ import pandas as pd
 from harness.errors import ConfigError, HarnessError
 from harness.io import atomic_write_text, canonical_json, digest_of, sha256_file
 from harness.protocols.common import PolicyFactory, fit_policy, fmt, policy_label, reused, score_task, text_table
-from harness.paired import interval_words, p_words, paired_comparison, plan_words, resolution_words
+from harness.paired import (
+    equivalence_words, interval_words, p_words, paired_comparison, plan_words, resolution_words,
+)
 from harness.stats import MIN_BOOTSTRAP, grouped_kfold, grouped_split, mcnemar_exact, min_mcnemar_p
 from harness.task import RoutingTask
 from policies.base import check_json_state, policy_params
@@ -335,7 +337,8 @@ def _comparison_metrics(diffs: np.ndarray, groups: np.ndarray, **kwargs) -> dict
             "/min_p": c["min_p"], "/detectable": int(c["detectable"]), "/p_exact": int(c["p_exact"]),
             "/n_patterns": c["n_patterns"], "/discordant_questions": c["discordant_questions"],
             "/cost_only": int(c["cost_only"]), "/plan_questions": c["plan_questions"], "/plan_docs": c["plan_docs"],
-            "/plan_capped": int(c["plan_capped"])}
+            "/plan_capped": int(c["plan_capped"]), "/equivalent": int(c["equivalent"]), "/tost_low": c["tost_low"],
+            "/tost_high": c["tost_high"], "/p_better": c["p_better"]}
 
 
 def evaluate_heldout(
@@ -347,6 +350,7 @@ def evaluate_heldout(
     alpha: float = 0.05,
     power: float = 0.8,
     n_perm: int = N_PERM,
+    equivalence_margin: float = 0.01,
 ) -> tuple[dict[str, float], pd.DataFrame]:
     """Score held-out with the policy rebuilt from the frozen folder and report docs/metrics.md §5's numbers.
 
@@ -388,7 +392,7 @@ def evaluate_heldout(
     for name, other, outcome in (("base", u_base, t.base), ("extra", u_extra, t.extra)):
         for key, value in _comparison_metrics(
             u_pol - other, t.groups, n_perm=n_perm, seed=seed, alpha=alpha, power=power,
-            outcome_diffs=chosen - np.asarray(outcome, dtype=float),
+            outcome_diffs=chosen - np.asarray(outcome, dtype=float), margin=equivalence_margin,
         ).items():
             metrics[f"heldout/diff_vs_{name}/utility{key}"] = value
     binary = _is_binary(t.base, t.extra)
@@ -444,6 +448,7 @@ class ThresholdResult:
     alpha: float = 0.05
     power: float = 0.8
     repeats: int = 1
+    equivalence_margin: float = 0.01
 
     def _count(self, value: float) -> str:
         """A count: an integer for one split, a mean (2 decimals) over repeats."""
@@ -463,7 +468,7 @@ class ThresholdResult:
         m, pre = self.metrics, f"heldout/diff_vs_{name}/utility"
         c = {k: m.get(f"{pre}/{k}", math.nan) for k in (
             "ci_low", "ci_high", "mdd", "p", "max_diff", "min_p", "plan_questions", "plan_docs", "n_patterns")}
-        for k in ("detectable", "p_exact", "cost_only", "plan_capped"):
+        for k in ("detectable", "p_exact", "cost_only", "plan_capped", "equivalent"):
             c[k] = bool(m.get(f"{pre}/{k}", 0))
         c.update(same=bool(m[f"{pre}/all_zero"]), discordant_docs=int(m[f"{pre}/discordant_docs"]),
                  discordant_questions=int(m.get(f"{pre}/discordant_questions", 0)))
@@ -491,7 +496,8 @@ class ThresholdResult:
                 return f"policy - {name}: the policy is better than {ref} {detail}"
             return f"policy - {name}: {ref} is better than the policy {detail}"
         return (f"policy - {name}: cannot be told from {ref} ({test} >= alpha = {a:g}, {on}; {interval_words(c, a)}); "
-                f"{resolution_words(c, a, self.power)}; {plan_words(c, a, self.power)}")
+                f"{equivalence_words(c, self.equivalence_margin)}; {resolution_words(c, a, self.power)}; "
+                f"{plan_words(c, a, self.power)}")
 
     def _heldout_resolution(self) -> str:
         """What the held-out set itself can resolve: always-extra vs always-base."""
@@ -542,7 +548,7 @@ class ThresholdResult:
         diffs = text_table(
             [
                 "utility difference", "point", f"{1 - self.alpha:.0%} CI low", f"{1 - self.alpha:.0%} CI high",
-                "sign-flip p", "McNemar p", "discordant", "min p", "MDD",
+                "sign-flip p", "P(better)", "McNemar p", "discordant", "min p", "MDD",
             ],
             [
                 [
@@ -551,6 +557,7 @@ class ThresholdResult:
                     m[f"heldout/diff_vs_{name}/utility/ci_low"],
                     m[f"heldout/diff_vs_{name}/utility/ci_high"],
                     m[f"heldout/diff_vs_{name}/utility/p"],
+                    m.get(f"heldout/diff_vs_{name}/utility/p_better", float("nan")),
                     m[f"heldout/mcnemar_vs_{name}/p"],
                     m[f"heldout/mcnemar_vs_{name}/discordant"],
                     m[f"heldout/mcnemar_vs_{name}/min_p"],
@@ -621,6 +628,7 @@ def _one_split(
     power: float,
     n_perm: int,
     extra_config: dict[str, Any],
+    equivalence_margin: float = 0.01,
 ) -> tuple[dict[str, float], pd.DataFrame, dict[str, Any]]:
     """One dev/held-out split: develop (nested estimate, then tau + freeze) on development only,
     then evaluate held-out from the frozen folder."""
@@ -641,7 +649,8 @@ def _one_split(
     )
     del dev_task  # evaluation below works from the frozen folder only
     metrics, decisions = evaluate_heldout(
-        frozen.dir, held_task, policy_factory, n_boot=n_boot, alpha=alpha, power=power, n_perm=n_perm
+        frozen.dir, held_task, policy_factory, n_boot=n_boot, alpha=alpha, power=power, n_perm=n_perm,
+        equivalence_margin=equivalence_margin,
     )
     metrics.update(
         {
@@ -662,6 +671,7 @@ POOLED_SUFFIXES = tuple(
     f"/utility/{k}" for k in (
         "ci_low", "ci_high", "mdd", "p", "discordant_docs", "all_zero", "max_diff", "min_p", "detectable", "p_exact",
         "n_patterns", "discordant_questions", "cost_only", "plan_questions", "plan_docs", "plan_capped",
+        "equivalent", "tost_low", "tost_high", "p_better",
     )
 )
 
@@ -684,6 +694,7 @@ def _aggregate_repeats(
     alpha: float,
     power: float,
     n_perm: int,
+    equivalence_margin: float = 0.01,
 ) -> dict[str, float]:
     """R > 1: means and population sds over repeats; intervals, MDD, sign-flip p, discordant
     documents and the all-zero flag from the pooled decisions with documents as clusters;
@@ -708,7 +719,7 @@ def _aggregate_repeats(
         pre = f"heldout/diff_vs_{name}/utility"
         for key, value in _comparison_metrics(
             utility - other, groups, n_perm=n_perm, seed=seed, alpha=alpha, power=power,
-            outcome_diffs=chosen - outcome, n_questions=int(pooled["qid"].nunique()),
+            outcome_diffs=chosen - outcome, n_questions=int(pooled["qid"].nunique()), margin=equivalence_margin,
         ).items():
             if key:  # the point estimate stays the mean over repeats
                 out[f"{pre}{key}"] = value
@@ -730,12 +741,14 @@ def run_threshold_protocol(
     alpha: float = 0.05,
     power: float = 0.8,
     n_perm: int = N_PERM,
+    equivalence_margin: float = 0.01,
 ) -> ThresholdResult:
     """Protocol A end to end, over ``repeats`` document-level splits: per split, develop +
     freeze on development, then evaluate held-out; R > 1 aggregated as docs/protocols.md
     says. ``nested_folds = 0`` switches the nested development estimate off; ``n_perm`` is the
     number of random sign patterns of the sign-flip test (used only beyond 16 discordant
-    documents)."""
+    documents); ``equivalence_margin`` is the margin of the two one-sided tests
+    (docs/metrics.md §12)."""
     # everything checked before anything is frozen
     if n_boot < MIN_BOOTSTRAP:
         raise ConfigError("protocol.n_boot", f"docs/metrics.md §5 asks for at least {MIN_BOOTSTRAP} bootstrap resamples, got {n_boot}")
@@ -744,6 +757,10 @@ def run_threshold_protocol(
         raise ConfigError("protocol.nested_folds", f"must be 0 (off) or >= 2, got {nested_folds}")
     if int(n_perm) < 1:
         raise ConfigError("protocol.n_perm", f"must be >= 1, got {n_perm}")
+    if not (alpha < 0.5 and equivalence_margin > 0):
+        raise ConfigError("protocol.equivalence_margin" if alpha < 0.5 else "protocol.alpha",
+                          f"two one-sided tests need alpha < 0.5 and a margin > 0, got alpha={alpha}, "
+                          f"margin={equivalence_margin}")
     seeds = repeat_seeds(seed, repeats)
     R = len(seeds)
     freeze_dir = Path(freeze_dir)
@@ -766,6 +783,7 @@ def run_threshold_protocol(
             power=power,
             n_perm=int(n_perm),
             extra_config=extra_config,
+            equivalence_margin=float(equivalence_margin),
         )
         decisions_r["repeat"] = r
         per_repeat.append(metrics_r)
@@ -776,7 +794,8 @@ def run_threshold_protocol(
         metrics = dict(per_repeat[0])
     else:
         metrics = _aggregate_repeats(
-            per_repeat, decisions, cost=cost, seed=seed, n_boot=n_boot, alpha=alpha, power=power, n_perm=int(n_perm)
+            per_repeat, decisions, cost=cost, seed=seed, n_boot=n_boot, alpha=alpha, power=power, n_perm=int(n_perm),
+            equivalence_margin=float(equivalence_margin),
         )
     metrics["n/repeats"] = R
     policy = policy_factory()
@@ -796,4 +815,5 @@ def run_threshold_protocol(
         alpha=float(alpha),
         power=float(power),
         repeats=R,
+        equivalence_margin=float(equivalence_margin),
     )
