@@ -70,6 +70,10 @@ class ProtocolConfig:
     # power statements: significance level and power of the minimum detectable difference
     alpha: float = 0.05
     power: float = 0.8
+    # a utility difference too small to matter: a policy whose (1 - 2 alpha) sign-flip interval
+    # against its reference lies inside +-margin is "equivalent" (two one-sided tests,
+    # docs/metrics.md §12); 0.01 = one question in a hundred
+    equivalence_margin: float = 0.01
     # settings of plugin protocols: protocol.settings.<name>.<key>, typed by the protocol's Config
     settings: Dict[str, Any] = field(default_factory=dict)
 
@@ -433,6 +437,8 @@ def validate(cfg: Any) -> None:
     _in_range("protocol.min_discordant", p.min_discordant, 1, MAX_MIN_DISCORDANT, integer=True)
     for key in ("alpha", "power"):
         _in_range(f"protocol.{key}", getattr(p, key), 0, 1, low_open=True, high_open=True)
+    _in_range("protocol.alpha", p.alpha, 0, 0.5, low_open=True, high_open=True)  # two one-sided tests at alpha
+    _in_range("protocol.equivalence_margin", p.equivalence_margin, 0, 1, low_open=True)
     _check_cost(cfg.cost)
     if b.calibration not in CALIBRATIONS:
         raise ConfigError("budget.calibration", f"unknown {b.calibration!r}{did_you_mean(b.calibration, CALIBRATIONS)}; choose from {CALIBRATIONS}")

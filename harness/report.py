@@ -56,6 +56,7 @@ from typing import Sequence
 from harness.errors import ConfigError, HarnessError
 from harness.io import atomic_write, atomic_write_text
 from harness.protocols.threshold import CEILING  # one threshold for summaries, reports and the results page
+from harness.protocols.sweep_stage import conclusion_lines
 from harness.tracking.mlflow_tracker import pick_runs
 
 SWEEP_TAG = "route_bench.sweep_id"
@@ -83,6 +84,9 @@ class Column:
     key: str
     better: str | None  # "high", "low" or None (never marked)
     ci: tuple[str, str] | None = None
+    # a 0/1 metric: where the run logged 0, the cell says ``unless[1]`` instead of the value (the
+    # MDD is shown only when a difference is detectable at all, docs/metrics.md §12)
+    unless: tuple[str, str] | None = None
 
 
 @dataclass
@@ -274,7 +278,8 @@ def build_columns(metric_keys: set[str], outcome: str | None) -> list[Column]:
             "utility diff vs extra [95% CI]", "heldout/diff_vs_extra/utility", "high",
             ci=("heldout/diff_vs_extra/utility/ci_low", "heldout/diff_vs_extra/utility/ci_high"),
         ),
-        Column("MDD vs base", "heldout/diff_vs_base/utility/mdd", None),
+        Column("MDD vs base", "heldout/diff_vs_base/utility/mdd", None,
+               unless=("heldout/diff_vs_base/utility/detectable", "none detectable")),
         Column("exact-frontier AUC", "frontier/exact_auc", "high"),
         Column("APGR (exact)", "routing/exact/apgr", "high"),
         Column("APGR (deployable)", "routing/deployable/apgr", "high"),
@@ -451,9 +456,15 @@ def cell_text(row: JobRow, col: Column) -> str:
     v = row.metrics.get(col.key)
     if v is None:
         return ""
+    if col.unless and row.metrics.get(col.unless[0]) == 0:
+        return col.unless[1]
     text = _fmt(v)
     if col.ci and col.ci[0] in row.metrics and col.ci[1] in row.metrics:
-        text += f" [{_fmt(row.metrics[col.ci[0]])}, {_fmt(row.metrics[col.ci[1]])}]"
+        lo, hi = row.metrics[col.ci[0]], row.metrics[col.ci[1]]
+        if isinstance(lo, float) and isinstance(hi, float) and (math.isnan(lo) or math.isnan(hi)):
+            text += " [no informative interval]"  # too few documents for the inverted test
+        else:
+            text += f" [{_fmt(lo)}, {_fmt(hi)}]"
     return text
 
 
@@ -670,6 +681,9 @@ def render_markdown(rep: SweepReport, plot_name: str | None) -> str:
     lines.append("")
     for result in rep.results.values():  # each protocol's sweep stage, in the sweep's order
         lines += [result.as_markdown()]
+    concluded = conclusion_lines(rep.results)
+    if concluded:
+        lines += ["## Conclusions", "", *[f"- {_md_escape(x)}" for x in concluded], ""]
     if plot_name:
         lines += ["## Frontiers", "", f"![frontiers]({plot_name})", ""]
     else:
@@ -715,6 +729,9 @@ def render_html(rep: SweepReport, plot_bytes: bytes | None) -> str:
         out.append("<tr>" + "".join(cells) + "</tr>")
     out += ["</tbody>", "</table>"]
     out += [result.as_html() for result in rep.results.values()]
+    concluded = conclusion_lines(rep.results)
+    if concluded:
+        out += ["<h2>Conclusions</h2>", "<ul>", *[f"<li>{e(x)}</li>" for x in concluded], "</ul>"]
     if plot_bytes:
         b64 = base64.b64encode(plot_bytes).decode("ascii")
         out += [

@@ -260,33 +260,6 @@ def sign_flip_test(diffs, groups, n_perm: int = 20_000, seed: int = 0) -> float:
     return float((1 + hits) / (1 + n_perm))
 
 
-def paired_comparison(
-    diffs, groups, *, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05, power: float = 0.8,
-    n_perm: int = 20_000,
-) -> dict:
-    """Every number of one paired comparison of per-question differences ``diffs`` (documents
-    ``groups`` as clusters), written once for protocol A, the policy-vs-policy table and the
-    decision table: ``point`` (mean), the 95% document-bootstrap percentile interval
-    (``ci_low``, ``ci_high``: ``doc_bootstrap_ci``'s draws), the sign-flip ``p`` (1.0 when
-    every difference is 0), the minimum detectable difference ``mdd`` at ``alpha`` and
-    ``power``, the documents whose total differs from 0 (``discordant_docs``) and ``same``
-    (every per-question difference exactly 0)."""
-    d, g = _per_question("paired_comparison", diffs, groups)
-    point, lo, hi = doc_bootstrap_ci(d, g, n_boot=n_boot, seed=seed)
-    same = bool(np.all(d == 0))
-    _, doc_of = _doc_index(g)
-    totals = np.bincount(doc_of, weights=d)
-    return {
-        "point": point,
-        "ci_low": lo,
-        "ci_high": hi,
-        "p": 1.0 if same else sign_flip_test(d, g, n_perm=n_perm, seed=seed),
-        "mdd": min_detectable_difference(d, g, alpha=alpha, power=power),
-        "discordant_docs": int(np.sum(np.abs(totals) > SIGN_FLIP_ZERO_TOL)),
-        "same": same,
-    }
-
-
 # --------------------------------------------------------------------------------------------
 # Correlations
 # --------------------------------------------------------------------------------------------

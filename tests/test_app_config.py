@@ -103,7 +103,8 @@ def test_every_budget_choice_composes_and_validates(choice):
      ("protocol.repeats=0", "protocol.repeats"), ("protocol.nested_folds=1", "protocol.nested_folds"),
      ("budget.calibration=foo", "budget.calibration"), ("budget.cal_folds=1", "budget.cal_folds"),
      ("protocol.min_discordant=0", "protocol.min_discordant"), ("protocol.gain_threshold=inf", "protocol.gain_threshold"),
-     ("budget.tol=nan", "budget.tol")],
+     ("budget.tol=nan", "budget.tol"), ("protocol.equivalence_margin=0", "protocol.equivalence_margin"),
+     ("protocol.alpha=0.5", "protocol.alpha")],
 )
 def test_single_run_bad_value_is_one_line_and_exit_2(tmp_path, override, key):
     env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "cache")}

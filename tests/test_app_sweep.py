@@ -259,6 +259,6 @@ def test_sweep_end_compares_policies_on_the_same_held_out_questions(basic_sweep,
         for policy, u in util.items():
             assert rows.loc[policy, "utility"] == pytest.approx(u)
             assert rows.loc[policy, "dev_utility"] == pytest.approx(dev[policy])
-            assert rows.loc[policy, "diff_vs_reference"] == pytest.approx(util[ref] - u)
+            assert rows.loc[policy, "diff_vs_ref"] == pytest.approx(u - util[ref])  # policy - reference
     out = basic_sweep["first"].stdout
     assert "Policies vs the reference at cost.c=0.0" in out and "Holm" in out

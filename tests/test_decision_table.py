@@ -174,36 +174,54 @@ def test_fixed_decisions_and_the_oracle_are_shown_never_tested(protocol_records)
     assert "fixed (usage 0" in text and "fixed (usage 1" in text and "oracle (upper bound)" in text
 
 
-def _paired_diffs(records, policy, ref, cost, budget):
-    """d = u(policy) - u(ref) per (seed, split, qid), with the document of each, by a loop."""
+def _paired_diffs(records, policy, ref, cost, budget, outcome=False):
+    """d = u(policy) - u(ref) per (seed, split, qid), with the document of each, by a loop; with
+    ``outcome`` the expected outcome base + prob * (extra - base) instead of the utility."""
     units = {}
     for r in records:
         if r.cost != cost or r.policy not in (policy, ref):
             continue
         for row in r.decisions.itertuples():
             if row.frontier == "deployable" and abs(row.budget - budget) < 1e-9:
-                units.setdefault((r.seed, row.split, row.qid), {})[r.policy] = (row.utility, row.doc_id)
+                value = row.base + row.prob * (row.extra - row.base) if outcome else row.utility
+                units.setdefault((r.seed, row.split, row.qid), {})[r.policy] = (value, row.doc_id)
     keys = sorted(units)
     d = np.array([units[k][policy][0] - units[k][ref][0] for k in keys])
     docs = np.array([units[k][ref][1] for k in keys])
     return d, docs
 
 
-def test_interval_replays_the_bootstrap_draws(protocol_records):
+def test_interval_inverts_the_test_and_the_budget_lines_plan(protocol_records):
+    from harness import paired
+    from harness.protocols.decision_table import conclusions
+
     _, records, _ = protocol_records
-    n_boot = 300
-    table = decision_table(records, n_boot=n_boot, seed=0)
+    table = decision_table(records, seed=0)
     row = table[(table.cost == 0.05) & (table.budget == 0.25) & (table.policy == "random")].iloc[0]
     d, docs = _paired_diffs(records, "random", row.reference, 0.05, 0.25)
     assert len(d) == 2 * 3 * 80  # seeds x splits x test-half questions
-    assert row.diff_vs_ref == pytest.approx(d.mean())
-    uniq = sorted(set(docs.tolist()))
-    draws = stats.bootstrap_draws(len(uniq), n_boot, 0)
-    members = {u: np.flatnonzero(docs == u) for u in uniq}
-    boot = [d[np.concatenate([members[uniq[j]] for j in draws[b]])].mean() for b in range(n_boot)]
-    lo, hi = np.percentile(boot, [2.5, 97.5])
+    assert row.diff_vs_ref == pytest.approx(d.mean())  # policy - reference
+    lo, hi = paired.sign_flip_interval(d, docs, alpha=0.05, seed=0)
     assert row.ci_low == pytest.approx(lo) and row.ci_high == pytest.approx(hi)
+    assert (row.ci_low <= 0 <= row.ci_high) == (row.p >= 0.05)  # the interval agrees with the test
     assert row.mdd == pytest.approx(stats.min_detectable_difference(d, docs))
+    assert row.max_diff == pytest.approx(paired.max_showable_difference(d, docs))
+    # the plan rests on the expected outcomes (rescues and harms, not the cost) and converts
+    # documents to questions by the distinct questions per document (160 on 40)
+    outcome, _ = _paired_diffs(records, "random", row.reference, 0.05, 0.25, outcome=True)
+    plan = paired.sample_size_plan(outcome, docs, n_questions=160)
+    assert row.plan_docs == plan["docs"] and row.plan_questions == math.ceil(plan["docs"] * 160 / 40)
+    # one line per budget of the cell, in the console text and at the sweep's end
+    part = table[table.cost == 0.05]
+    lines = [x for x in conclusions(table).splitlines() if x.startswith("Decision table at cost.c=0.05, rho=")]
+    budgets = sorted(set(part[part["mark"].isin(["<", ">", "="])]["budget"]))
+    assert [x.split(":")[0].split("rho=")[1] for x in lines] == [f"{b:g}" for b in budgets]
+    for x, budget in zip(lines, budgets):
+        at = part[(part["budget"] == budget) & part["mark"].isin(["<", ">", "="])]
+        told = int(at["mark"].isin(["<", ">"]).sum())
+        assert x.startswith(f"Decision table at cost.c=0.05, rho={budget:g}: {told} of {len(at)} policies told from "
+                            f"the reference {row.reference}")
+        assert x.split(", ", 1)[1] in format_console(table)  # the console block carries the same line
 
 
 # --------------------------------------------------------------------------------------------
@@ -277,6 +295,37 @@ def test_reference_is_the_calibration_best_not_the_test_best():
     assert table.loc["steady", "mark"] == "ref"
     assert table.loc["lucky", "diff_vs_ref"] > 0  # the test says lucky did better ...
     assert table.loc["oracle", "mark"] == "" and math.isnan(table.loc["oracle", "p_holm"])
+
+
+def test_budget_line_says_nothing_is_detectable_and_plans():
+    """close differs from steady on 3 documents (+0.5, -0.5, +0.5): the smallest reachable p is
+    0.25, so the budget's line says no difference is detectable and how many questions would
+    be needed (the plan of its differences; 48 questions on 24 documents: 2 per document)."""
+    from harness import paired
+    from harness.protocols.decision_table import conclusions
+
+    records = _planted_records()
+    table = decision_table(records)
+    qids, docs, base, _ = _planted_base()
+    rec = {r.policy: r for r in records}
+    d = rec["close"].decisions["utility"].to_numpy() - rec["steady"].decisions["utility"].to_numpy()
+    plan = paired.sample_size_plan(d, docs)
+    assert plan["questions"] == 2 * plan["docs"]
+    line = conclusions(table)
+    assert line == (
+        "Decision table at cost.c=0, rho=0.25: 2 of 3 policies told from the reference steady; no difference is "
+        "detectable with these questions for the 1 that cannot be told apart; 0 of them equivalent within +-0.01 "
+        "(two one-sided tests), the others inconclusive; the closest (close) needs about "
+        f"{int(plan['questions'])} questions ({int(plan['docs'])} documents) for 80% power at alpha 0.05."
+    )
+    close = table.set_index("policy").loc["close"]
+    assert close.max_diff == pytest.approx(1.5 / 48) and not close.detectable
+    # TOST: the 90% inverted interval is not inside +-0.01 (three documents of 24 reject nothing near it)
+    lo90, hi90 = paired.sign_flip_interval(d, docs, alpha=0.1)
+    assert not close.equivalent and not (-0.01 < lo90 and hi90 < 0.01)
+    # P(better): 2 of the 3 discordant documents point close's way; Beta(1 + 2, 1 + 1) > 1/2
+    assert close.p_better == pytest.approx(1 - (0.5**3 * (1 + 3 * 0.5)))  # 1 - I_0.5(3, 2), by hand
+    assert close.ci_low <= 0 <= close.ci_high
 
 
 def test_p_is_an_exact_sign_flip_and_holm_is_by_hand():

@@ -97,6 +97,31 @@ def test_console_shows_the_decision_table(sweep):
     assert "Downloading artifacts" not in sweep["proc"].stderr  # no progress-bar noise
 
 
+def test_sweep_ends_with_what_the_questions_can_show(sweep, tmp_path):
+    """The console's last line: over the comparisons of the policy comparison and the decision
+    table that cannot be told apart (counted from the parent run's CSVs), in how many no
+    difference is detectable with these questions, and the smallest sample-size plan."""
+    parent = sweep["parent"].info.run_id
+    table = pd.read_csv(_download(sweep["client"], parent, "decision_table.csv", tmp_path))
+    comp = pd.read_csv(_download(sweep["client"], parent, "policy_comparison.csv", tmp_path))
+    open_dt = table[(table["mark"] == "=") & ~table["note"].fillna("").str.contains("same decisions")]
+    open_pc = comp[comp["verdict"] == "cannot be told from reference"]
+    n = len(open_dt) + len(open_pc)
+    blind = int((~open_dt["detectable"].astype(bool)).sum() + (~open_pc["detectable"].astype(bool)).sum())
+    last = sweep["proc"].stdout.rstrip().splitlines()[-1]
+    assert n > 0 and last.startswith("Overall: ")
+    if blind == n:
+        assert f"no difference is detectable with these questions in any of the {n} comparisons" in last
+    elif blind:
+        assert f"no difference is detectable with these questions in {blind} of the {n} comparisons" in last
+    plans = pd.concat([open_dt[["plan_questions", "plan_docs"]], open_pc[["plan_questions", "plan_docs"]]]).dropna()
+    best = plans.loc[plans["plan_questions"].idxmin()]
+    assert last.endswith(f"needs about {int(best.plan_questions)} questions ({int(best.plan_docs)} documents) for "
+                         "80% power at alpha 0.05.")
+    # every policy is compared policy - reference in both CSVs
+    assert "diff_vs_ref" in table.columns and "diff_vs_ref" in comp.columns
+
+
 def test_report_filters_one_cell(sweep, tmp_path):
     root = sweep["root"]
 

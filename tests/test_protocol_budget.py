@@ -462,7 +462,7 @@ def test_power_in_summary_and_metrics():
 
     task = _task()
     res = run_budget_protocol(task, LstsqPolicy, n_splits=3, seed=4)
-    resc, harm, mdd = [], [], []
+    resc, harm, mdd, largest = [], [], [], []
     for split_seed in np.random.default_rng(4).integers(0, 2**31 - 1, size=3):
         _, test_idx = stratified_grouped_halves(task.groups, task.delta_class, int(split_seed))
         d, g = task.delta[test_idx], task.groups[test_idx]
@@ -471,6 +471,7 @@ def test_power_in_summary_and_metrics():
         # cluster-robust SE, centred: document totals minus their size times the mean difference
         per_doc = [d[g == doc].sum() - np.sum(g == doc) * d.mean() for doc in np.unique(g)]
         mdd.append((1.959963984540054 + 0.8416212335729143) * math.sqrt(sum(x * x for x in per_doc)) / len(d))
+        largest.append(sum(abs(d[g == doc].sum()) for doc in np.unique(g)) / len(d))  # all discordant one way
     m = res.metrics
     assert m["budget/power/rescues"] == pytest.approx(np.mean(resc))
     assert m["budget/power/harms"] == pytest.approx(np.mean(harm))
@@ -478,8 +479,19 @@ def test_power_in_summary_and_metrics():
     assert m["budget/power/mdd_vs_base"] == pytest.approx(np.mean(mdd), rel=1e-9)
     text = res.summary()
     assert f"{np.mean(resc):.1f} rescues + {np.mean(harm):.1f} harms" in text
-    assert "minimum detectable utility difference vs always-base" in text
-    assert "calibration scores: oof (5 document-grouped folds" in text
+    assert m["budget/power/max_diff_vs_base"] == pytest.approx(np.mean(largest))
+    from harness.protocols.common import fmt
+
+    assert f"largest difference from always-base a test half could show {fmt(np.mean(largest))}" in text
+    if np.mean(mdd) < np.mean(largest):
+        assert f"minimum detectable {fmt(np.mean(mdd))} (80% power" in text
+    else:  # the MDD is never offered when the data could not show it
+        assert "no difference is detectable with these questions" in text and "minimum detectable" not in text
+    assert "test questions would give 80% power at alpha 0.05 (exact sign test)" in text
+    # the calibration sentence says what the code does: each test fold by its fold model
+    assert ("calibration scores: oof (5 document-grouped folds; each test fold scored by the model of its fold, "
+            "fitted on the other calibration folds)") in text
+    assert "fitted on the whole half" not in text
     np.testing.assert_allclose(res.splits.test_mdd_vs_base, mdd, rtol=1e-9)
 
 

@@ -331,7 +331,16 @@ def test_power_statements_by_hand():
     assert m["gain/selective/vs_extra/min_mcnemar_p"] == pytest.approx(min(1.0, 2 * 0.5**n_disc))
     s = res.summary()
     assert f"{m['gain/discordant/rescues']} rescues, {m['gain/discordant/harms']} harms" in s
-    assert "minimum detectable difference" in s
+    # the largest difference the test half could show: every discordant document one way
+    largest = float(grouped.sum().abs().sum()) / len(d)
+    assert m["gain/selective/vs_extra/max_diff"] == pytest.approx(largest)
+    k = int((grouped.sum().abs() > 1e-12).sum())
+    detectable = min(1.0, 2.0 ** (1 - k)) < 0.05 and mdd < largest
+    assert m["gain/selective/vs_extra/detectable"] == int(detectable)
+    if detectable:  # the MDD is offered only below what the data could show
+        assert "minimum detectable difference" in s
+    else:
+        assert "no difference is detectable with these questions" in s and "minimum detectable" not in s
 
 
 # ---- correlations, Williams, planted ordering, continuous gain, determinism ---------------------

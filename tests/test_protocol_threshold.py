@@ -34,7 +34,8 @@ from harness.protocols.threshold import (
     select_tau,
     split_dev_heldout,
 )
-from harness.stats import doc_bootstrap_ci, grouped_kfold
+from harness.paired import sample_size_plan, sign_flip_interval
+from harness.stats import grouped_kfold
 from harness.synthetic import synthetic_outcome_table
 from harness.task import RoutingTask
 from tests.numeric import assert_same_numbers
@@ -208,10 +209,13 @@ def test_heldout_metrics_recomputed_independently(tmp_path):
     assert m["heldout/harms"] == int(((d["extra"] - d["base"] == -1) & d["ran_extra"]).sum())
     assert m["heldout/base/utility"] == pytest.approx(d["base"].mean())
     assert m["heldout/extra/utility"] == pytest.approx(d["extra"].mean() - 0.05)
-    p, lo, hi = doc_bootstrap_ci(util - d["base"], d["doc_id"], n_boot=1000, seed=2)
+    p = float(np.mean(util - d["base"]))
+    lo, hi = sign_flip_interval(util - d["base"], d["doc_id"], alpha=0.05, seed=2)
     assert (m["heldout/diff_vs_base/utility"], m["heldout/diff_vs_base/utility/ci_low"],
             m["heldout/diff_vs_base/utility/ci_high"]) == pytest.approx((p, lo, hi))
     assert lo <= p <= hi
+    # the interval agrees with the sign-flip test at 0
+    assert (lo <= 0 <= hi) == (m["heldout/diff_vs_base/utility/p"] >= 0.05)
     b = m["heldout/rescues"]
     c = m["heldout/harms"]
     expected_p = 1.0 if b + c == 0 else sps.binomtest(b, b + c, 0.5).pvalue
@@ -271,19 +275,32 @@ def test_summary_says_what_cannot_be_resolved(tmp_path):
     assert (m["heldout/extra_vs_base/rescues"], m["heldout/extra_vs_base/harms"]) == (4, 1)
     assert m["heldout/extra_vs_base/min_p"] == 0.0625
     assert "no policy can be shown to differ from always-base in hits on this held-out set at alpha = 0.05" in text
-    spans = 0
+    d = res.decisions
     for name in ("base", "extra"):
-        lo, hi = m[f"heldout/diff_vs_{name}/utility/ci_low"], m[f"heldout/diff_vs_{name}/utility/ci_high"]
-        mdd, p = m[f"heldout/diff_vs_{name}/utility/mdd"], m[f"heldout/diff_vs_{name}/utility/p"]
-        n = int(m[f"heldout/mcnemar_vs_{name}/discordant"])
-        assert p >= 0.05
-        if lo <= 0 <= hi and mdd > 0:
-            spans += 1
-            assert _verdict_line(text, name) == (
-                f"policy - {name}: cannot resolve differences below {fmt(mdd)} ({n} discordant questions; "
-                f"the smallest reachable McNemar p is {fmt(min(1.0, 2 * 0.5**n))}; exact sign-flip p = {fmt(p)})"
-            )
-    assert spans >= 1 and "cannot resolve" in text
+        pre = f"heldout/diff_vs_{name}/utility"
+        lo, hi = m[f"{pre}/ci_low"], m[f"{pre}/ci_high"]
+        mdd, p, k = m[f"{pre}/mdd"], m[f"{pre}/p"], int(m[f"{pre}/discordant_docs"])
+        assert p >= 0.05 and lo <= 0 <= hi
+        # the largest difference: every discordant document one way (document totals by hand)
+        other = d["base"] if name == "base" else d["extra"] - 0.01
+        totals = _doc_totals(d["utility"] - other, d["doc_id"])
+        largest = sum(abs(t) for t in totals.values()) / len(d)
+        assert m[f"{pre}/max_diff"] == pytest.approx(largest)
+        assert mdd >= largest  # so the MDD is not offered as a resolution ...
+        # the two one-sided tests: the 90% inverted interval is not inside +-0.01
+        lo90, hi90 = sign_flip_interval(d["utility"] - other, d["doc_id"], alpha=0.1, seed=0)
+        assert m[f"{pre}/equivalent"] == 0 and not (-0.01 < lo90 and hi90 < 0.01)
+        # ... and the plan rests on the questions whose hit differs (rescues and harms)
+        plan = sample_size_plan(d["chosen"] - (d["base"] if name == "base" else d["extra"]), d["doc_id"])
+        assert m[f"{pre}/plan_questions"] == plan["questions"]
+        assert _verdict_line(text, name) == (
+            f"policy - {name}: cannot be told from always-{name} (exact sign-flip p = {fmt(p)} >= alpha = 0.05, "
+            f"unadjusted, {k} discordant documents; 95% interval [{lo:.3g}, {hi:.3g}] (inverted sign-flip test)); "
+            "inconclusive: neither a difference nor equivalence within +-0.01 is shown; "
+            f"largest difference these data could show {largest:.3g}; no difference is detectable with these "
+            f"questions (minimum detectable difference {mdd:.3g} is not below it); about {int(plan['questions'])} "
+            f"questions ({int(plan['docs'])} documents) for 80% power at alpha 0.05"
+        )
 
 
 def _rescues_in_distinct_docs(task, n_rescues, seed=0):
@@ -303,25 +320,32 @@ def _rescues_in_distinct_docs(task, n_rescues, seed=0):
     return _with_outcomes(task, task.base, extra)
 
 
-def test_verdict_follows_the_exact_test_not_the_bootstrap(tmp_path):
+def test_verdict_follows_the_exact_test_and_the_interval_agrees(tmp_path):
     """The review's case: 4 discordant questions (4 documents) all pointing one way. The percentile
-    bootstrap interval excludes 0, the exact test says p = 2 * 0.5^4 = 0.125: no "better"."""
+    bootstrap interval excluded 0; the exact test says p = 2 * 0.5^4 = 0.125: no "better", and the
+    interval inverting that test includes 0."""
     task = _rescues_in_distinct_docs(_task(), 4, seed=0)
     res = run_threshold_protocol(task, OraclePolicy, freeze_dir=tmp_path / "a", seed=0, cost=0.0)
     m, text = res.metrics, res.summary()
     pre = "heldout/diff_vs_base/utility"
-    assert m[f"{pre}/ci_low"] > 0  # the bootstrap alone would call it
+    assert m[f"{pre}/ci_low"] <= 0 <= m[f"{pre}/ci_high"]  # the interval agrees with the test
     assert (m["heldout/mcnemar_vs_base/policy_only"], m["heldout/mcnemar_vs_base/other_only"]) == (4, 0)
     assert m[f"{pre}/discordant_docs"] == 4
     assert m[f"{pre}/p"] == pytest.approx(sps.binomtest(4, 4, 0.5).pvalue) == pytest.approx(0.125)
     assert m[f"{pre}/p"] == pytest.approx(m["heldout/mcnemar_vs_base/p"])
     line = _verdict_line(text, "base")
     assert "better" not in line
-    assert line == (
-        f"policy - base: cannot resolve differences below {fmt(m[f'{pre}/mdd'])} (4 discordant questions; the "
-        f"smallest reachable McNemar p is 0.1250); the bootstrap interval [{fmt(m[f'{pre}/ci_low'])}, "
-        f"{fmt(m[f'{pre}/ci_high'])}] excludes 0 but rests on too few discordant documents (4): "
-        "exact sign-flip p = 0.1250 >= alpha = 0.05"
+    n = int(m["n/heldout"])
+    assert m[f"{pre}/max_diff"] == pytest.approx(4 / n)
+    assert line.startswith(
+        "policy - base: cannot be told from always-base (exact sign-flip p = 0.1250 >= alpha = 0.05, unadjusted, "
+        "4 discordant documents; 95% interval ["
+    )
+    assert line.endswith(
+        f"largest difference these data could show {4 / n:.3g}; no difference is detectable with these questions "
+        "(4 discordant documents reach p >= 0.125); about "
+        f"{int(m[f'{pre}/plan_questions'])} questions ({int(m[f'{pre}/plan_docs'])} documents) for 80% power at "
+        "alpha 0.05"
     )
     assert "no policy can be shown to differ from always-base in hits on this held-out set at alpha = 0.05" in text
     # the oracle chooses extra exactly where it rescues: the same utility as always-extra everywhere
@@ -330,9 +354,12 @@ def test_verdict_follows_the_exact_test_not_the_bootstrap(tmp_path):
     # a looser alpha: now the same p decides "better" (alpha sets the test, not the 95% interval)
     loose = run_threshold_protocol(task, OraclePolicy, freeze_dir=tmp_path / "b", seed=0, cost=0.0, alpha=0.2)
     assert loose.metrics[f"{pre}/p"] == m[f"{pre}/p"]
+    lm = loose.metrics
+    assert lm[f"{pre}/ci_low"] > 0  # at alpha 0.2 the 80% interval excludes 0, as the test
     assert _verdict_line(loose.summary(), "base") == (
         "policy - base: the policy is better than always-base (exact sign-flip p = 0.1250 < alpha = 0.2, "
-        f"4 discordant documents; 95% CI [{fmt(m[f'{pre}/ci_low'])}, {fmt(m[f'{pre}/ci_high'])}])"
+        f"unadjusted, 4 discordant documents; 80% interval [{lm[f'{pre}/ci_low']:.3g}, {lm[f'{pre}/ci_high']:.3g}] "
+        "(inverted sign-flip test))"
     )
 
 
@@ -371,7 +398,8 @@ def test_same_utility_sentence_needs_every_difference_zero(tmp_path):
     assert m["heldout/diff_vs_base/utility/p"] == 1.0 and m["heldout/diff_vs_base/utility/discordant_docs"] == 0
     line = _verdict_line(text, "base")
     assert "same utility" not in line
-    assert line.startswith("policy - base: cannot resolve a difference (MDD 0: the document totals do not vary)")
+    assert line.startswith("policy - base: cannot be told from always-base (exact sign-flip p = 1.0000 >= alpha")
+    assert "no sample-size plan" in line  # no document total differs from 0: nothing to plan from
     # always-extra IS the policy: every difference is 0
     assert m["heldout/diff_vs_extra/utility/all_zero"] == 1
     assert "policy - extra: the same utility as always-extra on every held-out question" in text
@@ -404,17 +432,19 @@ def test_constant_cost_shift_is_not_noise(tmp_path):
         assert "no policy can be shown to differ from always-base in hits on this held-out set" in text
         line = _verdict_line(text, "base")
         assert "same utility" not in line
+        assert "the difference is the cost alone (0 discordant questions)" in line
         if k == 12:
             assert line.startswith(
                 f"policy - base: always-base is better than the policy (exact sign-flip p = {fmt(2 / 2**12)} < alpha = 0.05"
             )
+            # a constant shift: the inverted test pins the difference at -0.1
+            assert m["heldout/diff_vs_base/utility/ci_high"] == pytest.approx(-0.1, abs=1e-6)
         else:
             assert k == 5
-            assert line.startswith("policy - base: cannot resolve a difference (MDD 0: the document totals do not vary)")
-            # every resample has mean -0.1: the interval [-0.1, -0.1] excludes 0, the exact test does not
-            assert line.endswith(
-                "excludes 0 but rests on too few discordant documents (5): exact sign-flip p = 0.0625 >= alpha = 0.05"
-            )
+            assert line.startswith("policy - base: cannot be told from always-base (exact sign-flip p = 0.0625 >= alpha")
+            # the percentile bootstrap gave [-0.1, -0.1] here; five documents reject no shift at all
+            assert "no informative interval" in line and math.isnan(m["heldout/diff_vs_base/utility/ci_low"])
+            assert "no difference is detectable with these questions (5 discordant documents reach p >= 0.0625)" in line
 
 
 def test_summary_names_the_better_side(tmp_path):
@@ -613,8 +643,17 @@ def write_previous_output() -> None:  # pragma: no cover - run by hand, see the 
 @pytest.mark.parametrize("key", PREVIOUS_KEYS, ids=lambda k: ",".join(map(str, k)))
 def test_one_repeat_reproduces_the_previous_output(tmp_path, key):
     expected = _previous_output()[",".join(map(str, key))]
+    # the intervals changed by design (the percentile bootstrap gave way to the inverted
+    # sign-flip test, docs/metrics.md §12): not compared here, recomputed below
+    changed = ("/utility/ci_low", "/utility/ci_high")
+    expected["metrics"] = {k: v for k, v in expected["metrics"].items() if not k.endswith(changed)}
     res = _one_repeat(key, tmp_path)
     got = _output_record(res, sorted(expected["metrics"]))
+    d = res.decisions
+    for name, other in (("base", d["base"]), ("extra", d["extra"] - key[2])):
+        lo, hi = sign_flip_interval(d["utility"] - other, d["doc_id"], alpha=0.05, seed=key[1])
+        assert (res.metrics[f"heldout/diff_vs_{name}/utility/ci_low"],
+                res.metrics[f"heldout/diff_vs_{name}/utility/ci_high"]) == pytest.approx((lo, hi))
     assert_same_numbers(got, expected, f"protocol A output for {key}")  # counts stay integers, decisions exact
     assert list(res.decisions.columns) == ["qid", "doc_id", "score", "ran_extra", "base", "extra", "chosen", "utility", "repeat"]
     assert (res.decisions["repeat"] == 0).all()
@@ -651,10 +690,7 @@ def test_three_repeats_are_means_over_three_single_split_runs(tmp_path):
     ]
     m = res.metrics
     assert m["n/repeats"] == R and res.extras["repeat_seeds"] == seeds
-    pooled_suffixes = (
-        "/utility/ci_low", "/utility/ci_high", "/utility/mdd", "/utility/p", "/utility/discordant_docs",
-        "/utility/all_zero",
-    )
+    from harness.protocols.threshold import POOLED_SUFFIXES as pooled_suffixes
     for r in range(R):  # each repeat's own metrics are those of the single-split run with its seed
         assert res.extras["per_repeat"][r] == {k: v for k, v in singles[r].metrics.items() if k != "n/repeats"}
     taus = [x.metrics["dev/tau"] for x in singles]
@@ -681,7 +717,7 @@ def test_three_repeats_are_means_over_three_single_split_runs(tmp_path):
     # intervals and MDD from the pooled decisions, documents as clusters, bootstrap seed = seed
     d = expected
     for name, other in (("base", d["base"]), ("extra", d["extra"] - cost)):
-        _, lo, hi = doc_bootstrap_ci(d["utility"] - other, d["doc_id"], n_boot=1000, seed=seed)
+        lo, hi = sign_flip_interval(d["utility"] - other, d["doc_id"], alpha=0.05, seed=seed)
         assert m[f"heldout/diff_vs_{name}/utility/ci_low"] == pytest.approx(lo, abs=1e-12)
         assert m[f"heldout/diff_vs_{name}/utility/ci_high"] == pytest.approx(hi, abs=1e-12)
         diffs = d["utility"] - other

@@ -308,20 +308,3 @@ def test_stratified_grouped_halves():
     # a single class is not an error ("where possible")
     cal3, test3 = stats.stratified_grouped_halves(groups, np.zeros(400, int), seed=0)
     assert len(cal3) and len(test3)
-
-
-def test_paired_comparison_is_its_parts():
-    values, groups = _grouped_values(n_docs=12, seed=6)
-    d = np.round(values)  # integer differences, several documents summing to 0 possible
-    c = stats.paired_comparison(d, groups, n_boot=500, seed=2)
-    point, lo, hi = stats.doc_bootstrap_ci(d, groups, n_boot=500, seed=2)
-    assert (c["point"], c["ci_low"], c["ci_high"]) == (point, lo, hi)
-    assert c["p"] == stats.sign_flip_test(d, groups, seed=2)
-    assert c["mdd"] == stats.min_detectable_difference(d, groups)
-    totals = {}
-    for v, g in zip(d, groups):
-        totals[g] = totals.get(g, 0.0) + v
-    assert c["discordant_docs"] == sum(abs(t) > 1e-12 for t in totals.values())
-    assert c["same"] is False
-    zero = stats.paired_comparison(np.zeros(6), list("aabbcc"), n_boot=100)
-    assert zero["same"] is True and zero["p"] == 1.0 and zero["discordant_docs"] == 0

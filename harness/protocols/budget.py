@@ -31,6 +31,7 @@ from harness.protocols.routing_summaries import (
     pgr_summaries,
     random_ordering_reference,
 )
+from harness.paired import document_totals, max_showable_difference, min_reachable_p, sample_size_plan
 from harness.stats import dkw_epsilon, grouped_kfold, min_detectable_difference, stratified_grouped_halves
 from harness.task import RoutingTask
 
@@ -292,14 +293,26 @@ class BudgetResult:
         return f"{table}\n{note}"
 
     def _power_line(self) -> str:
+        """What a test half can resolve (docs/metrics.md §12): the largest difference from
+        always-base it could show, the MDD only when below it, and the plan (means over splits)."""
         m = self.metrics
-        return (
+        line = (
             f"power: the test halves hold (mean over splits) {m['budget/power/n_test']:.1f} questions, "
             f"{m['budget/power/rescues']:.1f} rescues + {m['budget/power/harms']:.1f} harms = "
             f"{m['budget/power/discordant']:.1f} discordant questions (all differences rest on them); "
-            f"minimum detectable utility difference vs always-base {fmt(m['budget/power/mdd_vs_base'])} "
-            f"(80% power, alpha 0.05, grouped by document)"
         )
+        largest, mdd = m.get("budget/power/max_diff_vs_base", math.nan), m["budget/power/mdd_vs_base"]
+        min_p = m.get("budget/power/min_p_vs_base", math.nan)
+        if not (mdd < largest and min_p < POWER_ALPHA):
+            line += (f"largest difference from always-base a test half could show {fmt(largest)}: no difference is "
+                     "detectable with these questions")
+        else:
+            line += (f"largest difference from always-base a test half could show {fmt(largest)}, minimum detectable "
+                     f"{fmt(mdd)} (80% power, alpha 0.05, grouped by document)")
+        plan = m.get("budget/power/plan_questions_vs_base", math.nan)
+        if plan == plan:
+            line += f"; about {plan:.0f} test questions would give 80% power at alpha 0.05 (exact sign test)"
+        return line
 
     def summary(self) -> str:
         m, k = self.metrics, self.metric
@@ -345,7 +358,8 @@ class BudgetResult:
         )
         folds = int(m["budget/cal_folds"])
         if folds:
-            how = f"{folds} document-grouped folds, test scored by the policy fitted on the whole half"
+            how = (f"{folds} document-grouped folds; each test fold scored by the model of its fold, fitted on the "
+                   "other calibration folds")
         elif self.calibration == "oof":
             how = "untrainable policy: no folds, its scores do not depend on fitting"
         else:
@@ -373,6 +387,10 @@ def _split_facts(s: int, split_seed: int, cal: RoutingTask, test: RoutingTask, c
         "test_rescues": int(np.sum(d > 0)),
         "test_harms": int(np.sum(d < 0)),
         "test_mdd_vs_base": min_detectable_difference(d, test.groups, alpha=POWER_ALPHA, power=POWER),
+        # what a test half can show at all (docs/metrics.md §12): every discordant question one way
+        "test_max_diff_vs_base": max_showable_difference(d, test.groups),
+        "test_min_p_vs_base": min_reachable_p(int(np.sum(document_totals(d, test.groups)[0] != 0))),
+        "test_plan_questions_vs_base": sample_size_plan(d, test.groups, alpha=POWER_ALPHA, power=POWER)["questions"],
         "calibration": calibration,
         "cal_folds": folds,
     }
@@ -606,8 +624,11 @@ def run_budget_protocol(
     min_discordant: int = 10,
     alpha: float = 0.05,
 ) -> BudgetResult:
-    """Protocol B: per split, calibrate on one half (out-of-fold scores by default), apply the
-    policy fitted on the whole calibration half to the test half, evaluate every frontier.
+    """Protocol B: per split, calibrate on one half (out-of-fold scores by default: K fold
+    models, each fitted on the other calibration folds, and test fold k is scored by fold model
+    k, ``calibration_scores``), apply the calibrated threshold unchanged to the test half,
+    evaluate every frontier. With ``calibration="in_sample"`` or an untrainable policy one
+    policy fitted on the whole calibration half scores both halves.
 
     ``min_discordant`` and ``alpha`` decide whether a test half's base-to-extra gap is told
     from zero (PGR, APGR and CPT are NaN otherwise; docs/protocols.md, "Routing summaries").
@@ -649,6 +670,9 @@ def run_budget_protocol(
         ("rescues", "test_rescues"),
         ("harms", "test_harms"),
         ("mdd_vs_base", "test_mdd_vs_base"),
+        ("max_diff_vs_base", "test_max_diff_vs_base"),
+        ("min_p_vs_base", "test_min_p_vs_base"),
+        ("plan_questions_vs_base", "test_plan_questions_vs_base"),
     ):
         metrics[f"budget/power/{name}"] = float(splits[col].mean())
     metrics["budget/power/discordant"] = float((splits["test_rescues"] + splits["test_harms"]).mean())

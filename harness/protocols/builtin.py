@@ -31,6 +31,7 @@ class ThresholdProtocol(Protocol):
             n_folds=int(p["n_folds"]), n_boot=int(p["n_boot"]), freeze_dir=Path(ctx.artifact_dir) / "frozen",
             repeats=int(p["repeats"]), nested_folds=int(p["nested_folds"]),
             alpha=float(p["alpha"]), power=float(p["power"]),
+            equivalence_margin=float(p.get("equivalence_margin", 0.01)),
         )
         if ctx.where:  # the summary names where the run keeps the freeze, not a temporary folder
             res.frozen["shown_as"] = f"artifacts 'frozen/' of {ctx.where}"
@@ -136,10 +137,12 @@ def policy_comparison_result(jobs: list[SweepJob], ctx: SweepContext) -> SweepRe
         return None
     blocks = [c.text(ctx.alpha) for c in cells]
     text = "\n\n".join(blocks)
+    conclusion = "\n".join(c.conclusion(ctx.alpha) for c in cells)
     markdown = "\n".join(["## Policy vs policy", "", *[line for b in blocks for line in ("```", b, "```", "")]])
     page = "\n".join(["<h2>Policy vs policy</h2>", *[f'<pre class="comparison">{html.escape(b)}</pre>' for b in blocks]])
     return SweepResult(title="Policy vs policy", text=text, tables={"policy_comparison": comparisons_frame(cells)},
-                       text_files=("policy_comparison",), markdown=markdown + "\n", html=page + "\n", raw=cells)
+                       text_files=("policy_comparison",), markdown=markdown + "\n", html=page + "\n", raw=cells,
+                       conclusion=conclusion, open_comparisons=[o for c in cells for o in c.open_comparisons(ctx.alpha)])
 
 
 DECISION_TABLE = "decision_table"
@@ -152,7 +155,9 @@ def decision_table_result(table, filtered: str = "") -> SweepResult | None:
     ``--budget`` / ``--cost``). None when no job ran protocol B."""
     import html
 
-    from harness.protocols.decision_table import format_console, format_html, format_markdown
+    from harness.protocols.decision_table import (
+        conclusions, format_console, format_html, format_markdown, open_comparisons,
+    )
 
     if table is None or not len(table):
         return None
@@ -162,7 +167,8 @@ def decision_table_result(table, filtered: str = "") -> SweepResult | None:
         files={f"{DECISION_TABLE}.md": f"# Decision table\n\n{format_markdown(table)}\n",
                f"{DECISION_TABLE}.html": format_html(table, standalone=True)},
         markdown=f"## {title}\n\n{format_markdown(table)}\n",
-        html=f"<h2>{html.escape(title)}</h2>\n{format_html(table)}\n", raw=table,
+        html=f"<h2>{html.escape(title)}</h2>\n{format_html(table)}\n", raw=table, conclusion=conclusions(table),
+        open_comparisons=open_comparisons(table),
     )
 
 

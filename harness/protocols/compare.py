@@ -22,16 +22,19 @@ is written down here and in docs/numbers.md):
   development estimates the held-out best is used and the table says the choice is optimistic.
   The oracle (``not_deployable``) is compared but never the reference and not in the Holm
   family. A tie for the reference is broken by name and reported as a tie.
-- Difference d_i = utility(reference)_i - utility(policy)_i (> 0: the reference is better).
-  Interval: resample DOCUMENTS (all seeds' and repeats' questions of a document move together,
-  the conservative choice when a document is held out in several seeds), ``n_boot`` resamples
-  from ``seed``, 95% percentile interval (unadjusted). Test: ``stats.sign_flip_test`` on the
-  document totals of d (exact up to 16 discordant documents; valid size where the bootstrap's
-  own p would call 4 one-sided questions significant), Holm-adjusted.
+- Difference d_i = utility(policy)_i - utility(reference)_i (``diff_vs_ref`` > 0: the policy
+  is better; the sign of every table and CSV of the harness). Documents are the units (all
+  seeds' and repeats' questions of a document form one document total). Test:
+  ``stats.sign_flip_test`` on the document totals of d (exact up to 16 discordant documents,
+  else sampled), Holm-adjusted. Interval: the (1 - alpha) interval obtained by inverting that
+  test (``harness.paired.sign_flip_interval``, unadjusted; it excludes 0 exactly when the
+  unadjusted p < alpha), NaN where no shift can be rejected.
 - Verdicts: "reference"; "same decisions" (d = 0 on every question); "worse than reference" /
   "better than reference" when the Holm-adjusted p < alpha; otherwise "cannot be told from
-  reference". The minimum detectable difference (``stats.min_detectable_difference``, power
-  0.8, unadjusted) says how large a difference this held-out set could have shown.
+  reference". What the held-out set can resolve (``harness.paired``, docs/metrics.md §12):
+  the largest difference it could show (``max_diff``), the minimum detectable difference
+  (``mdd``, power ``power``, unadjusted) shown only when below it, and the sample-size plan
+  (``plan_questions`` / ``plan_docs``) for the policies that cannot be told apart.
 """
 
 from __future__ import annotations
@@ -43,27 +46,34 @@ import numpy as np
 import pandas as pd
 
 from harness.errors import HarnessError
-from harness.stats import holm_adjust, paired_comparison
+from harness.paired import (
+    equivalence_words, interval_words, p_words, paired_comparison, plan_words, resolution_words,
+)
+from harness.stats import holm_adjust
 
 TIE_TOL = 1e-12
 PAIR_KEYS = ("seed", "repeat", "qid")
 COLUMNS = (
-    "policy", "n_questions", "dev_utility", "utility", "diff_vs_reference", "ci_low", "ci_high", "p", "p_holm",
-    "mdd", "verdict",
+    "policy", "n_questions", "dev_utility", "utility", "diff_vs_ref", "ci_low", "ci_high", "p", "p_holm",
+    "mdd", "max_diff", "detectable", "discordant_docs", "discordant_questions", "plan_questions", "plan_docs",
+    "p_better", "equivalent", "verdict",
 )
+# per-row facts kept for the text (``attrs["details"]``), not CSV columns
+DETAIL_KEYS = ("p_exact", "n_patterns", "min_p", "cost_only", "plan_capped", "plan_why", "same")
 
 
 def pair_frame(
-    decisions: Mapping[str, pd.DataFrame], pair_keys: tuple[str, ...] = PAIR_KEYS
+    decisions: Mapping[str, pd.DataFrame], pair_keys: tuple[str, ...] = PAIR_KEYS, column: str = "utility"
 ) -> tuple[pd.DataFrame, list[str]]:
     """One row per paired question: the pair keys (those of ``pair_keys`` the frames have; the
-    decision table pairs on (seed, split, qid)), ``doc_id`` and one utility column per policy."""
+    decision table pairs on (seed, split, qid)), ``doc_id`` and one ``column`` (utility by
+    default) column per policy."""
     keys: list[str] | None = None
     merged: pd.DataFrame | None = None
     labels = list(decisions)
     for label in labels:
         frame = decisions[label]
-        missing = {"qid", "doc_id", "utility"} - set(frame.columns)
+        missing = {"qid", "doc_id", column} - set(frame.columns)
         if missing:
             raise HarnessError(f"policy {label!r}: decisions lack column(s) {sorted(missing)}")
         these = [k for k in pair_keys if k in frame.columns]
@@ -71,7 +81,7 @@ def pair_frame(
             keys = these
         elif these != keys:
             raise HarnessError(f"policy {label!r}: decisions keyed by {these}, others by {keys}")
-        part = frame[keys + ["doc_id", "utility"]].rename(columns={"utility": label})
+        part = frame[keys + ["doc_id", column]].rename(columns={column: label})
         if part.duplicated(keys).any():
             raise HarnessError(f"policy {label!r}: a question appears twice under the same {keys}")
         if merged is None:
@@ -106,6 +116,7 @@ def compare_with_reference(
     seed: int = 0,
     alpha: float = 0.05,
     power: float = 0.8,
+    margin: float = 0.01,
 ) -> pd.DataFrame:
     """Each policy against the reference (see module docstring); one row per policy, the
     reference first, then by held-out utility (ties in name order). ``attrs["reference_from"]``
@@ -123,22 +134,34 @@ def compare_with_reference(
     else:
         basis, reference_from = means, "held-out (optimistic)"
     ref, tied = choose_reference(basis, candidates)
-    rows = []
+    outcomes = None
+    if all("chosen" in decisions[label].columns for label in labels):  # the outcome, to tell a cost alone
+        outcomes, _ = pair_frame(decisions, column="chosen")
+    rows, details = [], {}
     for label in labels:
-        d = frame[ref].to_numpy(dtype=float) - frame[label].to_numpy(dtype=float)
+        d = frame[label].to_numpy(dtype=float) - frame[ref].to_numpy(dtype=float)
         row = {
             "policy": label,
             "n_questions": len(frame),
             "dev_utility": dev.get(label, math.nan),
             "utility": means[label],
-            "diff_vs_reference": float(d.mean()),
-            "same": bool(np.all(d == 0)),
+            "diff_vs_ref": float(d.mean()),
         }
         if label == ref:
-            row.update(ci_low=0.0, ci_high=0.0, p=math.nan, mdd=math.nan)
+            row.update(ci_low=0.0, ci_high=0.0, p=math.nan, mdd=math.nan, max_diff=math.nan, detectable=False,
+                       discordant_docs=0, discordant_questions=0, plan_questions=math.nan, plan_docs=math.nan,
+                       p_better=math.nan, equivalent=True)
+            details[label] = {"same": True}
         else:
-            stats = paired_comparison(d, groups, n_boot=n_boot, seed=seed, alpha=alpha, power=power)
-            row.update({k: stats[k] for k in ("ci_low", "ci_high", "p", "mdd")})
+            o = None
+            if outcomes is not None:
+                o = outcomes[label].to_numpy(dtype=float) - outcomes[ref].to_numpy(dtype=float)
+            c = paired_comparison(d, groups, seed=seed, alpha=alpha, power=power, outcome_diffs=o,
+                                  n_questions=int(frame["qid"].nunique()), margin=margin)
+            row.update({k: c[k] for k in ("ci_low", "ci_high", "p", "mdd", "max_diff", "detectable", "discordant_docs",
+                                          "discordant_questions", "plan_questions", "plan_docs", "p_better",
+                                          "equivalent")})
+            details[label] = {k: c[k] for k in DETAIL_KEYS}
         rows.append(row)
     out = pd.DataFrame(rows)
     family = out["policy"].isin(not_deployable) | (out["policy"] == ref)
@@ -150,37 +173,54 @@ def compare_with_reference(
         if row.policy == ref:
             others = ", ".join(tied[1:]) if len(tied) <= 3 else f"{len(tied) - 1} others"
             verdict = "reference" + (f" (tied on {reference_from.split()[0]} with {others})" if len(tied) > 1 else "")
-        elif row.same:
+        elif details[row.policy]["same"]:
             verdict = "same decisions"
         elif row.policy in not_deployable:
             verdict = "upper bound, not deployable"
         elif row.p_holm < alpha:
-            verdict = "worse than reference" if row.diff_vs_reference > 0 else "better than reference"
+            verdict = "better than reference" if row.diff_vs_ref > 0 else "worse than reference"
         else:
             verdict = "cannot be told from reference"
         verdicts.append(verdict)
     out["verdict"] = verdicts
-    out = out.drop(columns="same")
     order = sorted(range(len(out)), key=lambda i: (out["policy"].iat[i] != ref, -out["utility"].iat[i], out["policy"].iat[i]))
     result = out.iloc[order][list(COLUMNS)].reset_index(drop=True)
-    result.attrs.update(reference=ref, reference_from=reference_from, tied=tied[1:])
+    result.attrs.update(reference=ref, reference_from=reference_from, tied=tied[1:], details=details, alpha=alpha,
+                        power=power, margin=margin)
     return result
 
 
-def format_comparison(table: pd.DataFrame, alpha: float = 0.05) -> str:
-    """A fixed-width text table plus plain sentences about what it allows to conclude."""
+def _details(table: pd.DataFrame, row) -> dict:
+    """The row's detail facts (``DETAIL_KEYS``): from ``attrs`` when the table was just made,
+    else rebuilt from its columns (a table read back from CSV)."""
+    got = table.attrs.get("details", {}).get(row.policy)
+    if got is not None:
+        return {**got, "detectable": bool(row.detectable)}
+    k = int(row.discordant_docs) if row.discordant_docs == row.discordant_docs else 0
+    return {"p_exact": k <= 16, "n_patterns": 2**k if k <= 16 else 20_000, "min_p": min(1.0, 2.0 ** (1 - k)) if k else 1.0,
+            "detectable": bool(row.detectable), "cost_only": False, "plan_capped": False, "plan_why": "",
+            "same": row.verdict == "same decisions"}
+
+
+def format_comparison(table: pd.DataFrame, alpha: float = 0.05, power: float | None = None) -> str:
+    """A fixed-width text table plus plain sentences about what it allows to conclude: the
+    verdicts, and for the policies that cannot be told from the reference what the held-out
+    questions can resolve and how many questions would (docs/metrics.md §12)."""
     from harness.protocols.common import text_table
 
+    power = float(table.attrs.get("power", 0.8)) if power is None else power
+    level = f"{1 - alpha:.0%}"
     rows = [
-        [r.policy, int(r.n_questions), r.dev_utility, r.utility, r.diff_vs_reference, r.ci_low, r.ci_high,
-         r.p_holm, r.mdd, r.verdict]
+        [r.policy, int(r.n_questions), r.dev_utility, r.utility, r.diff_vs_ref, r.ci_low, r.ci_high,
+         r.p_holm, r.p_better, r.verdict]
         for r in table.itertuples()
     ]
     text = text_table(
-        ["policy", "n", "dev utility", "held-out utility", "ref - policy", "95% CI low", "95% CI high",
-         "Holm p", "MDD", "verdict"],
+        ["policy", "n", "dev utility", "held-out utility", "policy - ref", f"{level} CI low", f"{level} CI high",
+         "Holm p", "P(better)", "verdict"],
         rows,
     )
+    margin = float(table.attrs.get("margin", 0.01))
     ref = table.attrs.get("reference", table["policy"].iat[0])
     how = table.attrs.get("reference_from", "development")
     worse = int((table["verdict"] == "worse than reference").sum())
@@ -188,14 +228,63 @@ def format_comparison(table: pd.DataFrame, alpha: float = 0.05) -> str:
     unresolved = int((table["verdict"] == "cannot be told from reference").sum())
     lines = [
         text,
-        f"reference: {ref}, chosen on {how} data; intervals unadjusted, Holm p from an exact sign-flip "
-        f"test by document.",
+        f"policy - ref > 0: the policy is better. Reference: {ref}, chosen on {how} data; intervals unadjusted "
+        f"(the sign-flip test inverted: an interval excludes 0 exactly when the unadjusted p < {alpha:g}), Holm p "
+        "from the sign-flip test on document totals; P(better): posterior probability that the policy beats the "
+        "reference (Beta(1, 1) prior on the share of discordant documents pointing its way).",
         f"{worse} polic{'y is' if worse == 1 else 'ies are'} worse and {better} better than the reference "
-        f"at Holm-adjusted alpha {alpha:g}; {unresolved} cannot be told from it on these held-out questions",
+        f"at Holm-adjusted alpha {alpha:g}; {unresolved} cannot be told from it on these held-out questions.",
     ]
-    mdds = table.loc[table["verdict"] == "cannot be told from reference", "mdd"]
-    mdds = mdds[mdds > 1e-12]
-    if len(mdds):
-        lines[-1] += f" (differences below about {mdds.median():.3f} in utility, the median MDD, cannot be resolved here)"
-    lines[-1] += "."
+    for r in table.itertuples():
+        if r.verdict != "cannot be told from reference" and not r.verdict.endswith("than reference"):
+            continue
+        c = {**_details(table, r), "ci_low": r.ci_low, "ci_high": r.ci_high, "mdd": r.mdd, "max_diff": r.max_diff,
+             "discordant_docs": int(r.discordant_docs), "plan_questions": r.plan_questions, "plan_docs": r.plan_docs}
+        line = (f"  {r.policy}: {p_words(c)} p on {int(r.discordant_docs)} discordant documents "
+                f"({int(r.discordant_questions)} discordant questions); {interval_words(c, alpha)}; "
+                f"{resolution_words(c, alpha, power)}")
+        if r.verdict == "cannot be told from reference":
+            line += f"; {equivalence_words({'equivalent': bool(r.equivalent)}, margin)}; {plan_words(c, alpha, power)}"
+        lines.append(line + ".")
     return "\n".join(lines)
+
+
+def conclusion(table: pd.DataFrame, where: str, alpha: float, power: float | None = None) -> str:
+    """One line for the end of a sweep: the verdict counts of a cell, and, when no policy can
+    be told from the reference, whether any difference is detectable and the largest
+    sample-size plan among them."""
+    power = float(table.attrs.get("power", 0.8)) if power is None else power
+    told = table["verdict"].str.endswith("than reference")
+    open_rows = [r for r in table.itertuples() if r.verdict == "cannot be told from reference"]
+    head = f"Policy vs policy at {where}: {int(told.sum())} of {len(table) - 1} policies told from the reference"
+    if not open_rows:
+        return head + "."
+    dets = [_details(table, r) for r in open_rows]
+    detectable = sum(bool(d["detectable"]) for d in dets)
+    if detectable == 0:
+        head += f"; no difference is detectable with these questions for any of the {len(open_rows)} others"
+    else:
+        head += f"; {len(open_rows)} cannot be told apart ({detectable} of them with a detectable difference)"
+    plans = [(r.plan_questions, r.plan_docs, d, r.policy) for r, d in zip(open_rows, dets)
+             if r.plan_questions == r.plan_questions]
+    if plans:
+        q, m, d, name = min(plans, key=lambda t: t[0])
+        more = "more than " if d["plan_capped"] else "about "
+        head += (f"; the closest ({name}) needs {more}{int(q)} questions ({int(m)} documents) for {power:.0%} power "
+                 f"at alpha {alpha:g}")
+    return head + "."
+
+
+def open_comparisons(table: pd.DataFrame, where: str, alpha: float, power: float | None = None) -> list[dict]:
+    """The policies that cannot be told from the reference, as ``harness.paired.closing_line``
+    reads them."""
+    power = float(table.attrs.get("power", 0.8)) if power is None else power
+    ref = table.attrs.get("reference", table["policy"].iat[0])
+    out = []
+    for r in table.itertuples():
+        if r.verdict == "cannot be told from reference":
+            d = _details(table, r)
+            out.append({"where": f"{r.policy} vs {ref} at {where}", "detectable": bool(d["detectable"]),
+                        "questions": r.plan_questions, "docs": r.plan_docs, "capped": bool(d["plan_capped"]),
+                        "alpha": alpha, "power": power})
+    return out

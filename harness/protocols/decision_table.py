@@ -31,13 +31,17 @@ The reference and the test
   (broken by name, never silently). Without ``cal_utility`` (runs logged before it existed)
   the test utility is used and ``reference_from`` says "test (optimistic)".
 - Per policy: the per-question expected test utility (``budget_decisions.parquet``, deployable
-  frontier) minus the reference's, paired on (seed, split, qid). ``diff_vs_ref`` > 0: better
-  than the reference. 95% document-bootstrap percentile interval (``stats.doc_bootstrap_means``;
-  a document's questions of all seeds and splits move together), p from
-  ``stats.sign_flip_test`` on document totals (exact up to 16 non-zero documents), Holm-adjusted
-  across the deployable policies of the cell and budget (the reference and the oracle are not
-  in the family), and the minimum detectable difference. These are ``harness.protocols.compare``'s
-  pieces (``pair_frame``, ``choose_reference``) and ``stats.paired_comparison``, shared, not copied.
+  frontier) minus the reference's, paired on (seed, split, qid). ``diff_vs_ref`` = policy -
+  reference (> 0: better than the reference), the sign of every table of the harness. p from
+  ``stats.sign_flip_test`` on document totals (a document's questions of all seeds and splits
+  form one total; exact up to 16 non-zero documents, else sampled), Holm-adjusted across the
+  deployable policies of the cell and budget (the reference and the oracle are not in the
+  family); the (1 - alpha) interval inverting that test (``harness.paired``: it excludes 0
+  exactly when the unadjusted p < alpha; NaN when no shift can be rejected); the largest
+  difference the test halves could show (``max_diff``), the minimum detectable difference
+  (``mdd``) and the sample-size plan (``plan_questions``, ``plan_docs``; docs/metrics.md §12).
+  These are ``harness.protocols.compare``'s pieces (``pair_frame``, ``choose_reference``) and
+  ``harness.paired.paired_comparison``, shared, not copied.
 - ``mark``: "ref"; "<" / ">" worse / better than the reference at Holm-adjusted alpha; "="
   cannot be told apart (identical decisions included); "" for the oracle (an upper bound,
   shown, never tested) and the fixed decisions; "?" when no paired test was possible (``note``
@@ -56,7 +60,8 @@ import pandas as pd
 
 from harness.protocols.compare import choose_reference, pair_frame
 from harness.errors import HarnessError, UsageError
-from harness.stats import holm_adjust, paired_comparison
+from harness.paired import paired_comparison, plan_words
+from harness.stats import holm_adjust
 
 NOT_DEPLOYABLE = ("oracle",)
 PAIR_KEYS = ("seed", "split", "qid")
@@ -66,7 +71,9 @@ BUDGET_DIGITS = 9
 COLUMNS = (
     "cost", "budget", "policy", "kind", "mark", "utility", "utility_sd", "cal_utility", "outcome", "outcome_sd",
     "usage", "usage_sd", "violation_rate", "random_utility", "oracle_utility", "exact_utility", "exact_utility_sd",
-    "diff_vs_ref", "ci_low", "ci_high", "p", "p_holm", "mdd", "n_runs", "reference", "reference_from",
+    "diff_vs_ref", "ci_low", "ci_high", "p", "p_holm", "mdd", "max_diff", "detectable", "discordant_docs",
+    "discordant_questions", "plan_questions", "plan_docs", "p_better", "equivalent", "n_runs", "reference",
+    "reference_from",
     "reference_tied", "note", "cell",
 )
 
@@ -156,7 +163,7 @@ def _fixed_row(cell, cost, policy, fr: pd.DataFrame) -> dict:
 
 
 def _test_budget(rows: list[dict], decisions: dict[str, pd.DataFrame | None], oracles: set[str], *,
-                 n_boot: int, seed: int, alpha: float, power: float) -> None:
+                 n_boot: int, seed: int, alpha: float, power: float, margin: float = 0.01) -> None:
     """Choose the reference among ``rows`` (one budget of one cell) and fill in the paired
     test of every other row, in place."""
     deployable = [r for r in rows if r["policy"] not in oracles]
@@ -183,6 +190,10 @@ def _test_budget(rows: list[dict], decisions: dict[str, pd.DataFrame | None], or
     else:
         reason += f" for the reference {ref}"
     groups = frame["doc_id"].astype(str).to_numpy() if frame is not None else None
+    outcomes = None
+    if frame is not None:  # the expected outcome (utility + cost * run probability): to tell a cost alone
+        outcomes, _ = pair_frame({p: d.assign(outcome=d["base"] + d["prob"] * (d["extra"] - d["base"]))
+                                  for p, d in have.items()}, PAIR_KEYS, column="outcome")
     for r in rows:
         label = r["policy"]
         if label == ref:
@@ -194,9 +205,12 @@ def _test_budget(rows: list[dict], decisions: dict[str, pd.DataFrame | None], or
             r.update(mark="" if label in oracles else "?", note=reason)
             continue
         d = frame[label].to_numpy(dtype=float) - frame[ref].to_numpy(dtype=float)
-        stats = paired_comparison(d, groups, n_boot=n_boot, seed=seed, alpha=alpha, power=power)
-        r.update(diff_vs_ref=float(d.mean()), ci_low=stats["ci_low"], ci_high=stats["ci_high"], p=stats["p"],
-                 mdd=stats["mdd"])
+        o = outcomes[label].to_numpy(dtype=float) - outcomes[ref].to_numpy(dtype=float)
+        stats = paired_comparison(d, groups, seed=seed, alpha=alpha, power=power, outcome_diffs=o,
+                                  n_questions=int(frame["qid"].nunique()), margin=margin)
+        r.update(diff_vs_ref=float(d.mean()), **{k: stats[k] for k in (
+            "ci_low", "ci_high", "p", "mdd", "max_diff", "detectable", "discordant_docs", "discordant_questions",
+            "plan_questions", "plan_docs", "p_better", "equivalent")})
         notes = []
         if label in oracles:
             r["p"] = math.nan  # an upper bound is shown, not tested
@@ -205,6 +219,10 @@ def _test_budget(rows: list[dict], decisions: dict[str, pd.DataFrame | None], or
             notes.append(f"tied with {ref} on calibration utility")
         if stats["same"]:
             notes.append("same decisions as the reference")
+        elif stats["cost_only"]:
+            notes.append("the difference is the cost alone (0 discordant questions)")
+        if not stats["same"] and not stats["p_exact"]:
+            notes.append(f"sampled sign-flip, {stats['n_patterns']} patterns")
         if notes:
             r["note"] = "; ".join(notes)
     family = [r for r in rows if r["policy"] != ref and r["policy"] not in oracles and frame is not None
@@ -227,6 +245,7 @@ def decision_table(
     seed: int = 0,
     power: float = 0.8,
     not_deployable: tuple[str, ...] = NOT_DEPLOYABLE,
+    margin: float = 0.01,
 ) -> pd.DataFrame:
     """The decision table of a sweep's jobs (module docstring): one row per cell, policy and
     budget, plus one per fixed decision and cell; columns ``COLUMNS``. Within a cell and budget
@@ -269,15 +288,38 @@ def decision_table(
                 if dec is not None:
                     dec = dec[(dec["frontier"] == "deployable") & (dec["budget"].astype(float).round(BUDGET_DIGITS) == budget)]
                 decisions[label] = dec
-            _test_budget(rows, decisions, oracles, n_boot=n_boot, seed=seed, alpha=alpha, power=power)
+            _test_budget(rows, decisions, oracles, n_boot=n_boot, seed=seed, alpha=alpha, power=power, margin=margin)
             ref = rows[0]["reference"] if rows else ""
             rows.sort(key=lambda r: (r["policy"] != ref, r["kind"] == "oracle", -r["utility"], r["policy"]))
             out += rows
         for label in fixed:
             out.append(_fixed_row(cell, cost, label, frontiers[label]))
     table = pd.DataFrame(out, columns=list(COLUMNS))
-    table.attrs.update(alpha=alpha, n_boot=n_boot)
+    table.attrs.update(alpha=alpha, n_boot=n_boot, power=power, margin=margin)
     return table
+
+
+def open_comparisons(table: pd.DataFrame) -> list[dict]:
+    """The deployable policies marked "=" (other decisions than the reference, not told apart),
+    as ``harness.paired.closing_line`` reads them."""
+    out = []
+    for (cost, cell), part in table.groupby(["cost", "cell"], sort=True):
+        alpha, power = _alpha_power(table, part)
+        rows = part[(part["mark"] == "=") & ~part["note"].astype(str).str.contains("same decisions", regex=False)]
+        for r in rows.itertuples():
+            out.append({"where": f"{r.policy} vs {r.reference} at {_cell_title(cell, cost)}, rho={float(r.budget):g}",
+                        "detectable": bool(r.detectable), "questions": float(r.plan_questions),
+                        "docs": float(r.plan_docs), "capped": False, "alpha": alpha, "power": power})
+    return out
+
+
+def conclusions(table: pd.DataFrame) -> str:
+    """The decision table's lines for the sweep's end: per cost, one line per budget
+    (``budget_conclusions``)."""
+    lines = []
+    for (cost, cell), part in table.groupby(["cost", "cell"], sort=True):
+        lines += budget_conclusions(table, part, prefix=f"Decision table at {_cell_title(cell, cost)}, ")
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------- filters and rendering
@@ -338,8 +380,47 @@ def legend(table: pd.DataFrame) -> str:
     return (
         f"ref: the deployable policy with the best calibration-half utility | =: cannot be told apart | "
         f"< >: worse / better than ref (paired by question, sign-flip by document, Holm alpha {alpha}) | "
-        "ub: oracle, upper bound, not tested | fixed: one arm everywhere, a reference"
+        "policy - ref > 0: better | ub: oracle, upper bound, not tested | fixed: one arm everywhere, a reference"
     )
+
+
+def _alpha_power(table: pd.DataFrame, part: pd.DataFrame) -> tuple[float, float]:
+    alpha = table.attrs.get("alpha", 0.05)
+    return (float(alpha) if isinstance(alpha, (int, float)) else 0.05), float(table.attrs.get("power", 0.8))
+
+
+def budget_conclusions(table: pd.DataFrame, part: pd.DataFrame, prefix: str = "") -> list[str]:
+    """One line per budget of one cost's rows ``part``: how many policies were told from the
+    reference, whether any difference is detectable with these test questions, and the smallest
+    sample-size plan among the policies that cannot be told apart (docs/metrics.md §12)."""
+    alpha, power = _alpha_power(table, part)
+    lines = []
+    tested = part[part["mark"].isin(["<", ">", "="])]
+    for budget in sorted(set(tested["budget"].dropna().astype(float))):
+        rows = tested[(tested["budget"].astype(float) - budget).abs() <= 1e-9]
+        told = int(rows["mark"].isin(["<", ">"]).sum())
+        open_rows = rows[rows["mark"] == "="]
+        same = open_rows["note"].astype(str).str.contains("same decisions", regex=False)
+        open_rows = open_rows[~same]
+        line = f"{prefix}rho={budget:g}: {told} of {len(rows)} policies told from the reference {rows['reference'].iat[0]}"
+        if len(open_rows):
+            detectable = int(open_rows["detectable"].astype(bool).sum())
+            if detectable == 0:
+                line += (f"; no difference is detectable with these questions for the {len(open_rows)} that "
+                         "cannot be told apart")
+            else:
+                line += f"; {len(open_rows)} cannot be told apart ({detectable} with a detectable difference)"
+            equivalent = int(open_rows["equivalent"].astype(bool).sum())
+            line += (f"; {equivalent} of them equivalent within +-{float(table.attrs.get('margin', 0.01)):g} "
+                     "(two one-sided tests), the others inconclusive")
+            plans = open_rows[open_rows["plan_questions"].notna()]
+            if len(plans):
+                best = plans.loc[plans["plan_questions"].astype(float).idxmin()]
+                c = {"plan_why": "", "plan_capped": False, "plan_questions": best["plan_questions"],
+                     "plan_docs": best["plan_docs"]}
+                line += f"; the closest ({best['policy']}) needs {plan_words(c, alpha, power)}"
+        lines.append(line + ".")
+    return lines
 
 
 def format_console(table: pd.DataFrame) -> str:
@@ -374,9 +455,9 @@ def format_console(table: pd.DataFrame) -> str:
         for r in part[part["kind"] == "fixed"].itertuples():  # one value at every budget: not widened
             body.append(f"{r.policy.ljust(widths[0])}  {r.utility:.3f}{pm}{r.utility_sd:.3f} fixed (usage {r.usage:g}, any budget)")
         title = (
-            f"Decision table at {_cell_title(cell, cost)}: deployable test utility {pm} sd over "
-            f"{int(n_runs) if n_runs == n_runs else 0} test halves (splits x seeds), marked against the reference "
-            "at each budget"
+            f"Decision table at {_cell_title(cell, cost)}: deployable test utility {pm} its spread (sd) over "
+            f"{int(n_runs) if n_runs == n_runs else 0} overlapping test halves (splits x seeds; not a standard "
+            "error), marked against the reference at each budget"
         )
         ties = [
             f"tie for the reference at rho={float(r.budget):g}: {r.reference} = {r.reference_tied} "
@@ -386,7 +467,8 @@ def format_console(table: pd.DataFrame) -> str:
         unresolved = sorted({f"{r.policy}: {r.note}" for r in part[part["mark"] == "?"].itertuples() if r.note})
         if (part["reference_from"] == "test (optimistic)").any():
             ties.append("reference chosen on TEST utility (these runs logged no cal_utility): optimistic")
-        blocks.append("\n".join([title, *body, legend(table), *ties, *(f"not tested: {u}" for u in unresolved)]))
+        blocks.append("\n".join([title, *body, legend(table), *ties, *(f"not tested: {u}" for u in unresolved),
+                                 *budget_conclusions(table, part)]))
     return "\n\n".join(blocks)
 
 
@@ -396,8 +478,11 @@ HEADERS = {
     "outcome_sd": "outcome sd", "usage": "usage", "usage_sd": "usage sd", "violation_rate": "violation rate",
     "random_utility": "random utility (matched usage)", "oracle_utility": "oracle utility (matched usage)",
     "exact_utility": "exact-frontier utility", "exact_utility_sd": "exact-frontier utility sd",
-    "diff_vs_ref": "policy - ref", "ci_low": "95% CI low", "ci_high": "95% CI high", "p": "p", "p_holm": "Holm p",
-    "mdd": "MDD", "mark": "mark", "reference": "reference", "reference_from": "reference chosen on",
+    "diff_vs_ref": "policy - ref", "ci_low": "CI low (sign-flip)", "ci_high": "CI high (sign-flip)", "p": "p",
+    "p_holm": "Holm p", "mdd": "MDD", "max_diff": "largest showable difference", "detectable": "detectable",
+    "discordant_docs": "discordant documents", "discordant_questions": "discordant questions",
+    "plan_questions": "questions for the power", "plan_docs": "documents for the power",
+    "p_better": "P(better)", "equivalent": "equivalent (TOST)", "mark": "mark", "reference": "reference", "reference_from": "reference chosen on",
     "reference_tied": "tied for reference", "note": "note",
 }
 

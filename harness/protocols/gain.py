@@ -71,6 +71,7 @@ import pandas as pd
 
 from harness.errors import ConfigError, HarnessError
 from harness.protocols.common import PolicyFactory, fit_policy, fmt, policy_label, score_task, text_table
+from harness.paired import document_totals, max_showable_difference, min_reachable_p, sample_size_plan
 from harness.protocols.threshold import oof_scores, select_tau
 from harness.stats import (
     bootstrap_draws,
@@ -255,6 +256,8 @@ class GainResult:
     rule: str = "given"
     comparison: str = ">"
     notes: dict[str, str] = field(default_factory=dict)
+    alpha: float = 0.05
+    power: float = 0.8
 
     def summary(self) -> str:
         m = self.metrics
@@ -280,10 +283,17 @@ class GainResult:
             )
 
         gap = ci("gap_closed") if m[s + "gap_closed_defined"] else self.notes["gap_closed"]
-        mdd_line = (
-            f"policy vs always-extra: {int(m[s + 'vs_extra/discordant'])} discordant questions, minimum "
-            f"detectable difference in mean {self.metric} {fmt(m[s + 'vs_extra/mdd'])}"
-        )
+        largest = m.get(s + "vs_extra/max_diff", math.nan)
+        mdd_line = f"policy vs always-extra: {int(m[s + 'vs_extra/discordant'])} discordant questions, "
+        if m.get(s + "vs_extra/detectable", 1):
+            mdd_line += (f"largest difference they could show {fmt(largest)}, minimum detectable difference in mean "
+                         f"{self.metric} {fmt(m[s + 'vs_extra/mdd'])}")
+        else:
+            mdd_line += (f"largest difference they could show {fmt(largest)}: no difference is detectable with these "
+                         "questions")
+        plan = m.get(s + "vs_extra/plan_questions", math.nan)
+        if plan == plan:
+            mdd_line += f" (about {plan:.0f} test questions for {self.power:.0%} power at alpha {self.alpha:g})"
         if m[s + "vs_extra/discordant"] == 0:
             mdd_line = "policy vs always-extra: no discordant questions (the same outcome on every test question)"
         elif not math.isnan(m[s + "vs_extra/min_mcnemar_p"]):
@@ -368,6 +378,12 @@ def run_gain_protocol(
     diffs = chosen - test.extra
     metrics[s + "vs_extra/discordant"] = int(np.sum(diffs != 0))
     metrics[s + "vs_extra/mdd"] = min_detectable_difference(diffs, test.groups, alpha=alpha, power=power)
+    # what the test half could show at all and how many questions would (docs/metrics.md §12)
+    metrics[s + "vs_extra/max_diff"] = max_showable_difference(diffs, test.groups)
+    k_docs = int(np.sum(np.abs(document_totals(diffs, test.groups)[0]) > 1e-12))
+    metrics[s + "vs_extra/detectable"] = int(min_reachable_p(k_docs) < alpha
+                                             and metrics[s + "vs_extra/mdd"] < metrics[s + "vs_extra/max_diff"])
+    metrics[s + "vs_extra/plan_questions"] = sample_size_plan(diffs, test.groups, alpha=alpha, power=power)["questions"]
     metrics[s + "vs_extra/min_mcnemar_p"] = math.nan if test.continuous else min_mcnemar_p(int(np.sum(diffs != 0)))
 
     decisions = pd.DataFrame(
@@ -392,4 +408,6 @@ def run_gain_protocol(
         rule=rule.rule,
         comparison=rule.comparison,
         notes=notes,
+        alpha=float(alpha),
+        power=float(power),
     )

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.protocols.compare import compare_with_reference, format_comparison
+from harness.protocols.compare import compare_with_reference, conclusion, format_comparison, open_comparisons
 from harness.errors import HarnessError
 from harness.protocols.sweep_stage import SweepJob
 
@@ -57,12 +57,31 @@ class CellComparison:
             return f"{head}\n  not compared: {self.reason}"
         return f"{head}\n{format_comparison(self.table, self.alpha if self.alpha is not None else alpha)}"
 
+    def conclusion(self, alpha: float = 0.05) -> str:
+        """One line for the sweep's end (``harness.protocols.compare.conclusion``)."""
+        where = self.cell or "this sweep"
+        if self.table is None:
+            return f"Policy vs policy at {where}: not compared ({self.reason})."
+        return conclusion(self.table, where, self.alpha if self.alpha is not None else alpha)
+
+    def open_comparisons(self, alpha: float = 0.05) -> list[dict]:
+        if self.table is None:
+            return []
+        return open_comparisons(self.table, self.cell or "this sweep", self.alpha if self.alpha is not None else alpha)
+
 
 def cell_test_settings(members: list, alpha: float = 0.05, power: float = 0.8) -> tuple[float, float]:
     """(alpha, power) a cell's runs were configured with (``protocol.alpha`` / ``protocol.power``
     are part of the cell key, so one cell has one of each); the given values where not logged."""
     params = members[0].params if members else {}
     return float(params.get("protocol.alpha", alpha)), float(params.get("protocol.power", power))
+
+
+def cell_margin(members: list, margin: float = 0.01) -> float:
+    """The cell's ``protocol.equivalence_margin`` (part of the cell key); ``margin`` where not
+    logged (runs made before it existed)."""
+    params = members[0].params if members else {}
+    return float(params.get("protocol.equivalence_margin", margin))
 
 
 def _cell_key(params: dict[str, str]) -> tuple:
@@ -173,12 +192,12 @@ def sweep_decision_table(runs: list[SweepJob], *, n_boot: int = 1000, alpha: flo
     cell tested at its own runs' ``protocol.alpha`` and ``protocol.power``."""
     from harness.protocols.decision_table import decision_table
 
-    by_setting: dict[tuple[float, float], list] = {}
+    by_setting: dict[tuple[float, float, float], list] = {}
     for r in runs:
-        by_setting.setdefault(cell_test_settings([r], alpha), []).append(r)
+        by_setting.setdefault((*cell_test_settings([r], alpha), cell_margin([r])), []).append(r)
     tables = []
-    for (a, pw), members in sorted(by_setting.items()):
-        tables.append(decision_table(decision_records(members), n_boot=n_boot, alpha=a, power=pw))
+    for (a, pw, mg), members in sorted(by_setting.items()):
+        tables.append(decision_table(decision_records(members), n_boot=n_boot, alpha=a, power=pw, margin=mg))
     if len(tables) == 1:
         return tables[0]
     table = pd.concat(tables, ignore_index=True)
@@ -210,7 +229,7 @@ def sweep_comparisons(runs: list[SweepJob], *, n_boot: int = 1000, alpha: float 
             cell_alpha, cell_power = cell_test_settings(members, alpha)
             table = compare_with_reference(
                 decisions, dev_scores=development_scores(members, labels), n_boot=n_boot,
-                alpha=cell_alpha, power=cell_power,
+                alpha=cell_alpha, power=cell_power, margin=cell_margin(members),
             )
         except HarnessError as exc:
             out.append(CellComparison(name, None, str(exc)))

@@ -17,7 +17,10 @@ Where a result goes:
   ``ui_tables`` also as an MLflow table ``<name>.json`` (the UI's table view);
 - ``files``: further text artifacts (``name -> text``), e.g. a Markdown and an HTML rendering;
 - ``metrics``: parent-run metrics (``sweep/<protocol>/<key>`` is the convention);
-- ``markdown`` / ``html``: the report's section (defaults: the text in a code block).
+- ``markdown`` / ``html``: the report's section (defaults: the text in a code block);
+- ``conclusion``: the protocol's verdict in a few lines (e.g. that no difference is detectable
+  with these questions and how many would be needed), printed last, after every result, so a
+  sweep's console ends with what it concluded (docs/metrics.md §12).
 A result whose artifact or metric names clash with another protocol's is refused
 (:func:`check_sweep_results`), as for jobs.
 """
@@ -101,6 +104,9 @@ class SweepResult:
     markdown: str | None = None
     html: str | None = None
     raw: Any = None
+    conclusion: str = ""
+    # the comparisons that could not tell a policy from its reference (``harness.paired.closing_line``)
+    open_comparisons: list[dict] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -177,3 +183,14 @@ def run_sweep_stages(jobs: list[SweepJob], names: list[str], ctx: SweepContext) 
             result = failed_result(name, exc)
         out[name] = result
     return out
+
+
+def conclusion_lines(results: Mapping[str, SweepResult]) -> list[str]:
+    """Every result's ``conclusion`` lines, then one closing line over all their open
+    comparisons (``harness.paired.closing_line``): what the sweep's console ends with and the
+    report's "Conclusions" section holds. [] when no protocol concluded anything."""
+    from harness.paired import closing_line
+
+    lines = [line for r in results.values() if r.conclusion for line in r.conclusion.splitlines()]
+    closing = closing_line([o for r in results.values() for o in r.open_comparisons])
+    return lines + ([closing] if closing else [])

@@ -26,15 +26,10 @@ import pandas as pd
 from harness.errors import ConfigError, HarnessError
 from harness.io import atomic_write_text, canonical_json, digest_of, sha256_file
 from harness.protocols.common import PolicyFactory, fit_policy, fmt, policy_label, reused, score_task, text_table
-from harness.stats import (
-    MIN_BOOTSTRAP,
-    SIGN_FLIP_EXACT_MAX,
-    grouped_kfold,
-    grouped_split,
-    mcnemar_exact,
-    min_mcnemar_p,
-    paired_comparison,
+from harness.paired import (
+    equivalence_words, interval_words, p_words, paired_comparison, plan_words, resolution_words,
 )
+from harness.stats import MIN_BOOTSTRAP, grouped_kfold, grouped_split, mcnemar_exact, min_mcnemar_p
 from harness.task import RoutingTask
 from policies.base import check_json_state, policy_params
 
@@ -338,7 +333,12 @@ def _comparison_metrics(diffs: np.ndarray, groups: np.ndarray, **kwargs) -> dict
     in both)."""
     c = paired_comparison(diffs, np.asarray(groups).astype(str), **kwargs)
     return {"": c["point"], "/ci_low": c["ci_low"], "/ci_high": c["ci_high"], "/mdd": c["mdd"], "/p": c["p"],
-            "/discordant_docs": c["discordant_docs"], "/all_zero": int(c["same"])}
+            "/discordant_docs": c["discordant_docs"], "/all_zero": int(c["same"]), "/max_diff": c["max_diff"],
+            "/min_p": c["min_p"], "/detectable": int(c["detectable"]), "/p_exact": int(c["p_exact"]),
+            "/n_patterns": c["n_patterns"], "/discordant_questions": c["discordant_questions"],
+            "/cost_only": int(c["cost_only"]), "/plan_questions": c["plan_questions"], "/plan_docs": c["plan_docs"],
+            "/plan_capped": int(c["plan_capped"]), "/equivalent": int(c["equivalent"]), "/tost_low": c["tost_low"],
+            "/tost_high": c["tost_high"], "/p_better": c["p_better"]}
 
 
 def evaluate_heldout(
@@ -350,13 +350,17 @@ def evaluate_heldout(
     alpha: float = 0.05,
     power: float = 0.8,
     n_perm: int = N_PERM,
+    equivalence_margin: float = 0.01,
 ) -> tuple[dict[str, float], pd.DataFrame]:
     """Score held-out with the policy rebuilt from the frozen folder and report docs/metrics.md §5's numbers.
 
-    Returns (metrics, per-question decisions). Bootstrap intervals resample documents
-    (``n_boot`` >= 1000 per docs/metrics.md §5) with the frozen config's seed; the sign-flip test uses the
-    same seed (``n_perm`` random patterns only beyond 16 discordant documents); the power
-    metrics (docs/protocols.md) use ``alpha`` and ``power``.
+    Returns (metrics, per-question decisions). The comparisons with the fixed decisions
+    (``harness.paired.paired_comparison``, docs/metrics.md §12) use the frozen config's seed:
+    the sign-flip test (``n_perm`` random patterns only beyond 16 discordant documents), its
+    inverted (1 - ``alpha``) interval (``ci_low`` / ``ci_high``, which replaced the percentile
+    bootstrap: it did not cover with few discordant documents), the largest showable
+    difference, the MDD and the sample-size plan at ``power``. ``n_boot`` is still checked
+    (>= 1000, docs/metrics.md §5) for the protocols' other bootstraps.
     """
     if n_boot < MIN_BOOTSTRAP:
         raise ConfigError("protocol.n_boot", f"docs/metrics.md §5 asks for at least {MIN_BOOTSTRAP} bootstrap resamples, got {n_boot}")
@@ -385,9 +389,10 @@ def evaluate_heldout(
         "heldout/extra/utility": float(u_extra.mean()),
         f"heldout/oracle_bound/{m}": float(np.maximum(t.base, t.extra).mean()),
     }
-    for name, other in (("base", u_base), ("extra", u_extra)):
+    for name, other, outcome in (("base", u_base, t.base), ("extra", u_extra, t.extra)):
         for key, value in _comparison_metrics(
-            u_pol - other, t.groups, n_boot=n_boot, n_perm=n_perm, seed=seed, alpha=alpha, power=power
+            u_pol - other, t.groups, n_perm=n_perm, seed=seed, alpha=alpha, power=power,
+            outcome_diffs=chosen - np.asarray(outcome, dtype=float), margin=equivalence_margin,
         ).items():
             metrics[f"heldout/diff_vs_{name}/utility{key}"] = value
     binary = _is_binary(t.base, t.extra)
@@ -443,6 +448,7 @@ class ThresholdResult:
     alpha: float = 0.05
     power: float = 0.8
     repeats: int = 1
+    equivalence_margin: float = 0.01
 
     def _count(self, value: float) -> str:
         """A count: an integer for one split, a mean (2 decimals) over repeats."""
@@ -457,44 +463,41 @@ class ThresholdResult:
         other = d["base"] if name == "base" else d["extra"] - self.metrics["cost"]
         return float((d["utility"] - other).mean())
 
+    def _comparison(self, name: str) -> dict:
+        """The logged numbers of ``policy - <name>`` as ``harness.paired``'s word helpers read them."""
+        m, pre = self.metrics, f"heldout/diff_vs_{name}/utility"
+        c = {k: m.get(f"{pre}/{k}", math.nan) for k in (
+            "ci_low", "ci_high", "mdd", "p", "max_diff", "min_p", "plan_questions", "plan_docs", "n_patterns")}
+        for k in ("detectable", "p_exact", "cost_only", "plan_capped", "equivalent"):
+            c[k] = bool(m.get(f"{pre}/{k}", 0))
+        c.update(same=bool(m[f"{pre}/all_zero"]), discordant_docs=int(m[f"{pre}/discordant_docs"]),
+                 discordant_questions=int(m.get(f"{pre}/discordant_questions", 0)))
+        c["plan_why"] = "" if c["plan_questions"] == c["plan_questions"] else (
+            "no discordant document to plan from" if c["discordant_docs"] == 0 else
+            "the discordant documents split evenly: no number of questions gives the power")
+        return c
+
     def _verdict(self, name: str) -> str:
-        """One plain sentence per comparison: which side is better (only when the sign-flip p <
-        alpha), or what cannot be resolved; the bootstrap interval alone never decides."""
-        m, ref, a = self.metrics, f"always-{name}", self.alpha
-        pre = f"heldout/diff_vs_{name}/utility"
-        lo, hi, mdd, p = m[f"{pre}/ci_low"], m[f"{pre}/ci_high"], m[f"{pre}/mdd"], m[f"{pre}/p"]
-        k = int(m[f"{pre}/discordant_docs"])
-        interval = f"[{fmt(lo)}, {fmt(hi)}]"
-        ci = f"95% CI {interval}"
-        if m[f"{pre}/all_zero"]:
+        """One plain sentence per comparison (unadjusted: each job's two comparisons are not
+        corrected for the other jobs of a sweep): which side is better (only when the sign-flip
+        p < alpha), else what the held-out questions can resolve and how many would."""
+        ref, a = f"always-{name}", self.alpha
+        c = self._comparison(name)
+        k = c["discordant_docs"]
+        if c["same"]:
             return f"policy - {name}: the same utility as {ref} on every held-out question; no difference can be resolved"
-        test = f"{'exact ' if k <= SIGN_FLIP_EXACT_MAX else ''}sign-flip p = {fmt(p)}"
         pooled = "" if self.repeats == 1 else ", pooled over repeats"
-        if p < a:
-            note = "" if (lo > 0 or hi < 0) else "; the bootstrap interval includes 0"
-            detail = f"({test} < alpha = {a:g}, {k} discordant documents{pooled}; {ci}{note})"
+        test = f"{p_words(c)} p = {fmt(c['p'])}"
+        on = f"unadjusted, {k} discordant documents{pooled}"
+        cost = "; the difference is the cost alone (0 discordant questions)" if c["cost_only"] else ""
+        if c["p"] < a:
+            detail = f"({test} < alpha = {a:g}, {on}; {interval_words(c, a)}{cost})"
             if self._direction(name) > 0:
                 return f"policy - {name}: the policy is better than {ref} {detail}"
             return f"policy - {name}: {ref} is better than the policy {detail}"
-        n_disc = m[f"heldout/mcnemar_vs_{name}/discordant"]
-        min_p = m[f"heldout/mcnemar_vs_{name}/min_p"]
-        if self.repeats == 1:
-            disc = f"{self._count(n_disc)} discordant questions"
-            reach = "the smallest reachable McNemar p is"
-        else:
-            disc = f"{self._count(n_disc)} discordant questions per split on average"
-            reach = "the smallest reachable McNemar p of one split is on average"
-        p_text = "no McNemar test for continuous outcomes" if math.isnan(min_p) else f"{reach} {fmt(min_p)}"
-        if mdd > MDD_ZERO_TOL:
-            head = f"policy - {name}: cannot resolve differences below {fmt(mdd)}"
-        else:  # differences exist but the document totals do not vary: no spread to size an MDD from
-            head = f"policy - {name}: cannot resolve a difference (MDD 0: the document totals do not vary)"
-        if lo > 0 or hi < 0:  # the percentile bootstrap is anti-conservative with few discordant documents
-            return (
-                f"{head} ({disc}; {p_text}); the bootstrap interval {interval} excludes 0 but rests on too few "
-                f"discordant documents ({k}{pooled}): {test} >= alpha = {a:g}"
-            )
-        return f"{head} ({disc}; {p_text}; {test}{pooled})"
+        return (f"policy - {name}: cannot be told from {ref} ({test} >= alpha = {a:g}, {on}; {interval_words(c, a)}); "
+                f"{equivalence_words(c, self.equivalence_margin)}; {resolution_words(c, a, self.power)}; "
+                f"{plan_words(c, a, self.power)}")
 
     def _heldout_resolution(self) -> str:
         """What the held-out set itself can resolve: always-extra vs always-base."""
@@ -544,8 +547,8 @@ class ThresholdResult:
         head = text_table(["held-out", k, "utility", "extra calls", "share"], rows)
         diffs = text_table(
             [
-                "utility difference", "point", "95% CI low", "95% CI high", "sign-flip p", "McNemar p", "discordant",
-                "min p", "MDD",
+                "utility difference", "point", f"{1 - self.alpha:.0%} CI low", f"{1 - self.alpha:.0%} CI high",
+                "sign-flip p", "P(better)", "McNemar p", "discordant", "min p", "MDD",
             ],
             [
                 [
@@ -554,6 +557,7 @@ class ThresholdResult:
                     m[f"heldout/diff_vs_{name}/utility/ci_low"],
                     m[f"heldout/diff_vs_{name}/utility/ci_high"],
                     m[f"heldout/diff_vs_{name}/utility/p"],
+                    m.get(f"heldout/diff_vs_{name}/utility/p_better", float("nan")),
                     m[f"heldout/mcnemar_vs_{name}/p"],
                     m[f"heldout/mcnemar_vs_{name}/discordant"],
                     m[f"heldout/mcnemar_vs_{name}/min_p"],
@@ -624,6 +628,7 @@ def _one_split(
     power: float,
     n_perm: int,
     extra_config: dict[str, Any],
+    equivalence_margin: float = 0.01,
 ) -> tuple[dict[str, float], pd.DataFrame, dict[str, Any]]:
     """One dev/held-out split: develop (nested estimate, then tau + freeze) on development only,
     then evaluate held-out from the frozen folder."""
@@ -644,7 +649,8 @@ def _one_split(
     )
     del dev_task  # evaluation below works from the frozen folder only
     metrics, decisions = evaluate_heldout(
-        frozen.dir, held_task, policy_factory, n_boot=n_boot, alpha=alpha, power=power, n_perm=n_perm
+        frozen.dir, held_task, policy_factory, n_boot=n_boot, alpha=alpha, power=power, n_perm=n_perm,
+        equivalence_margin=equivalence_margin,
     )
     metrics.update(
         {
@@ -661,13 +667,12 @@ def _one_split(
     return metrics, decisions, _frozen_info(frozen)
 
 
-POOLED_SUFFIXES = (
-    "/utility/ci_low",
-    "/utility/ci_high",
-    "/utility/mdd",
-    "/utility/p",
-    "/utility/discordant_docs",
-    "/utility/all_zero",
+POOLED_SUFFIXES = tuple(
+    f"/utility/{k}" for k in (
+        "ci_low", "ci_high", "mdd", "p", "discordant_docs", "all_zero", "max_diff", "min_p", "detectable", "p_exact",
+        "n_patterns", "discordant_questions", "cost_only", "plan_questions", "plan_docs", "plan_capped",
+        "equivalent", "tost_low", "tost_high", "p_better",
+    )
 )
 
 
@@ -689,6 +694,7 @@ def _aggregate_repeats(
     alpha: float,
     power: float,
     n_perm: int,
+    equivalence_margin: float = 0.01,
 ) -> dict[str, float]:
     """R > 1: means and population sds over repeats; intervals, MDD, sign-flip p, discordant
     documents and the all-zero flag from the pooled decisions with documents as clusters;
@@ -707,10 +713,13 @@ def _aggregate_repeats(
             out[key], out[f"{key}_std"] = _mean_sd([m[key] for m in per_repeat])
     groups = pooled["doc_id"].to_numpy()
     utility = pooled["utility"].to_numpy(float)
-    for name, other in (("base", pooled["base"].to_numpy(float)), ("extra", pooled["extra"].to_numpy(float) - cost)):
+    chosen = pooled["chosen"].to_numpy(float)
+    for name, other, outcome in (("base", pooled["base"].to_numpy(float), pooled["base"].to_numpy(float)),
+                                 ("extra", pooled["extra"].to_numpy(float) - cost, pooled["extra"].to_numpy(float))):
         pre = f"heldout/diff_vs_{name}/utility"
         for key, value in _comparison_metrics(
-            utility - other, groups, n_boot=n_boot, n_perm=n_perm, seed=seed, alpha=alpha, power=power
+            utility - other, groups, n_perm=n_perm, seed=seed, alpha=alpha, power=power,
+            outcome_diffs=chosen - outcome, n_questions=int(pooled["qid"].nunique()), margin=equivalence_margin,
         ).items():
             if key:  # the point estimate stays the mean over repeats
                 out[f"{pre}{key}"] = value
@@ -732,12 +741,14 @@ def run_threshold_protocol(
     alpha: float = 0.05,
     power: float = 0.8,
     n_perm: int = N_PERM,
+    equivalence_margin: float = 0.01,
 ) -> ThresholdResult:
     """Protocol A end to end, over ``repeats`` document-level splits: per split, develop +
     freeze on development, then evaluate held-out; R > 1 aggregated as docs/protocols.md
     says. ``nested_folds = 0`` switches the nested development estimate off; ``n_perm`` is the
     number of random sign patterns of the sign-flip test (used only beyond 16 discordant
-    documents)."""
+    documents); ``equivalence_margin`` is the margin of the two one-sided tests
+    (docs/metrics.md §12)."""
     # everything checked before anything is frozen
     if n_boot < MIN_BOOTSTRAP:
         raise ConfigError("protocol.n_boot", f"docs/metrics.md §5 asks for at least {MIN_BOOTSTRAP} bootstrap resamples, got {n_boot}")
@@ -746,6 +757,10 @@ def run_threshold_protocol(
         raise ConfigError("protocol.nested_folds", f"must be 0 (off) or >= 2, got {nested_folds}")
     if int(n_perm) < 1:
         raise ConfigError("protocol.n_perm", f"must be >= 1, got {n_perm}")
+    if not (alpha < 0.5 and equivalence_margin > 0):
+        raise ConfigError("protocol.equivalence_margin" if alpha < 0.5 else "protocol.alpha",
+                          f"two one-sided tests need alpha < 0.5 and a margin > 0, got alpha={alpha}, "
+                          f"margin={equivalence_margin}")
     seeds = repeat_seeds(seed, repeats)
     R = len(seeds)
     freeze_dir = Path(freeze_dir)
@@ -768,6 +783,7 @@ def run_threshold_protocol(
             power=power,
             n_perm=int(n_perm),
             extra_config=extra_config,
+            equivalence_margin=float(equivalence_margin),
         )
         decisions_r["repeat"] = r
         per_repeat.append(metrics_r)
@@ -778,7 +794,8 @@ def run_threshold_protocol(
         metrics = dict(per_repeat[0])
     else:
         metrics = _aggregate_repeats(
-            per_repeat, decisions, cost=cost, seed=seed, n_boot=n_boot, alpha=alpha, power=power, n_perm=int(n_perm)
+            per_repeat, decisions, cost=cost, seed=seed, n_boot=n_boot, alpha=alpha, power=power, n_perm=int(n_perm),
+            equivalence_margin=float(equivalence_margin),
         )
     metrics["n/repeats"] = R
     policy = policy_factory()
@@ -798,4 +815,5 @@ def run_threshold_protocol(
         alpha=float(alpha),
         power=float(power),
         repeats=R,
+        equivalence_margin=float(equivalence_margin),
     )

@@ -158,7 +158,8 @@ def close(tracker: Any, parent_run_id: str, runs: list, records: list[dict], *, 
 
 
 def print_outcome(outcome: SweepOutcome, sweep_id: str, uri: str | None) -> None:
-    """The sweep's last lines: the job rows, every protocol's result, where to look."""
+    """The sweep's last lines: the job rows, every protocol's result, where to look, and the
+    protocols' conclusions (each result's ``conclusion``) at the very end."""
     print(f"\n[route-bench] sweep {sweep_id}: {len(outcome.frame) + len(outcome.runless)} jobs, {outcome.failed} "
           f"failed -> parent run {outcome.status}")
     print(frame_text(outcome.frame))
@@ -173,4 +174,18 @@ def print_outcome(outcome: SweepOutcome, sweep_id: str, uri: str | None) -> None
         print(f"\nOpen the results:  mlflow ui --backend-store-uri {uri}")
     else:
         print(f"\nResults are in the tracking server {uri}")
+    print_conclusions(outcome.results)
+    sys.stdout.flush()
+
+
+def print_conclusions(results: dict) -> None:
+    """Every protocol's conclusion, then one closing line over all of them: in how many of the
+    comparisons that cannot be told apart no difference is detectable with these questions, and
+    how many questions the closest would need (``harness.paired.closing_line``)."""
+    from harness.protocols.sweep_stage import conclusion_lines
+
+    lines = conclusion_lines(results)
+    if lines:  # what the sweep concluded, last (docs/metrics.md §12)
+        print("\nConclusions (what these questions can and cannot show):")
+        print("\n".join(lines))
     sys.stdout.flush()
