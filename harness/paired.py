@@ -32,7 +32,7 @@ from harness.stats import (
     sign_flip_test,
 )
 
-PLAN_MAX_DOCS = 1_000_000  # beyond this a plan is reported as "more than"
+PLAN_MAX_DOCS = 100_000  # beyond this a plan is reported as "more than"
 
 
 def document_totals(diffs, groups) -> tuple[np.ndarray, np.ndarray]:
@@ -69,24 +69,30 @@ def sign_test_power_given_discordant(n_max: int, pi: float, alpha: float) -> np.
     """g[D] for D = 0..n_max: the power of the exact two-sided sign test with D discordant
     documents, each pointing the policy's way with probability ``pi``. The test rejects when
     p = min(1, 2 P(X <= min(x, D - x))) < alpha under X ~ Bin(D, 1/2), i.e. when x <= c_D or
-    x >= D - c_D with c_D the largest c with 2 P(X <= c) < alpha (no c: never)."""
-    g = np.zeros(n_max + 1)
-    for D in range(1, n_max + 1):
-        c = int(sps.binom.ppf(alpha / 2, D, 0.5))  # smallest c with P(X <= c) >= alpha / 2
-        while c >= 0 and 2 * sps.binom.cdf(c, D, 0.5) >= alpha:
-            c -= 1
-        if c < 0:
-            continue
-        g[D] = sps.binom.cdf(c, D, pi) + sps.binom.sf(D - c - 1, D, pi)
-    return g
+    x >= D - c_D with c_D the largest c with 2 P(X <= c) < alpha (no c: never). Vectorised
+    over D."""
+    D = np.arange(n_max + 1)
+    c = sps.binom.ppf(alpha / 2, D, 0.5)  # smallest c with P(X <= c) >= alpha / 2
+    c = np.where(np.isnan(c), -1, c)
+    for _ in range(3):  # step down to the largest c with 2 P(X <= c) < alpha
+        c = np.where((c >= 0) & (2 * sps.binom.cdf(c, D, 0.5) >= alpha), c - 1, c)
+    g = sps.binom.cdf(c, D, pi) + sps.binom.sf(D - c - 1, D, pi)
+    return np.where(c >= 0, g, 0.0)
+
+
+def _power_at(m: int, q: float, g: np.ndarray) -> float:
+    """sum_D Bin(D; m, q) g[D], over the D that carry any probability (1e-12 tails left out)."""
+    lo = int(max(0, sps.binom.ppf(1e-12, m, q) - 1))
+    hi = int(min(m, sps.binom.isf(1e-12, m, q) + 1))
+    D = np.arange(lo, hi + 1)
+    return float(sps.binom.pmf(D, m, q) @ g[lo:hi + 1])
 
 
 def sign_test_power(n_docs: int, q: float, pi: float, alpha: float = 0.05) -> float:
     """Power of the exact sign test on ``n_docs`` documents, each discordant with probability
     ``q`` and, when discordant, pointing the policy's way with probability ``pi``:
     sum_D Bin(D; n_docs, q) g[D] (``sign_test_power_given_discordant``)."""
-    g = sign_test_power_given_discordant(n_docs, pi, alpha)
-    return float(sps.binom.pmf(np.arange(n_docs + 1), n_docs, q) @ g)
+    return _power_at(int(n_docs), q, sign_test_power_given_discordant(int(n_docs), pi, alpha))
 
 
 def normal_plan_docs(q: float, pi: float, alpha: float, power: float) -> float:
@@ -104,7 +110,8 @@ def sample_size_plan(diffs, groups, alpha: float = 0.05, power: float = 0.8, n_q
 
     - q = k / n_docs, the share of documents whose total difference is not 0 (discordant);
     - pi = the share of those whose total is positive (the policy's rescues : harms, by document);
-    - documents = the smallest M (searched upward from half the normal approximation) at which
+    - documents = the smallest M (searched upward from half the normal approximation, in unit
+      steps below 400 documents, else in steps of 1/200 of it and then in unit steps) at which
       the exact two-sided sign test on the discordant documents of M new documents, each
       discordant with probability q and positive with probability pi, has power >= ``power``;
     - questions = ceil(M * n / n_docs), n / n_docs the observed questions per document; n is
@@ -139,11 +146,17 @@ def sample_size_plan(diffs, groups, alpha: float = 0.05, power: float = 0.8, n_q
     start = max(1, int(approx // 2))
     limit = min(PLAN_MAX_DOCS, int(math.ceil(3 * approx)) + 50)
     g = sign_test_power_given_discordant(limit, pi, alpha)
-    for m in range(start, limit + 1):
-        if float(sps.binom.pmf(np.arange(m + 1), m, q) @ g[: m + 1]) >= power:
-            out.update(docs=float(m), questions=float(math.ceil(m * n / n_docs)))
-            return out
-    out.update(docs=float(limit), questions=float(math.ceil(limit * n / n_docs)), capped=True)
+    step = max(1, int(approx) // 200)  # unit steps below 400 documents; coarse, then unit, above
+    m = start
+    while m <= limit and _power_at(m, q, g) < power:
+        m += step
+    if m > limit:
+        out.update(docs=float(limit), questions=float(math.ceil(limit * n / n_docs)), capped=True)
+        return out
+    m = max(start, m - step + 1)
+    while _power_at(m, q, g) < power:
+        m += 1
+    out.update(docs=float(m), questions=float(math.ceil(m * n / n_docs)))
     return out
 
 
@@ -152,13 +165,24 @@ def sample_size_plan(diffs, groups, alpha: float = 0.05, power: float = 0.8, n_q
 # --------------------------------------------------------------------------------------------
 
 
-def _patterns(n_docs: int, n_perm: int, seed: int) -> tuple[np.ndarray, bool]:
-    """(sign patterns, exact): all 2^n_docs patterns when n_docs <= SIGN_FLIP_EXACT_MAX, else
-    ``n_perm`` seeded random ones."""
+def _pattern_sums(totals: np.ndarray, sizes: np.ndarray, n_perm: int, seed: int
+                  ) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(s @ totals, s @ sizes over the sign patterns s, exact): all 2^n patterns when n <=
+    SIGN_FLIP_EXACT_MAX documents, else ``n_perm`` seeded random ones, drawn in blocks of at
+    most 4,096 (fewer with many documents) so that thousands of documents never need the whole
+    pattern matrix in memory."""
+    n_docs = len(totals)
     if n_docs <= SIGN_FLIP_EXACT_MAX:
-        return ((np.arange(2**n_docs)[:, None] >> np.arange(n_docs)) & 1) * 2 - 1, True
+        signs = ((np.arange(2**n_docs)[:, None] >> np.arange(n_docs)) & 1) * 2 - 1
+        return signs @ totals, signs @ sizes, True
     rng = np.random.default_rng(seed)
-    return rng.integers(0, 2, size=(n_perm, n_docs), dtype=np.int8).astype(float) * 2 - 1, False
+    a, b = np.empty(n_perm), np.empty(n_perm)
+    block = max(1, min(4096, 2_000_000 // n_docs))  # at most ~2 million signs in memory at once
+    for start in range(0, n_perm, block):
+        m = min(block, n_perm - start)
+        signs = rng.integers(0, 2, size=(m, n_docs), dtype=np.int8).astype(np.float64) * 2 - 1
+        a[start:start + m], b[start:start + m] = signs @ totals, signs @ sizes
+    return a, b, False
 
 
 def sign_flip_interval(
@@ -185,8 +209,7 @@ def sign_flip_interval(
     totals, sizes = document_totals(d, g)
     n = sizes.sum()
     point = float(totals.sum() / n)
-    signs, exact = _patterns(len(totals), int(n_perm), seed)
-    a, b = signs @ totals, signs @ sizes
+    a, b, exact = _pattern_sums(totals, sizes, int(n_perm), seed)
     scale = max(1.0, float(np.abs(totals).sum()))
 
     def p_of(delta: float) -> float:

@@ -273,9 +273,11 @@ def _artifact_frame(client: Any, run_id: str, path: str):
 
 # ---- words --------------------------------------------------------------------------------------
 def interval_words(low: float, high: float, a: str, b: str, what: str = "utility") -> str:
-    """What a 95% interval of ``a - b`` allows us to say, in plain words."""
+    """What a 95% interval of ``a - b`` (the inverted sign-flip test, docs/metrics.md §12) allows
+    us to say, in plain words."""
     if not (math.isfinite(low) and math.isfinite(high)):
-        return f"no interval for {a} minus {b} (too few questions)"
+        return (f"no informative interval for {a} minus {b} (too few documents for the sign-flip test to reject any "
+                "difference)")
     if low > 0:
         return f"{a} has the higher {what}: the 95% interval of the difference lies above 0"
     if high < 0:

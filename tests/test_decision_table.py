@@ -357,6 +357,59 @@ def test_p_is_an_exact_sign_flip_and_holm_is_by_hand():
     assert table.loc["worse", "mark"] == "<" and table.loc["lucky", "mark"] == ">" and table.loc["close", "mark"] == "="
 
 
+def _holm_by_hand(raw: dict) -> dict:
+    order = sorted(raw, key=raw.get)
+    adjusted, running = {}, 0.0
+    for i, name in enumerate(order):
+        running = max(running, min(1.0, (len(order) - i) * raw[name]))
+        adjusted[name] = running
+    return adjusted
+
+
+def test_holm_runs_over_the_whole_table_and_costs_with_the_same_decisions_count_once():
+    """Two budgets x three tested policies at two costs whose decisions are the same: six
+    hypotheses (not twelve), Holm by hand over them; the mark follows the table-wide p. A third
+    cost whose ``close`` decides differently (other run probabilities) adds one hypothesis."""
+    planted = _planted_records()
+    utilities = {r.policy: r.decisions["utility"].to_numpy() for r in planted}
+    cals = {"steady": 0.70, "lucky": 0.60, "worse": 0.65, "close": 0.55}
+
+    def records(cost, budgets, close_prob=0.25):
+        out = []
+        for name, u in utilities.items():
+            parts = [_hand_record(name, u, cals.get(name, 0.95), budget=b, cost=cost, oracle=name == "oracle")
+                     for b in budgets]
+            rec = JobRecord(name, 0, cost, pd.concat([x.frontiers for x in parts], ignore_index=True),
+                            pd.concat([x.decisions for x in parts], ignore_index=True), cell=f"cost.c={cost:g}")
+            if name == "close":
+                rec.decisions["prob"] = close_prob
+            out.append(rec)
+        return out
+
+    recs = [r for cost in (0.0, 0.05) for r in records(cost, (0.25, 0.5))]
+    table = decision_table(recs)
+    tested = table[table["p"].notna() & (table["kind"] == "deployable")]
+    assert len(tested) == 12
+    raw = {}
+    for r in tested.itertuples():  # the same decisions at both costs: one hypothesis each
+        raw.setdefault((r.budget, r.policy), set()).add(r.p)
+    assert all(len(v) == 1 for v in raw.values()) and len(raw) == 6
+    adjusted = _holm_by_hand({k: max(v) for k, v in raw.items()})
+    for r in tested.itertuples():
+        want = adjusted[(r.budget, r.policy)]
+        assert r.p_holm_table == pytest.approx(want)
+        assert r.mark == (("<" if r.diff_vs_ref < 0 else ">") if want < 0.05 else "=")
+    # worse: 2 * 0.5^9 x 6 hypotheses = 0.0234 < 0.05; lucky: 2 * 0.5^7 = 0.0156, 4th smallest of
+    # six after the two worse: x 4 = 0.0625 > 0.05, so the whole table no longer calls lucky better
+    assert adjusted[(0.25, "worse")] == pytest.approx(6 * 2 * 0.5**9)
+    lucky = tested[tested["policy"] == "lucky"]
+    assert (lucky["p_holm"] < 0.05).all() and (lucky["mark"] == "=").all()
+    # another cost at which close runs with other probabilities: a hypothesis of its own
+    more = decision_table(recs + records(0.1, (0.25,), close_prob=0.5))
+    assert more["p_holm_table"].notna().sum() == 15
+    assert more.loc[more["policy"] == "worse", "p_holm_table"].iloc[0] == pytest.approx(7 * 2 * 0.5**9)
+
+
 def test_ties_for_the_reference_are_named():
     qids, docs, base, _ = _planted_base()
     other = base.copy()

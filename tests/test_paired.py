@@ -173,7 +173,7 @@ def _brute_exact_plan(q, pi, alpha=0.05, power=0.8, n_max=2000):
     raise AssertionError("no plan below n_max")
 
 
-@pytest.mark.parametrize("rescues,harms,n", [(4, 1, 70), (6, 1, 52), (9, 3, 60), (5, 0, 80)])
+@pytest.mark.parametrize("rescues,harms,n", [(4, 1, 70), (6, 1, 52), (9, 3, 60), (5, 0, 80), (3, 1, 80)])
 def test_sample_size_plan_matches_a_brute_force_exact_power_loop(rescues, harms, n):
     """One question per document, 0/1 differences: the plan's N is the brute-force exact N (the
     issue asks within 10%)."""
@@ -257,3 +257,25 @@ def test_equivalence_is_two_one_sided_tests_against_the_margin():
     assert paired.equivalence_words(strict, 0.001).startswith("inconclusive: neither a difference nor equivalence")
     # five documents: no interval, never equivalent
     assert not paired.paired_comparison(np.array([1.0, -1, 1, -1, 0]), list("abcde"))["equivalent"]
+
+
+def test_a_plan_beyond_the_cap_says_more_than_and_stays_quick():
+    """Discordant documents nearly balanced (101 : 99 of 2,000): the normal approximation already
+    exceeds the cap, so the plan is "more than" PLAN_MAX_DOCS documents, found without a search;
+    a plan of thousands of documents (11 : 9 of 200) is searched in coarse steps, quickly."""
+    import time
+
+    d = np.zeros(2000)
+    d[:101], d[101:200] = 1.0, -1.0
+    start = time.process_time()
+    plan = paired.sample_size_plan(d, [f"d{i:04d}" for i in range(2000)])
+    assert plan["capped"] and plan["docs"] == paired.PLAN_MAX_DOCS
+    assert paired.normal_plan_docs(200 / 2000, 101 / 200, 0.05, 0.8) > paired.PLAN_MAX_DOCS
+    mid = paired.sample_size_plan(np.r_[np.ones(11), -np.ones(9), np.zeros(180)],
+                                  [f"d{i:03d}" for i in range(200)])
+    approx = paired.normal_plan_docs(20 / 200, 11 / 20, 0.05, 0.8)
+    assert not mid["capped"] and approx <= mid["docs"] <= 1.1 * approx  # exact: a few percent above Connor
+    assert paired.sign_test_power(int(mid["docs"]), 0.1, 0.55) >= 0.8
+    assert time.process_time() - start < 30  # generous: no scan over a million sizes
+    c = {"plan_why": "", "plan_capped": True, "plan_questions": plan["questions"], "plan_docs": plan["docs"]}
+    assert paired.plan_words(c, 0.05, 0.8).startswith("more than 100000 questions (100000 documents)")

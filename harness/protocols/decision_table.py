@@ -42,7 +42,11 @@ The reference and the test
   (``mdd``) and the sample-size plan (``plan_questions``, ``plan_docs``; docs/metrics.md §12).
   These are ``harness.protocols.compare``'s pieces (``pair_frame``, ``choose_reference``) and
   ``harness.paired.paired_comparison``, shared, not copied.
-- ``mark``: "ref"; "<" / ">" worse / better than the reference at Holm-adjusted alpha; "="
+- Multiplicity: ``p_holm`` is Holm within the cell and budget; ``p_holm_table`` is Holm over
+  every tested comparison of the table (budgets x policies of every cost), a comparison whose
+  decisions (both rules' run probabilities on every paired question) are the same at several
+  costs counted once, with the largest of its p-values. The mark follows ``p_holm_table``.
+- ``mark``: "ref"; "<" / ">" worse / better than the reference at table-wide Holm-adjusted alpha; "="
   cannot be told apart (identical decisions included); "" for the oracle (an upper bound,
   shown, never tested) and the fixed decisions; "?" when no paired test was possible (``note``
   says why, e.g. the decisions were not logged).
@@ -71,7 +75,7 @@ BUDGET_DIGITS = 9
 COLUMNS = (
     "cost", "budget", "policy", "kind", "mark", "utility", "utility_sd", "cal_utility", "outcome", "outcome_sd",
     "usage", "usage_sd", "violation_rate", "random_utility", "oracle_utility", "exact_utility", "exact_utility_sd",
-    "diff_vs_ref", "ci_low", "ci_high", "p", "p_holm", "mdd", "max_diff", "detectable", "discordant_docs",
+    "diff_vs_ref", "ci_low", "ci_high", "p", "p_holm", "p_holm_table", "mdd", "max_diff", "detectable", "discordant_docs",
     "discordant_questions", "plan_questions", "plan_docs", "p_better", "equivalent", "n_runs", "reference",
     "reference_from",
     "reference_tied", "note", "cell",
@@ -190,10 +194,11 @@ def _test_budget(rows: list[dict], decisions: dict[str, pd.DataFrame | None], or
     else:
         reason += f" for the reference {ref}"
     groups = frame["doc_id"].astype(str).to_numpy() if frame is not None else None
-    outcomes = None
+    outcomes = probs = None
     if frame is not None:  # the expected outcome (utility + cost * run probability): to tell a cost alone
         outcomes, _ = pair_frame({p: d.assign(outcome=d["base"] + d["prob"] * (d["extra"] - d["base"]))
                                   for p, d in have.items()}, PAIR_KEYS, column="outcome")
+        probs, _ = pair_frame(have, PAIR_KEYS, column="prob")
     for r in rows:
         label = r["policy"]
         if label == ref:
@@ -231,6 +236,37 @@ def _test_budget(rows: list[dict], decisions: dict[str, pd.DataFrame | None], or
         adjusted = holm_adjust([r["p"] for r in family])
         for r, p in zip(family, adjusted):
             r["p_holm"] = float(p)
+            r["_hypothesis"] = _decisions_key(probs, r["policy"], ref, rows[0]["budget"])
+
+
+def _decisions_key(probs: pd.DataFrame, label: str, ref: str, budget: float) -> str:
+    """What one comparison decides between: the policy's and the reference's run probability on
+    every paired question (and the budget). Two costs that leave all of it unchanged test the
+    same decisions, and count once in the table's Holm family."""
+    import hashlib
+
+    h = hashlib.sha256(repr((label, ref, round(float(budget), BUDGET_DIGITS))).encode())
+    for col in [c for c in PAIR_KEYS if c in probs.columns] + ["doc_id"]:
+        h.update("\x1f".join(map(str, probs[col].tolist())).encode())
+    for col in (label, ref):
+        h.update(np.ascontiguousarray(probs[col].to_numpy(dtype=float)).tobytes())
+    return h.hexdigest()
+
+
+def _mark_over_the_table(rows: list[dict], alpha: float) -> None:
+    """Holm over every tested comparison of the table (all budgets x policies of every cost,
+    docs/metrics.md §12), the comparisons that decide between the same decisions at several costs
+    counted once with the largest of their p (the conclusion must hold at each of those costs);
+    ``p_holm_table`` and the mark follow it, in place."""
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        if r.get("_hypothesis"):
+            groups.setdefault(r["_hypothesis"], []).append(r)
+    keys = list(groups)
+    adjusted = holm_adjust([max(r["p"] for r in groups[k]) for k in keys])
+    for key, p in zip(keys, adjusted):
+        for r in groups[key]:
+            r["p_holm_table"] = float(p)
             if p < alpha:
                 r["mark"] = ">" if r["diff_vs_ref"] > 0 else "<"
             else:
@@ -294,6 +330,7 @@ def decision_table(
             out += rows
         for label in fixed:
             out.append(_fixed_row(cell, cost, label, frontiers[label]))
+    _mark_over_the_table(out, alpha)
     table = pd.DataFrame(out, columns=list(COLUMNS))
     table.attrs.update(alpha=alpha, n_boot=n_boot, power=power, margin=margin)
     return table
@@ -379,7 +416,8 @@ def legend(table: pd.DataFrame) -> str:
     alpha = f"{alpha:g}" if isinstance(alpha, (int, float)) else str(alpha)
     return (
         f"ref: the deployable policy with the best calibration-half utility | =: cannot be told apart | "
-        f"< >: worse / better than ref (paired by question, sign-flip by document, Holm alpha {alpha}) | "
+        f"< >: worse / better than ref (paired by question, sign-flip by document, Holm alpha {alpha} over the "
+        "table's budgets x policies, a comparison whose decisions no cost changes counted once) | "
         "policy - ref > 0: better | ub: oracle, upper bound, not tested | fixed: one arm everywhere, a reference"
     )
 
@@ -479,7 +517,7 @@ HEADERS = {
     "random_utility": "random utility (matched usage)", "oracle_utility": "oracle utility (matched usage)",
     "exact_utility": "exact-frontier utility", "exact_utility_sd": "exact-frontier utility sd",
     "diff_vs_ref": "policy - ref", "ci_low": "CI low (sign-flip)", "ci_high": "CI high (sign-flip)", "p": "p",
-    "p_holm": "Holm p", "mdd": "MDD", "max_diff": "largest showable difference", "detectable": "detectable",
+    "p_holm": "Holm p (budget)", "p_holm_table": "Holm p (whole table)", "mdd": "MDD", "max_diff": "largest showable difference", "detectable": "detectable",
     "discordant_docs": "discordant documents", "discordant_questions": "discordant questions",
     "plan_questions": "questions for the power", "plan_docs": "documents for the power",
     "p_better": "P(better)", "equivalent": "equivalent (TOST)", "mark": "mark", "reference": "reference", "reference_from": "reference chosen on",
