@@ -42,7 +42,6 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-import numpy as np
 import pandas as pd
 
 from harness.errors import HarnessError
