@@ -80,6 +80,18 @@ def _id(obj: dict, key: str, where: str) -> str:
     return value
 
 
+def unique_ids(rows: list[tuple[int, dict]], key: str, file_name: str) -> Iterator[tuple[dict, str, str]]:
+    """(object, its id, "file:line") of each row, refusing an id seen on an earlier line."""
+    seen: dict[str, int] = {}
+    for n, obj in rows:
+        where = f"{file_name}:{n}"
+        uid = _id(obj, key, where)
+        if uid in seen:
+            raise DataError(where, key, f"id {uid!r} appears twice (first on line {seen[uid]})")
+        seen[uid] = n
+        yield obj, uid, where
+
+
 def _answers(value: Any, where: str, key: str) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -94,13 +106,8 @@ def read_corpus(path: Path, *, id_key: str, text_keys: tuple[str, ...]) -> tuple
     """Units of a corpus JSONL (see the module docstring), refusing duplicate ids and empty text.
     ``text_keys``: ("title", "text") for BEIR; FlashRAG also accepts "contents"."""
     rows, digest = read_jsonl(path)
-    units, seen = [], {}
-    for n, obj in rows:
-        where = f"{path.name}:{n}"
-        uid = _id(obj, id_key, where)
-        if uid in seen:
-            raise DataError(where, id_key, f"id {uid!r} appears twice (first on line {seen[uid]})")
-        seen[uid] = n
+    units = []
+    for obj, uid, where in unique_ids(rows, id_key, path.name):
         if "contents" in text_keys and "contents" in obj:
             text = _text_field(obj, "contents", where)
         else:
@@ -155,13 +162,9 @@ def load_beir(path: str | Path, split: str = "test", name: str = "beir") -> Data
     units, corpus_sha = read_corpus(folder / "corpus.jsonl", id_key="_id", text_keys=("title", "text"))
     relevant, qrels_sha = read_qrels(qrels_path, {u.unit_id for u in units})
     rows, queries_sha = read_jsonl(folder / "queries.jsonl")
-    questions, seen, left_out = [], {}, 0
-    for n, obj in rows:
-        where = f"queries.jsonl:{n}"
-        qid = _id(obj, "_id", where)
-        if qid in seen:
-            raise DataError(where, "_id", f"id {qid!r} appears twice (first on line {seen[qid]})")
-        seen[qid] = n
+    questions, seen, left_out = [], set(), 0
+    for obj, qid, where in unique_ids(rows, "_id", "queries.jsonl"):
+        seen.add(qid)
         if qid not in relevant:
             continue  # not in this split
         text = _text_field(obj, "text", where)
@@ -193,13 +196,8 @@ def load_jsonl(questions: str | Path, corpus: str | Path, name: str = "jsonl") -
     units, corpus_sha = read_corpus(cpath, id_key="id", text_keys=("contents", "title", "text"))
     known = {u.unit_id for u in units}
     rows, questions_sha = read_jsonl(qpath)
-    out, seen = [], {}
-    for n, obj in rows:
-        where = f"{qpath.name}:{n}"
-        qid = _id(obj, "id", where)
-        if qid in seen:
-            raise DataError(where, "id", f"id {qid!r} appears twice (first on line {seen[qid]})")
-        seen[qid] = n
+    out = []
+    for obj, qid, where in unique_ids(rows, "id", qpath.name):
         text = _text_field(obj, "question", where)
         if not text.strip():
             raise DataError(where, "question", "is empty")
