@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import abc
 import inspect
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
@@ -62,8 +63,8 @@ import pandas as pd
 
 from harness.errors import ConfigError, HarnessError
 from harness.io import CacheCorrupt, cache_root, digest_of, file_lock, move_aside
+from harness.progress import Progress, duration
 from harness.registry import Kind, import_class, lookup, origin, registered
-from harness.progress import Progress
 
 ENTRY_POINT_GROUP = "rag_route_bench.arms"
 BASE = "base"  # the base table's pseudo-block name in ``requires``
@@ -350,7 +351,10 @@ def build_block(block: ArmBlock, inputs: pd.DataFrame, dataset: Any, *, base_key
             if made is not None:
                 built_with.setdefault(digest_of(made), made)
             parts.append(part)
-            eta.report()  # a line at most every 30 s, and at the end
+            if i < n_chunks - 1:
+                eta.report()  # a line at most every 30 s with the time left
+        print(f"[route-bench] arm block {block.name}: {n_chunks}/{n_chunks} chunks ({computed} computed, {reused} "
+              f"reused, {duration(time.perf_counter() - eta.start)} in all)", flush=True)
         frame = pd.concat(parts, ignore_index=True).sort_values("qid", kind="stable").reset_index(drop=True)
         made = list(built_with.values())
         record = _write_parquet(path, frame, key=key, **({"built_with": made} if made else {}))
