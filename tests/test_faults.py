@@ -54,10 +54,19 @@ def run(args, cwd: Path, extra_env: dict | None = None, timeout: float = CEILING
                           timeout=timeout)
 
 
+def default_signals() -> None:
+    """In the child, before exec: Ctrl-C's default disposition. A shell without job control
+    starts background commands with SIGINT ignored, and an ignored signal is inherited: a suite
+    run as ``make test &`` would otherwise give the harness a Ctrl-C it was told to ignore."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(args, cwd: Path, extra_env: dict | None = None) -> subprocess.Popen:
-    """A sweep in its own session (so a test can signal it alone, or its whole group)."""
+    """A sweep in its own session (so a test can signal it alone, or its whole group), with
+    Ctrl-C's default disposition (``default_signals``)."""
     return subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=cwd, env=_env(cwd / "cache", extra_env),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=default_signals)
 
 
 def slow_env(markers: Path, seconds: float = 120) -> dict:
@@ -372,7 +381,7 @@ def test_killed_table_build_resumes_with_identical_numbers(tmp_path, sig, big_qa
 
     args, reference = big_qasper
     proc = subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=tmp_path, env=_env(tmp_path / "cache"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
     deadline = time.monotonic() + CEILING_S
     while not list((tmp_path / "cache").glob("tables/*/shards/shard-00000.parquet")):
         assert proc.poll() is None, proc.communicate()
