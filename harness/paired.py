@@ -187,7 +187,7 @@ def _pattern_sums(totals: np.ndarray, sizes: np.ndarray, n_perm: int, seed: int
 
 def sign_flip_interval(
     diffs, groups, *, alpha: float = 0.05, n_perm: int = 20_000, seed: int = 0, p_at_zero: float | None = None,
-    tol: float = 1e-10,
+    tol: float = 1e-10, sums: tuple | None = None,
 ) -> tuple[float, float]:
     """The (1 - alpha) interval for the mean per-question difference obtained by inverting the
     sign-flip test (docs/metrics.md §12): the shifts delta for which the sign-flip test of
@@ -202,14 +202,15 @@ def sign_flip_interval(
     exactly when that p < alpha: it never contradicts the verdict. Patterns: exact (all 2^n)
     for up to 16 documents, else ``n_perm`` seeded random patterns with the +1 correction.
     Returns (nan, nan) when no shift is rejected on a side (too few documents: no informative
-    interval). Ends are accurate to ``tol`` times the range searched."""
+    interval). Ends are accurate to ``tol`` times the range searched. ``sums``: the
+    ``_pattern_sums`` of these documents, when the caller already drew them (same patterns)."""
     d, g = _per_question("sign_flip_interval", diffs, groups)
     if not 0 < alpha < 1:
         raise ConfigError("alpha", f"must be in (0, 1), got {alpha}")
     totals, sizes = document_totals(d, g)
     n = sizes.sum()
     point = float(totals.sum() / n)
-    a, b, exact = _pattern_sums(totals, sizes, int(n_perm), seed)
+    a, b, exact = sums if sums is not None else _pattern_sums(totals, sizes, int(n_perm), seed)
     scale = max(1.0, float(np.abs(totals).sum()))
 
     def p_of(delta: float) -> float:
@@ -250,15 +251,16 @@ def sign_flip_interval(
 DEFAULT_EQUIVALENCE_MARGIN = 0.01  # protocol.equivalence_margin: a utility difference too small to matter
 
 
-def equivalence_interval(diffs, groups, *, alpha: float = 0.05, n_perm: int = 20_000, seed: int = 0
-                         ) -> tuple[float, float]:
+def equivalence_interval(diffs, groups, *, alpha: float = 0.05, n_perm: int = 20_000, seed: int = 0,
+                         p_at_zero: float | None = None, sums: tuple | None = None) -> tuple[float, float]:
     """The (1 - 2 alpha) interval of ``sign_flip_interval``: two one-sided sign-flip tests at
     ``alpha`` (TOST) reject both "delta <= -margin" and "delta >= margin" exactly when it lies
     inside (-margin, margin) (the sign-flip statistic is symmetric, so the two-sided p at level
     2 alpha is twice the one-sided p). (nan, nan) when not informative."""
     if not 0 < alpha < 0.5:
         raise ConfigError("alpha", f"must be in (0, 0.5) for two one-sided tests, got {alpha}")
-    return sign_flip_interval(diffs, groups, alpha=2 * alpha, n_perm=n_perm, seed=seed)
+    return sign_flip_interval(diffs, groups, alpha=2 * alpha, n_perm=n_perm, seed=seed, p_at_zero=p_at_zero,
+                              sums=sums)
 
 
 def posterior_better(diffs, groups, prior: tuple[float, float] = (1.0, 1.0)) -> float:
@@ -304,14 +306,16 @@ def paired_comparison(
     ``n_boot`` is accepted and ignored (the bootstrap interval is gone)."""
     del n_boot
     d, g = _per_question("paired_comparison", diffs, groups)
-    totals, _ = document_totals(d, g)
+    totals, sizes = document_totals(d, g)
     same = bool(np.all(d == 0))
     k = int(np.sum(np.abs(totals) > SIGN_FLIP_ZERO_TOL))
     p = 1.0 if same else sign_flip_test(d, g, n_perm=n_perm, seed=seed)
+    # one draw of sign patterns for both intervals (1 - alpha and, for equivalence, 1 - 2 alpha)
+    sums = None if same else _pattern_sums(totals, sizes, int(n_perm), seed)
     if same:
         lo, hi = 0.0, 0.0
     else:
-        lo, hi = sign_flip_interval(d, g, alpha=alpha, n_perm=n_perm, seed=seed, p_at_zero=p)
+        lo, hi = sign_flip_interval(d, g, alpha=alpha, n_perm=n_perm, seed=seed, p_at_zero=p, sums=sums)
     mdd = min_detectable_difference(d, g, alpha=alpha, power=power)
     max_diff = max_showable_difference(d, g)
     min_p = min_reachable_p(k)
@@ -330,7 +334,7 @@ def paired_comparison(
     if same:
         t_lo, t_hi = 0.0, 0.0
     else:
-        t_lo, t_hi = equivalence_interval(d, g, alpha=alpha, n_perm=n_perm, seed=seed)
+        t_lo, t_hi = equivalence_interval(d, g, alpha=alpha, n_perm=n_perm, seed=seed, p_at_zero=p, sums=sums)
     return {
         "equivalent": bool(math.isfinite(t_lo) and math.isfinite(t_hi) and -margin < t_lo and t_hi < margin),
         "tost_low": t_lo,

@@ -116,6 +116,8 @@ def _check_sweep_stage(stdout: str, client, uri: str, runs: list, tmp_path: Path
     console, the parent run (CSV, MLflow table, metric) and the report, with no harness edit."""
     import json
 
+    from harness.tracking.mlflow_tracker import note_text
+
     want = sorted((r.data.tags["route_bench.policy"], r.data.metrics["spread/q"]) for r in runs)
     assert "Score spread per job (quantile of the fitted scores)" in stdout
     shown = stdout[stdout.index("Score spread per job"):].splitlines()[2:2 + len(runs)]
@@ -134,6 +136,7 @@ def _check_sweep_stage(stdout: str, client, uri: str, runs: list, tmp_path: Path
     note = parent[0].data.tags["mlflow.note.content"]  # the run page's description: the conclusions
     assert note.startswith("Sweep ") and "jobs, 0 failed -> FINISHED" in note
     assert "Score spread per job" in note and "Policies vs the reference" in note
+    assert note_text(note).startswith("Policy vs policy")  # the conclusions first, as the console ends
     assert "summary.txt" in files
     with open(client.download_artifacts(pid, "score_spread.json", str(tmp_path / "parent_json")), encoding="utf-8") as fh:
         assert sorted(json.load(fh)["columns"]) == sorted(table.columns)

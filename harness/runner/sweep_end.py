@@ -105,7 +105,13 @@ def sweep_stages(client: Any, runs: list, configured: list[str], alpha: float, n
 
 def conclusions(outcome: SweepOutcome) -> str:
     """Every protocol's sweep-level text, in order: the parent run's description and summary."""
-    return "\n\n".join(r.text for r in outcome.results.values()) or "(no protocol of this sweep has a sweep-level result)"
+    from harness.protocols.sweep_stage import conclusion_lines
+
+    parts = [r.text for r in outcome.results.values()]
+    closing = conclusion_lines(outcome.results)  # what the console ends with: the description leads with it
+    if closing:
+        parts.insert(0, "\n".join(closing))
+    return "\n\n".join(parts) or "(no protocol of this sweep has a sweep-level result)"
 
 
 def write_results(outcome: SweepOutcome, folder: Path) -> None:
