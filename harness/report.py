@@ -368,15 +368,13 @@ def load_sweep(
 
 def sweep_results(client, runs: list, *, alpha: float, n_boot: int, metric: str) -> dict:
     """Every protocol's sweep stage (``Protocol.aggregate``) over the sweep's runs: the protocols
-    the jobs logged they ran (``protocol.run``), as at the sweep's end."""
+    the jobs logged they ran (``protocol.run``), as at the sweep's end (``sweep_end.sweep_stages``)."""
     import tempfile
 
-    from harness.protocols.sweep_stage import SweepContext, run_sweep_stages, sweep_protocols
-    from harness.tracking.sweep_jobs import sweep_jobs
+    from harness.runner.sweep_end import sweep_stages
 
     with tempfile.TemporaryDirectory(prefix="route-bench-report-") as tmp:
-        jobs = sweep_jobs(client, runs, Path(tmp))
-        return run_sweep_stages(jobs, sweep_protocols(jobs), SweepContext(alpha=alpha, n_boot=n_boot, metric=metric))
+        return sweep_stages(client, runs, [], alpha, n_boot, metric, Path(tmp))
 
 
 NO_DIFFERENCE = "no policy can be shown to differ from always-base in hits on these held-out questions"
