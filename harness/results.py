@@ -567,7 +567,8 @@ def _decision_003(page: Page, view: SweepView, client: Any) -> None:
                          page.cell(pid, path, frame, match, "diff_vs_ref") if mark != "ref" else "",
                          page.cell(pid, path, frame, match, "p_holm", decimals=3) if mark != "ref" else ""])
         marks = set(sub["mark"].fillna("").astype(str))
-        ref = sub[sub["mark"] == "ref"]["policy"].tolist()
+        # the reference column: a policy, or the per-split calibration choice when the splits chose differently
+        ref = [v for v in sub["reference"].fillna("").astype(str) if v]
         if ref:
             worse = sorted(sub[sub["mark"] == "<"]["policy"].tolist())
             better = sorted(sub[sub["mark"] == ">"]["policy"].tolist())
@@ -582,9 +583,10 @@ def _decision_003(page: Page, view: SweepView, client: Any) -> None:
     refs = [v.split("reference ")[1].split(";")[0] for v in verdicts]
     if len(refs) == 2:
         verdicts.append("- The measured cost " + ("does not change the reference (the router with the best "
-                                                  "calibration-half utility; a router marked = cannot be told from it)."
+                                                  "utility on each split's calibration half; a router marked = cannot be "
+                                                  "told from it)."
                                                   if refs[0] == refs[1] else f"changes the reference (the router with "
-                                                  f"the best calibration-half utility): {refs[0]} at one cost, "
+                                                  f"the best utility on each split's calibration half): {refs[0]} at one cost, "
                                                   f"{refs[1]} at the other."))
     page.add(*verdicts, "")
 

@@ -14,9 +14,15 @@ is written down here and in docs/numbers.md):
   under several seeds or repeated splits). Rows are paired on (seed, repeat, qid); every policy
   of a cell must cover the same rows, else the cell is refused with a reason (different
   questions are not a paired comparison).
-- Reference = the deployable policy with the best DEVELOPMENT estimate (``dev_scores``: the
-  nested development utility each job logged, mean over seeds), i.e. the policy a team would
-  pick before looking at held-out data. Choosing it by held-out utility and then testing the
+- Reference = the deployable policy with the best DEVELOPMENT estimate, i.e. the policy a team
+  would pick before looking at held-out data, chosen inside each unit (a seed, or a seed and
+  repeat: ``dev_by_unit``, the nested development utility each job logged per seed or per
+  repeat) and compared on that unit's held-out questions only (``ReferenceChoice``): a seed's
+  development data holds the held-out questions of the other seeds, so a choice on the mean
+  over seeds has seen them. When every unit chose the same policy it is the reference row;
+  else the reference is the per-unit choice ("best on development per seed (a 2, b 1)"), no
+  row is the reference and every policy is tested against it. ``dev_scores`` (one value per
+  policy) is the fallback and is shown in ``dev_utility``. Choosing it by held-out utility and then testing the
   others against it on the same held-out questions is a winner's-curse selection that Holm does
   not correct (10 exchangeable policies: about 14% "worse" verdicts at a nominal 5%). Without
   development estimates the held-out best is used and the table says the choice is optimistic.
@@ -40,8 +46,11 @@ is written down here and in docs/numbers.md):
 from __future__ import annotations
 
 import math
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Mapping
 
+import numpy as np
 import pandas as pd
 
 from harness.errors import HarnessError
@@ -106,10 +115,111 @@ def choose_reference(basis: Mapping[str, float], candidates) -> tuple[str, list[
     return tied[0], tied
 
 
+@dataclass(frozen=True)
+class ReferenceChoice:
+    """The reference chosen inside each unit (a seed and split or repeat) on data disjoint from
+    that unit's test questions, so no question tests a reference that was chosen on it.
+
+    Why per unit: a split's calibration (or development) half holds the test questions of the
+    other splits; a reference chosen on the mean over splits has seen them, and in a null
+    simulation it beat the others on test beyond chance (9-10% sweeps with a false "<" at a
+    nominal 5%). Per unit, the reference is a procedure ("the best on this split's own
+    calibration data"); when every unit picks the same policy it is that policy.
+    ``by_unit`` maps a unit (its values of ``keys``) to the chosen label, ``tied`` to the labels
+    tied with it there (within TIE_TOL; broken by name)."""
+
+    keys: tuple[str, ...]
+    by_unit: dict
+    tied: dict = field(default_factory=dict)
+    source: str = "development"
+
+    @property
+    def single(self) -> str | None:
+        """The label every unit chose, or None when the units chose differently."""
+        chosen = set(self.by_unit.values())
+        return next(iter(chosen)) if len(chosen) == 1 else None
+
+    @property
+    def counts(self) -> list[tuple[str, int]]:
+        """(label, number of units that chose it), most often first (ties by name)."""
+        return sorted(Counter(self.by_unit.values()).items(), key=lambda kv: (-kv[1], kv[0]))
+
+    @property
+    def name(self) -> str:
+        """The reference as tables print it: the policy, or the per-unit choice and its counts."""
+        if self.single is not None:
+            return self.single
+        unit = self.keys[-1] if self.keys else "unit"
+        return f"best on {self.source} per {unit} (" + ", ".join(f"{k} {n}" for k, n in self.counts) + ")"
+
+    @property
+    def tied_labels(self) -> list[str]:
+        """Every label tied with a unit's choice in some unit (sorted), the choices excluded."""
+        chosen = set(self.by_unit.values())
+        return sorted({t for ts in self.tied.values() for t in ts} - chosen)
+
+    def values(self, frame: pd.DataFrame) -> np.ndarray:
+        """Per row of a paired ``frame`` (pair keys + one column per label), the value of the
+        label its unit chose."""
+        if not self.keys:
+            return frame[self.single].to_numpy(dtype=float)
+        units = list(zip(*(frame[k].to_numpy() for k in self.keys)))
+        try:
+            chosen = [self.by_unit[tuple(_plain(v) for v in u)] for u in units]
+        except KeyError as exc:
+            raise HarnessError(f"reference: no choice for the unit {dict(zip(self.keys, exc.args[0]))}") from None
+        out = np.empty(len(frame), dtype=float)
+        for label in set(chosen):
+            mask = np.fromiter((c == label for c in chosen), dtype=bool, count=len(chosen))
+            out[mask] = frame.loc[mask, label].to_numpy(dtype=float)
+        return out
+
+
+def _plain(value):
+    """A unit key value as a plain Python scalar (numpy ints and floats hash like Python's, but
+    keep the keys one type)."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def choose_per_unit(
+    basis: Mapping[tuple, Mapping[str, float]], keys: tuple[str, ...], candidates, source: str
+) -> ReferenceChoice:
+    """Choose the reference in each unit of ``basis`` (unit -> label -> value) among
+    ``candidates`` (``choose_reference`` per unit)."""
+    by_unit, tied = {}, {}
+    for unit, values in basis.items():
+        ref, ties = choose_reference(values, candidates)
+        key = tuple(_plain(v) for v in unit)
+        by_unit[key], tied[key] = ref, tuple(ties[1:])
+    return ReferenceChoice(tuple(keys), by_unit, tied, source)
+
+
+def _reference_choice(frame: pd.DataFrame, candidates: list[str], dev_by_unit, dev: dict, means: dict) -> ReferenceChoice:
+    """Per unit on development data when every unit of ``frame`` has every candidate's
+    development value; else one choice on ``dev`` (the mean development value; said to be
+    optimistic when ``dev_by_unit`` is ``((), {})``: repeats whose means overlap the other
+    repeats' held-out questions), else on held-out data (optimistic)."""
+    if dev_by_unit:
+        keys, basis = dev_by_unit
+        units = {tuple(_plain(v) for v in u) for u in zip(*(frame[k].to_numpy() for k in keys))} if keys else set()
+        if keys and all(k in frame.columns for k in keys) and units and all(
+            u in basis and all(c in basis[u] and math.isfinite(float(basis[u][c])) for c in candidates) for u in units
+        ):
+            return choose_per_unit({u: basis[u] for u in units}, keys, candidates, "development")
+    if all(label in dev for label in candidates):
+        ref, ties = choose_reference(dev, candidates)
+        # dev_by_unit given without keys: the caller knows the means overlap other units' held-out data
+        source = "development (mean over repeats: optimistic)" if dev_by_unit is not None else "development"
+        return ReferenceChoice((), {(): ref}, {(): tuple(ties[1:])}, source)
+    ref, ties = choose_reference(means, candidates)
+    return ReferenceChoice((), {(): ref}, {(): tuple(ties[1:])}, "held-out (optimistic)")
+
+
 def compare_with_reference(
     decisions: Mapping[str, pd.DataFrame],
     *,
     dev_scores: Mapping[str, float] | None = None,
+    dev_by_unit: tuple[tuple[str, ...], Mapping[tuple, Mapping[str, float]]] | None = None,
     not_deployable: tuple[str, ...] = ("oracle",),
     n_boot: int = 1000,
     seed: int = 0,
@@ -118,9 +228,10 @@ def compare_with_reference(
     margin: float = 0.01,
 ) -> pd.DataFrame:
     """Each policy against the reference (see module docstring); one row per policy, the
-    reference first, then by held-out utility (ties in name order). ``attrs["reference_from"]``
-    says whether the reference was chosen on development ("development") or held-out data
-    ("held-out (optimistic)"), ``attrs["tied"]`` lists policies tied with it there."""
+    reference first, then by held-out utility (ties in name order). ``dev_by_unit`` = (unit
+    keys, unit -> label -> development utility): the reference is chosen inside each unit
+    (``ReferenceChoice``). ``attrs["reference"]`` names it, ``attrs["reference_from"]`` says on
+    what it was chosen, ``attrs["tied"]`` lists policies tied with it there."""
     if not decisions:
         raise HarnessError("compare_with_reference: no policies to compare")
     frame, labels = pair_frame(decisions)
@@ -128,17 +239,17 @@ def compare_with_reference(
     means = {label: float(frame[label].mean()) for label in labels}
     candidates = sorted(label for label in labels if label not in not_deployable) or sorted(labels)
     dev = {k: float(v) for k, v in (dev_scores or {}).items() if v is not None and math.isfinite(float(v))}
-    if all(label in dev for label in candidates):
-        basis, reference_from = dev, "development"
-    else:
-        basis, reference_from = means, "held-out (optimistic)"
-    ref, tied = choose_reference(basis, candidates)
-    outcomes = None
+    choice = _reference_choice(frame, candidates, dev_by_unit, dev, means)
+    ref = choice.single  # None: the units chose differently, every policy is tested against the choice
+    ref_values = choice.values(frame)
+    tied = choice.tied_labels
+    outcomes = ref_outcomes = None
     if all("chosen" in decisions[label].columns for label in labels):  # the outcome, to tell a cost alone
         outcomes, _ = pair_frame(decisions, column="chosen")
+        ref_outcomes = choice.values(outcomes)
     rows, details = [], {}
     for label in labels:
-        d = frame[label].to_numpy(dtype=float) - frame[ref].to_numpy(dtype=float)
+        d = frame[label].to_numpy(dtype=float) - ref_values
         row = {
             "policy": label,
             "n_questions": len(frame),
@@ -154,7 +265,7 @@ def compare_with_reference(
         else:
             o = None
             if outcomes is not None:
-                o = outcomes[label].to_numpy(dtype=float) - outcomes[ref].to_numpy(dtype=float)
+                o = outcomes[label].to_numpy(dtype=float) - ref_outcomes
             c = paired_comparison(d, groups, seed=seed, alpha=alpha, power=power, outcome_diffs=o,
                                   n_questions=int(frame["qid"].nunique()), margin=margin)
             row.update({k: c[k] for k in ("ci_low", "ci_high", "p", "mdd", "max_diff", "detectable", "discordant_docs",
@@ -167,11 +278,12 @@ def compare_with_reference(
     out["p_holm"] = math.nan
     out.loc[~family, "p_holm"] = holm_adjust(out.loc[~family, "p"].to_numpy())
     out.loc[out["policy"].isin(not_deployable), "p"] = math.nan  # an upper bound is not tested
+    where = choice.source.split()[0]
     verdicts = []
     for row in out.itertuples():
         if row.policy == ref:
-            others = ", ".join(tied[1:]) if len(tied) <= 3 else f"{len(tied) - 1} others"
-            verdict = "reference" + (f" (tied on {reference_from.split()[0]} with {others})" if len(tied) > 1 else "")
+            others = ", ".join(tied) if len(tied) <= 2 else f"{len(tied)} others"
+            verdict = "reference" + (f" (tied on {where} with {others})" if tied else "")
         elif details[row.policy]["same"]:
             verdict = "same decisions"
         elif row.policy in not_deployable:
@@ -184,8 +296,8 @@ def compare_with_reference(
     out["verdict"] = verdicts
     order = sorted(range(len(out)), key=lambda i: (out["policy"].iat[i] != ref, -out["utility"].iat[i], out["policy"].iat[i]))
     result = out.iloc[order][list(COLUMNS)].reset_index(drop=True)
-    result.attrs.update(reference=ref, reference_from=reference_from, tied=tied[1:], details=details, alpha=alpha,
-                        power=power, margin=margin)
+    result.attrs.update(reference=choice.name, reference_from=choice.source, tied=tied, details=details, alpha=alpha,
+                        power=power, margin=margin, reference_choice=choice)
     return result
 
 
@@ -255,7 +367,8 @@ def conclusion(table: pd.DataFrame, where: str, alpha: float, power: float | Non
     power = float(table.attrs.get("power", 0.8)) if power is None else power
     told = table["verdict"].str.endswith("than reference")
     open_rows = [r for r in table.itertuples() if r.verdict == "cannot be told from reference"]
-    head = f"Policy vs policy at {where}: {int(told.sum())} of {len(table) - 1} policies told from the reference"
+    n_ref = int(table["verdict"].str.startswith("reference").sum())
+    head = f"Policy vs policy at {where}: {int(told.sum())} of {len(table) - n_ref} policies told from the reference"
     if not open_rows:
         return head + "."
     dets = [_details(table, r) for r in open_rows]

@@ -146,6 +146,32 @@ def development_scores(runs: list, labels: dict[str, str]) -> dict[str, float] |
     return None
 
 
+def development_by_unit(runs: list, labels: dict[str, str], frames: dict[str, pd.DataFrame]):
+    """(unit keys, unit -> policy label -> development utility) for choosing the reference
+    inside each unit (``compare.ReferenceChoice``), or None. A unit is a seed, or a seed and
+    repeat when the runs repeated their splits (each repeat's estimate is a column of its
+    decisions, ``frames`` by run id). The metric is the first of ``DEV_METRICS`` that every run
+    logged; None when none is. ``((), {})`` when a run repeated its splits without per-repeat
+    estimates: the mean over repeats has seen the other repeats' held-out questions."""
+    for name in DEV_METRICS:
+        if not all(name in r.metrics for r in runs):
+            continue
+        repeated = [r for r in runs if int(float(r.metrics.get("n/repeats", 1))) > 1]
+        basis: dict[tuple, dict[str, float]] = {}
+        if repeated:
+            if not all(r.run_id in frames and name in frames[r.run_id].columns for r in runs):
+                return (), {}  # the means over repeats overlap the other repeats' held-out questions
+            for r in runs:
+                per = frames[r.run_id].groupby("repeat")[name].first()
+                for rep, value in per.items():
+                    basis.setdefault((int(r.params.get("seed", 0)), int(rep)), {})[labels[r.run_id]] = float(value)
+            return ("seed", "repeat"), basis
+        for r in runs:
+            basis.setdefault((int(r.params.get("seed", 0)),), {})[labels[r.run_id]] = float(r.metrics[name])
+        return ("seed",), basis
+    return None
+
+
 def _decisions(run: SweepJob) -> pd.DataFrame | None:
     frame = run.table(DECISIONS_ARTIFACT)
     if frame is not None:
@@ -211,6 +237,7 @@ def sweep_comparisons(runs: list[SweepJob], *, n_boot: int = 1000, alpha: float 
     for name, members in group_cells(runs):
         labels = _labels(members)
         per_policy: dict[str, list[pd.DataFrame]] = {}
+        by_run: dict[str, pd.DataFrame] = {}
         missing = []
         for r in members:
             frame = _decisions(r)
@@ -218,6 +245,7 @@ def sweep_comparisons(runs: list[SweepJob], *, n_boot: int = 1000, alpha: float 
                 missing.append(labels[r.run_id])
             else:
                 per_policy.setdefault(labels[r.run_id], []).append(frame)
+                by_run[r.run_id] = frame
         if missing:
             out.append(CellComparison(name, None, f"no {DECISIONS_ARTIFACT} in the runs of {sorted(set(missing))} (protocol A not run, or tracking.log_decisions=false)"))
             continue
@@ -228,7 +256,8 @@ def sweep_comparisons(runs: list[SweepJob], *, n_boot: int = 1000, alpha: float 
         try:
             cell_alpha, cell_power = cell_test_settings(members, alpha)
             table = compare_with_reference(
-                decisions, dev_scores=development_scores(members, labels), n_boot=n_boot,
+                decisions, dev_scores=development_scores(members, labels),
+                dev_by_unit=development_by_unit(members, labels, by_run), n_boot=n_boot,
                 alpha=cell_alpha, power=cell_power, margin=cell_margin(members),
             )
         except HarnessError as exc:

@@ -786,6 +786,10 @@ def run_threshold_protocol(
             equivalence_margin=float(equivalence_margin),
         )
         decisions_r["repeat"] = r
+        if R > 1:  # each repeat's own development estimate: the policy comparison chooses its reference per repeat
+            for name in ("dev/nested_utility", "dev/oof_utility"):
+                if name in metrics_r:
+                    decisions_r[name] = float(metrics_r[name])
         per_repeat.append(metrics_r)
         frames.append(decisions_r)
         frozen_infos.append(frozen_r)
