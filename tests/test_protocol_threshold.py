@@ -712,7 +712,10 @@ def test_three_repeats_are_means_over_three_single_split_runs(tmp_path):
         assert m[f"{key}_std"] == pytest.approx(sd, rel=1e-9, abs=1e-12), key
     assert m["heldout/rescues_std"] > 0 or m["heldout/harms_std"] > 0 or m["heldout/extra_calls_std"] > 0
     # decisions: the three single runs stacked, with their repeat index
-    expected = pd.concat([x.decisions.assign(repeat=r) for r, x in enumerate(singles)], ignore_index=True)
+    # and each repeat's own development estimates (the policy comparison chooses its reference per repeat)
+    expected = pd.concat([x.decisions.assign(repeat=r, **{k: x.metrics[k] for k in ("dev/nested_utility", "dev/oof_utility")
+                                                          if k in x.metrics})
+                          for r, x in enumerate(singles)], ignore_index=True)
     pd.testing.assert_frame_equal(res.decisions, expected)
     # intervals and MDD from the pooled decisions, documents as clusters, bootstrap seed = seed
     d = expected

@@ -172,3 +172,26 @@ def test_policy_comparison_reference_per_seed_has_no_selection_bias():
         biases.append(-float(table["diff_vs_ref"].sum()) / N_POLICIES)
     assert false / n_sims <= ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / n_sims)
     assert _mc_ok(biases)
+
+
+def test_sweep_reads_development_estimates_per_seed_or_per_repeat():
+    from types import SimpleNamespace
+
+    from harness.protocols.sweep_comparisons import development_by_unit
+
+    def run(rid, seed, dev, repeats=1):
+        return SimpleNamespace(run_id=rid, params={"seed": str(seed)},
+                               metrics={"dev/nested_utility": dev, "n/repeats": float(repeats)})
+
+    runs = [run("a0", 0, 0.5), run("a1", 1, 0.2), run("b0", 0, 0.4), run("b1", 1, 0.3)]
+    labels = {"a0": "a", "a1": "a", "b0": "b", "b1": "b"}
+    assert development_by_unit(runs, labels, {}) == (("seed",), {(0,): {"a": 0.5, "b": 0.4}, (1,): {"a": 0.2, "b": 0.3}})
+    rep = [run("a0", 0, 0.35, 2), run("b0", 0, 0.45, 2)]
+    frames = {"a0": pd.DataFrame({"repeat": [0, 0, 1], "dev/nested_utility": [0.6, 0.6, 0.1]}),
+              "b0": pd.DataFrame({"repeat": [0, 1, 1], "dev/nested_utility": [0.5, 0.4, 0.4]})}
+    assert development_by_unit(rep, {"a0": "a", "b0": "b"}, frames) == (
+        ("seed", "repeat"), {(0, 0): {"a": 0.6, "b": 0.5}, (0, 1): {"a": 0.1, "b": 0.4}})
+    # repeats without per-repeat estimates (runs logged before them): the mean over repeats, said to be optimistic
+    old = {k: f.drop(columns="dev/nested_utility") for k, f in frames.items()}
+    assert development_by_unit(rep, {"a0": "a", "b0": "b"}, old) == ((), {})
+    assert development_by_unit([SimpleNamespace(run_id="x", params={}, metrics={})], {"x": "x"}, {}) is None
