@@ -452,3 +452,17 @@ def test_select_filters_and_names_the_flag_and_values(protocol_records):
         select(table, cost=0.02)
     text = format_text(one)
     assert text.splitlines()[0].startswith("cost") and "calibration utility" in text
+
+
+def test_violation_rates_print_their_resolution():
+    """A rate over n splits x seeds moves in steps of 1 / n: the text says "k of n" beside it."""
+    from harness.protocols.decision_table import COLUMNS, format_text
+
+    rows = []
+    for policy, rate, n in (("a", 0.4, 5), ("b", 0.0, 10), ("c", float("nan"), 5)):
+        row = {c: float("nan") for c in COLUMNS}
+        row.update(cell="x", cost=0.0, budget=0.25, policy=policy, kind="deployable", mark="=", violation_rate=rate,
+                   n_runs=n, reference="a", reference_from="calibration", reference_tied="", note="")
+        rows.append(row)
+    text = format_text(pd.DataFrame(rows, columns=list(COLUMNS)))
+    assert "0.4000 (2 of 5)" in text and "0.0000 (0 of 10)" in text and "(0 of 5)" not in text

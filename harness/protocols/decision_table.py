@@ -565,14 +565,25 @@ HEADERS = {
 }
 
 
+def _finite(v) -> bool:
+    try:
+        return math.isfinite(float(v))
+    except (TypeError, ValueError):
+        return False
+
+
 def _text_cells(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     header = [HEADERS[c] for c in COLUMNS]
     rows = []
     for r in table[list(COLUMNS)].itertuples(index=False):
         cells = []
+        n_runs = r[COLUMNS.index("n_runs")]
         for col, v in zip(COLUMNS, r):
             if col in ("cost", "budget"):
                 cells.append("" if v is None or math.isnan(float(v)) else f"{float(v):g}")
+            elif col == "violation_rate" and _finite(v) and _finite(n_runs) and n_runs > 0:
+                # its resolution: a rate over n splits x seeds moves in steps of 1 / n
+                cells.append(f"{_num(v)} ({round(float(v) * n_runs)} of {int(n_runs)})")
             else:
                 cells.append(_num(v))
         rows.append(cells)
