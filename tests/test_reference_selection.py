@@ -195,3 +195,42 @@ def test_sweep_reads_development_estimates_per_seed_or_per_repeat():
     old = {k: f.drop(columns="dev/nested_utility") for k, f in frames.items()}
     assert development_by_unit(rep, {"a0": "a", "b0": "b"}, old) == ((), {})
     assert development_by_unit([SimpleNamespace(run_id="x", params={}, metrics={})], {"x": "x"}, {}) is None
+
+
+def test_protocol_c_williams_false_verdicts_stay_at_alpha_on_discrete_gains():
+    """Protocol C's verdict path (``compare_policies_williams``) under the null at the real
+    table's shape: gains in {-1, 0, +1} (rescues 10%, harms 4%), two scores equally correlated
+    with the gain; Williams' t assumes normal data, these are not, so check its level."""
+    from harness.protocols.gain import compare_policies_williams
+
+    rng = np.random.default_rng(3)
+    n_sims = 1500
+    for n, b in ((70, 0.0), (70, 0.5)):
+        false = 0
+        for _ in range(n_sims):
+            u = rng.random(n)
+            gain = np.where(u < 0.10, 1.0, np.where(u < 0.14, -1.0, 0.0))
+            if gain.std() == 0:
+                gain[0] = 1.0
+            got = compare_policies_williams(b * gain + rng.normal(size=n), b * gain + rng.normal(size=n), gain)
+            false += got["p"] < ALPHA
+        assert false / n_sims <= ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / n_sims), (n, b, false / n_sims)
+
+
+def test_protocol_a_verdict_against_a_fixed_decision_stays_at_alpha():
+    """Protocol A's verdict path (the sign-flip test on document totals that
+    ``paired_comparison`` runs for a policy against a fixed decision) under the null: a router that runs the extra arm at random where rescues
+    and harms are equally likely (cost 0); about 50 documents, 1-3 questions each."""
+    from harness.stats import sign_flip_test
+
+    rng = np.random.default_rng(11)
+    n_sims, false = 400, 0
+    for i in range(n_sims):
+        sizes = rng.integers(1, 4, size=50)
+        groups = np.repeat(np.arange(50), sizes)
+        u = rng.random(len(groups))
+        delta = np.where(u < 0.08, 1.0, np.where(u < 0.16, -1.0, 0.0))  # extra - base
+        run = rng.random(len(groups)) < 0.5
+        d = np.where(run, delta, 0.0)
+        false += (sign_flip_test(d, groups, seed=i) if np.any(d) else 1.0) < ALPHA
+    assert false / n_sims <= ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / n_sims)
