@@ -132,13 +132,15 @@ def write_results(outcome: SweepOutcome, folder: Path) -> None:
 def log_results(tracker: Any, run_id: str, outcome: SweepOutcome, title: str) -> None:
     """Files, MLflow tables (the UI's table view) and metrics of the results on the parent run,
     and its description: ``title`` and the conclusions, the first thing its page shows."""
-    from harness.tracking.mlflow_tracker import description
+    from harness.protocols.sweep_stage import conclusion_lines
+    from harness.tracking.mlflow_tracker import description, experiment_description
 
     with tempfile.TemporaryDirectory(prefix="route-bench-sweep-end-") as tmp:
         write_results(outcome, Path(tmp))
         tracker.log_artifacts(run_id, tmp)
     tracker.set_note(run_id, description(f"{title}: {len(outcome.frame) + len(outcome.runless)} jobs, {outcome.failed} "
                                          f"failed -> {outcome.status}", conclusions(outcome)))
+    tracker.set_experiment_note(run_id, experiment_description(title, run_id, conclusion_lines(outcome.results)))
     for protocol, result in outcome.results.items():
         for name in result.ui_tables:
             try:

@@ -180,6 +180,16 @@ def description(title: str, text: str, limit: int = NOTE_MAX_CHARS) -> str:
     return head + body + tail
 
 
+def experiment_description(title: str, run_id: str, lines: list[str], limit: int = NOTE_MAX_CHARS) -> str:
+    """The experiment's description after a sweep (Markdown). Its first line is what the MLflow
+    UI shows above the runs table while the description is folded, so it carries the first
+    closing line (the verdict); then every closing line as a code block and the parent run,
+    whose description and artifacts hold the full tables."""
+    head = lines[0].strip() if lines else "no verdict: no protocol of this sweep has a sweep-level result"
+    return description(f"**Latest sweep**: {head}", "\n".join(lines + ["", f"{title}: parent run {run_id} (its "
+                       "description and artifacts hold the full tables)"]), limit)
+
+
 def note_text(note: str) -> str:
     """The text block of a ``description`` (what a finished run's summary said), else ``note``."""
     start = note.find("```\n")
@@ -712,6 +722,13 @@ class Tracker:
 
         tag = RunTag(TAG_NOTE, str(text)[:NOTE_MAX_CHARS])
         self._retry(lambda: self.client.log_batch(run_id, tags=[tag]))
+
+    def set_experiment_note(self, run_id: str, text: str) -> None:
+        """The description of the run's experiment (experiment tag ``mlflow.note.content``): the
+        MLflow UI shows it in the experiment list's Description column and above the runs table,
+        so the latest sweep's verdict is on the first page a user opens."""
+        experiment_id = self._retry(lambda: self.client.get_run(run_id)).info.experiment_id
+        self._retry(lambda: self.client.set_experiment_tag(experiment_id, TAG_NOTE, str(text)[:NOTE_MAX_CHARS]))
 
     def log_dataset(
         self, run_id: str, name: str, digest: str, source_type: str, source: Mapping[str, Any],
