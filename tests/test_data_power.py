@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-from harness.data.power import main, power_facts
+from harness.power import main, power_facts
 
 
 def _synthetic_frame():

@@ -5,6 +5,7 @@ before any run exists."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -52,7 +53,7 @@ def test_smallest_heldout_is_the_protocols_own_split():
 def _app(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     uri = f"sqlite:///{cwd / 'mlflow.db'}"
     cmd = [sys.executable, "-m", "harness", *args, "experiment=none", f"tracking.uri={uri}"]
-    env = {**__import__("os").environ, "HARNESS_CACHE_DIR": str(cwd / "cache")}
+    env = {**os.environ, "HARNESS_CACHE_DIR": str(cwd / "cache")}
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
 
 

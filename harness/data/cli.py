@@ -1,7 +1,8 @@
 """``python -m harness data <dataset> [--path P] [--json] [key=value ...]``: dataset statistics.
 
 (``data export`` writes a dataset as BEIR, ``harness.data.export``; ``data power`` prints what
-a dataset's outcome table can decide, ``harness.data.power``.)
+a dataset's outcome table can decide, ``harness.power``, dispatched by ``harness.__main__``:
+it builds tables, a layer above the data.)
 
 The first argument names a dataset config, ``conf/dataset/<dataset>.yaml``, found in the app's
 config folder (harness/conf_files.py: the repository's ``conf`` folder, or the installed package's
@@ -120,10 +121,6 @@ def export_main(argv: list[str]) -> int:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["export"]:
         return export_main(argv[1:])
-    if argv[:1] == ["power"]:
-        from harness.data.power import main as power_main
-
-        return power_main(argv[1:])
     parser = argument_parser(prog="python -m harness data", description="Dataset statistics.")
     parser.add_argument("dataset", help="dataset config name (conf/dataset/<name>.yaml)")
     parser.add_argument("--path", help="dataset file or folder (same as path=...)")

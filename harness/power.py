@@ -1,5 +1,7 @@
 """``python -m harness data power NAME [NAME ...] [key=value ...] [--json]``: what a dataset can decide.
 
+(A module above the app, not in ``harness.data``: it builds outcome tables.)
+
 Why: a routing comparison is only as good as its discordant questions (those where the two arms
 of the pair differ). Before a sweep, this prints for each dataset, on its outcome table with the
 default arms and reranker (``conf/config.yaml``; built once, or read from the cache):
