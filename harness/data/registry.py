@@ -24,6 +24,7 @@ BUILTIN_DATASETS = {  # the harness's own entry points: name -> "module:Class" (
     "squad_pooled": "harness.data.squad_pooled:SquadPooledLoader",
     "hotpotqa": "harness.data.hotpotqa:HotpotQALoader",
     "boolq": "harness.data.boolq:BoolQLoader",
+    "sciq": "harness.data.sciq:SciQLoader",
     "beir": "harness.data.jsonl_formats:BeirLoader",
     "jsonl": "harness.data.jsonl_formats:JsonlLoader",
     "synthetic": "harness.data.synthetic:SyntheticTable",
