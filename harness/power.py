@@ -18,6 +18,7 @@ the questions of the plan.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -130,7 +131,9 @@ def main(argv: list[str]) -> int:
         overrides = [a for a in args.names if "=" in a]
         if not names:
             raise ConfigError("dataset", "name at least one dataset config (e.g. qasper_yesno boolq)")
-        rows = [dataset_power(n, overrides) for n in names]
+        # a table being built prints its progress; with --json that goes to stderr, so stdout stays JSON
+        with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+            rows = [dataset_power(n, overrides) for n in names]
     except HarnessError as e:
         if debugging():
             raise

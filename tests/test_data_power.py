@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from harness.power import main, power_facts
 
@@ -34,6 +35,17 @@ def test_power_facts_count_rescues_and_harms_per_question():
     assert facts["mdd"] == min_detectable_difference(hybrid - keep, groups)
     assert facts["questions_for_power"] == sample_size_plan(hybrid - keep, groups)["questions"]
     assert (facts["questions"], facts["groups"]) == (len(frame), 40)
+
+
+@pytest.mark.slow
+def test_a_cold_build_keeps_json_on_stdout(capsys, isolated_cache):
+    """A real table (BoolQ's first 12 questions, the packaged encoder) built cold: its build
+    notice goes to stderr, stdout stays JSON."""
+    assert main(["boolq", "dataset.n_questions=12", "--json"]) == 0
+    out = capsys.readouterr()
+    (row,) = json.loads(out.out)
+    assert "building outcome table" in out.err and row["questions"] == row["groups"] == 12
+    assert set(row["arms"]) == {"keep", "hybrid", "bm25", "dense"} and row["build_seconds"] > 0
 
 
 def test_power_command_prints_one_row_per_dataset(capsys):
