@@ -30,9 +30,10 @@ usage: python -m harness SUBCOMMAND ...        (route-bench: the same command)
        python -m harness -m [key=value ...]     a sweep (Hydra multirun), one line per job
 
 subcommands:
-  data NAME [key=value ...]      dataset statistics: qasper_yesno, squad_pooled, qasper path=..., hotpotqa path=...,
+  data NAME [key=value ...]      dataset statistics: qasper_yesno, squad_pooled, boolq, qasper path=..., hotpotqa path=...,
                                  beir path=DIR, jsonl questions=F corpus=F, or an installed plugin's name
   data export NAME OUT [k=v ...]  write a dataset in BEIR's layout (corpus.jsonl, queries.jsonl, qrels/)
+  data power NAME [NAME ...]     per dataset: each arm's Hit@10, rescues/harms, MDD, questions for 80% power
   table build [key=value ...]    build or reuse the outcome table; per-arm outcome, rescues/harms
                                  (arms=noret_rag: answers from memory vs RAG, by the packaged LLM)
   plugins [--kind K]             every dataset, arm block, policy and protocol, and where each comes from
@@ -276,6 +277,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv = argv[1:]
     if argv and argv[0] in SUBCOMMANDS:
         cmd, rest = argv[0], argv[1:]
+        if cmd == "data" and rest[:1] == ["power"]:  # builds outcome tables: above the data layer
+            from harness.power import main as power_main
+
+            return run_guarded(power_main, rest[1:], debug=debug)
         if cmd == "data":
             from harness.data.cli import main as data_main
 

@@ -67,6 +67,9 @@ class ProtocolConfig:
     # a ratio (gap closed, later PGR) whose denominator rests on fewer discordant questions than
     # this is reported as undefined, with the reason
     min_discordant: int = 10
+    # the fewest questions a held-out or test set may hold (harness/preflight.py): below 6 no
+    # outcome can reach p < 0.05, so such a job is refused before it runs; lower it to run anyway
+    min_heldout: int = 6
     # power statements: significance level and power of the minimum detectable difference
     alpha: float = 0.05
     power: float = 0.8
@@ -435,6 +438,7 @@ def validate(cfg: Any) -> None:
     if p.gain_threshold is not None and not math.isfinite(p.gain_threshold):
         raise ConfigError("protocol.gain_threshold", f"must be a finite number or null, got {p.gain_threshold}")
     _in_range("protocol.min_discordant", p.min_discordant, 1, MAX_MIN_DISCORDANT, integer=True)
+    _in_range("protocol.min_heldout", p.min_heldout, 1, MAX_MIN_DISCORDANT, integer=True)
     for key in ("alpha", "power"):
         _in_range(f"protocol.{key}", getattr(p, key), 0, 1, low_open=True, high_open=True)
     _in_range("protocol.alpha", p.alpha, 0, 0.5, low_open=True, high_open=True)  # two one-sided tests at alpha

@@ -224,8 +224,9 @@ def _qasper_file(path: Path) -> Path:
 @pytest.mark.slow
 def test_data_fixed_in_place_is_not_skipped(tmp_path):
     data = _qasper_file(tmp_path / "qasper-dev-v0.3.json")
+    # 24 questions with evidence: a held-out set of 4, below the pre-flight floor; this test is about skipping
     args = ["-m", "dataset=qasper", f"dataset.path={data}", "experiment=none", "protocol=threshold",
-            "policy=always_keep,always_extra"]
+            "policy=always_keep,always_extra", "protocol.min_heldout=4"]
     experiment = "qasper/keep-vs-hybrid"
     first = run(args, tmp_path)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]

@@ -1,5 +1,9 @@
 """``python -m harness data <dataset> [--path P] [--json] [key=value ...]``: dataset statistics.
 
+(``data export`` writes a dataset as BEIR, ``harness.data.export``; ``data power`` prints what
+a dataset's outcome table can decide, ``harness.power``, dispatched by ``harness.__main__``:
+it builds tables, a layer above the data.)
+
 The first argument names a dataset config, ``conf/dataset/<dataset>.yaml``, found in the app's
 config folder (harness/conf_files.py: the repository's ``conf`` folder, or the installed package's
 copy of it). Where no such file exists, a registered loader of that name (a plugin's, found by

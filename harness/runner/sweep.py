@@ -146,6 +146,8 @@ class SweepTrackingCallback(Callback):
     def _start(self, config: DictConfig) -> None:
         from harness import app
         from harness.config import validate
+        from harness.preflight import check_heldout_size, preflight_tags
+        from harness.runner import job
 
         validate(config)  # before any work
         if validate_sweep_jobs(config) is not None:  # every job composes and validates: no parent for a typo
@@ -153,11 +155,18 @@ class SweepTrackingCallback(Callback):
         plain = app.to_plain(config)
         self._open_store(plain)  # the store before the table: an unreachable server or a broken file fails in seconds
         table = app.build_table(plain)
+        task = app.make_task(plain, table)
+        # before any job: a held-out set too small to decide anything is refused (exit 2), and
+        # arms that agree on every question are said once here and tagged on the parent run
+        check_heldout_size(task, plain["protocol"], plain["budget"], int(plain.get("seed", 0)))
         handle_file = app.write_table_handle(plain, table)
         self.sweep_id = sweep_id_of(config)
         stale = self._open_parent(config)
         n_jobs, swept = _plan(config)
         self._describe_parent(config, plain, n_jobs, swept)
+        job.print_preflight(task)
+        if preflight_tags(task):
+            self.tracker.set_tags(self.parent_run_id, preflight_tags(task))
         self._hand_state(config, handle_file, n_jobs, swept)
         if stale:
             print(f"[route-bench] sweep {self.sweep_id}: {len(stale)} run(s) left RUNNING by a process that is gone "

