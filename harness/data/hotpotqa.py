@@ -6,8 +6,10 @@ two gold paragraphs plus eight distractors).
 
 Choices (docs/metrics.md is silent):
 
-* A document is one question's candidate set: ``doc_id = pool_id = _id``; its units are the
-  context paragraphs in the given order, kind "paragraph", ``unit_id = f"{_id}#{index}"``.
+* ``dataset.pool=question`` (default): a document is one question's candidate set:
+  ``doc_id = pool_id = _id``; its units are the context paragraphs in the given order, kind
+  "paragraph", ``unit_id = f"{_id}#{index}"``. ``dataset.pool=global``: one pool of every
+  candidate paragraph of the file, deduplicated by (title, text) (``harness.data.multihop``).
 * Unit text = ``title + ": " + "".join(sentences).strip()``. HotpotQA sentences carry their own
   leading spaces, so joining with "" restores the Wikipedia paragraph; the title is kept
   because it often is the bridge entity the question names. ``Unit.section`` = the title.
@@ -27,9 +29,11 @@ Diverse, Explainable Multi-hop Question Answering", EMNLP. Licence: CC BY-SA 4.0
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from harness.data.base import REQUIRED, DatasetLoader, check_path
-from harness.data.schema import Dataset, Question, Unit
+from harness.data.multihop import Item, Paragraph, answer_type, check_pool, multihop_dataset
+from harness.data.schema import Dataset
 from harness.data.validate import expect_type, load_json_file, require, str_list
 from harness.errors import ConfigError, DataError, did_you_mean
 
@@ -44,31 +48,33 @@ CITATION = (
 PAST_END_FACTS = ("refuse", "skip")
 
 
-def load_hotpotqa(path: str | Path, name: str = "hotpotqa", past_end_facts: str | None = None) -> Dataset:
-    """``past_end_facts``: a supporting fact whose sentence index is past its paragraph's last
-    sentence is refused (default, naming the field) or ``skip``ped (it cites no sentence, so it
-    makes no paragraph gold)."""
-    past_end = past_end_facts or "refuse"
-    path = Path(path).expanduser()
-    source = path.name
-    obj, digest = load_json_file(path)
-    items = expect_type(obj, list, source, "<top level>")
-    documents: dict[str, list[Unit]] = {}
-    questions: list[Question] = []
+def hotpot_sentences(sents: list[str]) -> str:
+    """HotpotQA's sentences carry their own leading spaces: joined with "" they restore the
+    Wikipedia paragraph."""
+    return "".join(sents).strip()
+
+
+def parse_distractor(items: list, source: str, past_end: str = "refuse",
+                     join: Callable[[list[str]], str] = hotpot_sentences) -> list[Item]:
+    """The questions of a distractor-format JSON list (HotpotQA's, which 2WikiMultiHopQA
+    shares), checked field by field; ``join`` makes a paragraph's body of its sentences."""
+    seen: set[str] = set()
+    out: list[Item] = []
     for i, item in enumerate(items):
         where = f"[{i}]"
         expect_type(item, dict, source, where)
         qid = require(item, "_id", str, source, f"{where}._id")
         if not qid:
             raise DataError(source, f"{where}._id", "empty id")
-        if qid in documents:
+        if qid in seen:
             raise DataError(source, f"{where}._id", f"duplicate id {qid!r}")
+        seen.add(qid)
         text = require(item, "question", str, source, f"{where}.question").strip()
         if not text:
             raise DataError(source, f"{where}.question", "empty question")
         answer = require(item, "answer", str, source, f"{where}.answer").strip()
         context = require(item, "context", list, source, f"{where}.context")
-        units: list[Unit] = []
+        paragraphs: list[Paragraph] = []
         sentences_of: dict[str, int] = {}  # title -> its paragraph's number of sentences
         for c_i, para in enumerate(context):
             c_where = f"{where}.context[{c_i}]"
@@ -82,12 +88,11 @@ def load_hotpotqa(path: str | Path, name: str = "hotpotqa", past_end_facts: str 
                 raise DataError(source, f"{c_where}[0]", f"title {title!r} appears twice in one context (first at "
                                                           f"{where}.context[{first}][0])")
             sentences_of[title] = len(sents)
-            body = "".join(sents).strip()
+            body = join(sents)
             if not title.strip() and not body:
                 continue
-            unit_text = f"{title}: {body}" if body else title
-            units.append(Unit(f"{qid}#{len(units)}", qid, len(units), "paragraph", unit_text, title))
-        if not units:
+            paragraphs.append(Paragraph(title, body))
+        if not paragraphs:
             raise DataError(source, f"{where}.context", "no paragraphs (no units)")
         facts = require(item, "supporting_facts", list, source, f"{where}.supporting_facts")
         titles: list[str] = []
@@ -110,29 +115,27 @@ def load_hotpotqa(path: str | Path, name: str = "hotpotqa", past_end_facts: str 
                 continue
             titles.append(title)
         counts = {"exact": 0, "fuzzy": 0, "unmatched": 0}
-        gold: set[str] = set()
+        gold: set[int] = set()
         for t in dict.fromkeys(titles):
-            hits = [u.unit_id for u in units if u.section == t]
+            hits = [j for j, p in enumerate(paragraphs) if p.title == t]
             counts["exact" if hits else "unmatched"] += 1
             gold.update(hits)
-        documents[qid] = units
-        questions.append(
-            Question(
-                qid=qid,
-                doc_id=qid,
-                pool_id=qid,
-                text=text,
-                gold_unit_ids=tuple(u.unit_id for u in units if u.unit_id in gold),
-                answers=(answer,) if answer else (),
-                answer_type="yes_no" if answer.lower() in ("yes", "no") else "span",
-                evidence_match=counts,
-            )
-        )
-    if not questions:
-        raise DataError(source, "<top level>", "no questions")
-    pools = {qid: [u.unit_id for u in us] for qid, us in documents.items()}
+        out.append(Item(qid, text, (answer,) if answer else (), answer_type(answer), paragraphs, sorted(gold), counts))
+    return out
+
+
+def load_hotpotqa(path: str | Path, name: str = "hotpotqa", past_end_facts: str | None = None,
+                  pool: str = "question") -> Dataset:
+    """``past_end_facts``: a supporting fact whose sentence index is past its paragraph's last
+    sentence is refused (default, naming the field) or ``skip``ped (it cites no sentence, so it
+    makes no paragraph gold). ``pool``: ``question`` or ``global`` (harness.data.multihop)."""
+    path = Path(path).expanduser()
+    source = path.name
+    obj, digest = load_json_file(path)
+    items = expect_type(obj, list, source, "<top level>")
+    parsed = parse_distractor(items, source, past_end_facts or "refuse")
     meta = {"licence": LICENCE, "citation": CITATION, "sources": [{"file": source, "sha256": digest}]}
-    return Dataset(name=name, documents=documents, questions=questions, pools=pools, meta=meta)
+    return multihop_dataset(name, source, parsed, pool, meta)
 
 
 class HotpotQALoader(DatasetLoader):
@@ -141,12 +144,13 @@ class HotpotQALoader(DatasetLoader):
     all@2 here (docs/arms.md, "Outcome metrics per dataset")."""
 
     name = "hotpotqa"
-    options = {"path": REQUIRED, "past_end_facts": None}
+    options = {"path": REQUIRED, "past_end_facts": None, "pool": "question"}
     licence, citation = LICENCE, CITATION
     retrieval_metric = "all@2"
 
     def check(self, opts: dict) -> None:
         check_path(opts, "path")
+        check_pool(opts)
         v = opts.get("past_end_facts")
         if v is not None and v not in PAST_END_FACTS:
             raise ConfigError("dataset.past_end_facts", f"unknown {v!r}{did_you_mean(v, PAST_END_FACTS)}; "
@@ -156,4 +160,4 @@ class HotpotQALoader(DatasetLoader):
         return [Path(opts["path"]).expanduser()]
 
     def load(self, opts: dict, name: str) -> Dataset:
-        return load_hotpotqa(opts["path"], name=name, past_end_facts=opts.get("past_end_facts"))
+        return load_hotpotqa(opts["path"], name=name, past_end_facts=opts.get("past_end_facts"), pool=opts["pool"])

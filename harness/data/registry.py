@@ -23,6 +23,8 @@ BUILTIN_DATASETS = {  # the harness's own entry points: name -> "module:Class" (
     "qasper": "harness.data.qasper:QasperLoader",
     "squad_pooled": "harness.data.squad_pooled:SquadPooledLoader",
     "hotpotqa": "harness.data.hotpotqa:HotpotQALoader",
+    "musique": "harness.data.musique:MusiqueLoader",
+    "2wikimultihopqa": "harness.data.twowiki:TwoWikiLoader",
     "boolq": "harness.data.boolq:BoolQLoader",
     "sciq": "harness.data.sciq:SciQLoader",
     "beir": "harness.data.jsonl_formats:BeirLoader",
