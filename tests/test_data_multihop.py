@@ -235,3 +235,14 @@ def test_a_table_builds_in_each_pool_mode(tmp_path, pool):
             # pools of at most 6 units, fewer than k=10: every arm ranks the whole pool
             assert sorted(row[f"{arm}.top10"]) == sorted(pool_ids)
             assert row[f"{arm}.hit@10"] == 1
+
+
+@pytest.mark.parametrize("name", ["hotpotqa", "musique", "2wikimultihopqa"])
+def test_pool_is_a_plain_override(name):
+    from harness.config import compose_config, validate
+
+    extra = [] if name == "musique" else ["dataset.past_end_facts=skip"]
+    cfg = compose_config([f"dataset={name}", "dataset.path=data.json", "dataset.pool=global", *extra])
+    validate(cfg)
+    assert cfg.dataset.loader == name and cfg.dataset.pool == "global"
+    assert compose_config([f"dataset={name}", "dataset.path=data.json"]).dataset.pool == "question"
