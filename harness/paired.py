@@ -17,6 +17,7 @@ Differences are per question, ``policy - reference``; documents are the units of
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -65,6 +66,19 @@ def max_showable_difference(diffs, groups) -> float:
 # --------------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=8)
+def _critical_counts(n_max: int, alpha: float) -> np.ndarray:
+    """c_D for D = 0..n_max: the largest c with 2 P(X <= c) < alpha, X ~ Bin(D, 1/2) (-1: none).
+    It does not depend on the policy's direction, so every plan of a sweep shares it."""
+    D = np.arange(n_max + 1)
+    c = sps.binom.ppf(alpha / 2, D, 0.5)  # smallest c with P(X <= c) >= alpha / 2
+    c = np.where(np.isnan(c), -1, c)
+    for _ in range(3):  # step down to the largest c with 2 P(X <= c) < alpha
+        c = np.where((c >= 0) & (2 * sps.binom.cdf(c, D, 0.5) >= alpha), c - 1, c)
+    c.setflags(write=False)
+    return c
+
+
 def sign_test_power_given_discordant(n_max: int, pi: float, alpha: float) -> np.ndarray:
     """g[D] for D = 0..n_max: the power of the exact two-sided sign test with D discordant
     documents, each pointing the policy's way with probability ``pi``. The test rejects when
@@ -72,10 +86,7 @@ def sign_test_power_given_discordant(n_max: int, pi: float, alpha: float) -> np.
     x >= D - c_D with c_D the largest c with 2 P(X <= c) < alpha (no c: never). Vectorised
     over D."""
     D = np.arange(n_max + 1)
-    c = sps.binom.ppf(alpha / 2, D, 0.5)  # smallest c with P(X <= c) >= alpha / 2
-    c = np.where(np.isnan(c), -1, c)
-    for _ in range(3):  # step down to the largest c with 2 P(X <= c) < alpha
-        c = np.where((c >= 0) & (2 * sps.binom.cdf(c, D, 0.5) >= alpha), c - 1, c)
+    c = _critical_counts(1 << max(10, int(n_max).bit_length()), float(alpha))[: n_max + 1]  # shared, sliced
     g = sps.binom.cdf(c, D, pi) + sps.binom.sf(D - c - 1, D, pi)
     return np.where(c >= 0, g, 0.0)
 
@@ -165,23 +176,61 @@ def sample_size_plan(diffs, groups, alpha: float = 0.05, power: float = 0.8, n_q
 # --------------------------------------------------------------------------------------------
 
 
+# The sampled sign patterns of one (documents, patterns, seed): every comparison of a decision
+# table's budget (or of a policy comparison's cell) pairs the same documents under the same seed,
+# so they draw the same patterns; kept once (int8, at most PATTERN_CACHE_CELLS signs) with their
+# sums over the document sizes, instead of redrawing millions of signs per comparison.
+PATTERN_CACHE_CELLS = 120_000_000
+_PATTERNS: dict[tuple, tuple[np.ndarray, dict]] = {}
+
+
+def _sampled_signs(n_docs: int, n_perm: int, seed: int) -> tuple[np.ndarray, dict]:
+    """(n_perm x n_docs int8 signs, a dict for their cached size sums): the blocks a seeded
+    generator draws, in the order and block sizes the draws always used (same numbers)."""
+    key = (n_docs, n_perm, seed)
+    got = _PATTERNS.get(key)
+    if got is not None:
+        return got
+    rng = np.random.default_rng(seed)
+    block = max(1, min(4096, 2_000_000 // n_docs))  # at most ~2 million signs drawn at once
+    signs = np.empty((n_perm, n_docs), dtype=np.int8)
+    for start in range(0, n_perm, block):
+        m = min(block, n_perm - start)
+        signs[start:start + m] = rng.integers(0, 2, size=(m, n_docs), dtype=np.int8) * 2 - 1
+    got = (signs, {})
+    if n_perm * n_docs <= PATTERN_CACHE_CELLS:
+        _PATTERNS.clear()  # one set kept: the comparisons of one budget or cell run together
+        _PATTERNS[key] = got
+    return got
+
+
+def _signed_sums(signs: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """signs @ values in blocks of at most ~2 million float signs (memory stays flat)."""
+    out = np.empty(len(signs))
+    block = max(1, 2_000_000 // max(1, signs.shape[1]))
+    for start in range(0, len(signs), block):
+        out[start:start + block] = signs[start:start + block].astype(np.float64) @ values
+    return out
+
+
 def _pattern_sums(totals: np.ndarray, sizes: np.ndarray, n_perm: int, seed: int
                   ) -> tuple[np.ndarray, np.ndarray, bool]:
     """(s @ totals, s @ sizes over the sign patterns s, exact): all 2^n patterns when n <=
-    SIGN_FLIP_EXACT_MAX documents, else ``n_perm`` seeded random ones, drawn in blocks of at
-    most 4,096 (fewer with many documents) so that thousands of documents never need the whole
-    pattern matrix in memory."""
+    SIGN_FLIP_EXACT_MAX documents, else ``n_perm`` seeded random ones (``_sampled_signs``).
+    Only documents whose total is not 0 enter s @ totals (the others add exact zeros), and
+    s @ sizes is the same for every comparison of the same documents, so it is kept."""
     n_docs = len(totals)
     if n_docs <= SIGN_FLIP_EXACT_MAX:
         signs = ((np.arange(2**n_docs)[:, None] >> np.arange(n_docs)) & 1) * 2 - 1
         return signs @ totals, signs @ sizes, True
-    rng = np.random.default_rng(seed)
-    a, b = np.empty(n_perm), np.empty(n_perm)
-    block = max(1, min(4096, 2_000_000 // n_docs))  # at most ~2 million signs in memory at once
-    for start in range(0, n_perm, block):
-        m = min(block, n_perm - start)
-        signs = rng.integers(0, 2, size=(m, n_docs), dtype=np.int8).astype(np.float64) * 2 - 1
-        a[start:start + m], b[start:start + m] = signs @ totals, signs @ sizes
+    signs, by_sizes = _sampled_signs(n_docs, int(n_perm), seed)
+    sizes = np.asarray(sizes, dtype=np.float64)
+    size_key = sizes.tobytes()
+    b = by_sizes.get(size_key)
+    if b is None:
+        b = by_sizes[size_key] = _signed_sums(signs, sizes)
+    nz = np.flatnonzero(totals != 0)
+    a = _signed_sums(signs[:, nz], np.asarray(totals, dtype=np.float64)[nz]) if len(nz) else np.zeros(len(signs))
     return a, b, False
 
 
