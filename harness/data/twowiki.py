@@ -19,12 +19,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.data.base import REQUIRED, DatasetLoader, check_path
-from harness.data.hotpotqa import PAST_END_FACTS, parse_distractor
-from harness.data.multihop import check_pool, multihop_dataset
+from harness.data.hotpotqa import HotpotQALoader, parse_distractor
+from harness.data.multihop import multihop_dataset
 from harness.data.schema import Dataset
 from harness.data.validate import expect_type, load_json_file
-from harness.errors import ConfigError, did_you_mean
 
 LICENCE = "Apache-2.0"
 CITATION = (
@@ -47,25 +45,13 @@ def load_twowiki(path: str | Path, name: str = "2wikimultihopqa", past_end_facts
     return multihop_dataset(name, path.name, parsed, pool, meta)
 
 
-class TwoWikiLoader(DatasetLoader):
-    """``dataset=2wikimultihopqa path=FILE [pool=question|global]``: routes on all@2 (its
-    questions need 2 paragraphs, 4 for bridge-comparison) unless ``arms.metric`` is set."""
+class TwoWikiLoader(HotpotQALoader):
+    """``dataset=2wikimultihopqa path=FILE [pool=question|global]``: HotpotQA's options and
+    checks (the same distractor layout); routes on all@2 (its questions need 2 paragraphs, 4 for
+    bridge-comparison) unless ``arms.metric`` is set."""
 
     name = "2wikimultihopqa"
-    options = {"path": REQUIRED, "past_end_facts": None, "pool": "question"}
     licence, citation = LICENCE, CITATION
-    retrieval_metric = "all@2"
-
-    def check(self, opts: dict) -> None:
-        check_path(opts, "path")
-        check_pool(opts)
-        v = opts.get("past_end_facts")
-        if v is not None and v not in PAST_END_FACTS:
-            raise ConfigError("dataset.past_end_facts", f"unknown {v!r}{did_you_mean(v, PAST_END_FACTS)}; "
-                                                        f"expected one of {', '.join(PAST_END_FACTS)} or null")
-
-    def fingerprint_inputs(self, opts: dict) -> list[Path]:
-        return [Path(opts["path"]).expanduser()]
 
     def load(self, opts: dict, name: str) -> Dataset:
         return load_twowiki(opts["path"], name=name, past_end_facts=opts.get("past_end_facts"), pool=opts["pool"])
