@@ -134,15 +134,16 @@ def existing_store_uri(explicit: str | None) -> str:
     uri = explicit or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
     from harness.config import tracking_uri_problem
 
+    # the key the URI came from: the option, the environment, or the default store
+    key = ("--tracking-uri" if explicit else "MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI")
+           else "--tracking-uri (default)")
     problem = tracking_uri_problem(uri)
     if problem:
-        raise ConfigError("--tracking-uri" if explicit else "MLFLOW_TRACKING_URI", problem)
+        raise ConfigError(key, problem)
     if uri.startswith("sqlite:///"):
         db = Path(uri[len("sqlite:///"):])
         if not db.is_file():
-            raise ConfigError(
-                "--tracking-uri", f"tracking store {uri} does not exist (no file {db})"
-            )
+            raise ConfigError(key, f"tracking store {uri} does not exist (no file {db})")
     return uri
 
 

@@ -65,7 +65,14 @@ def builtin_policy_configs(conf_dir: str | Path | None = None) -> dict[str, dict
     if not folder.is_dir():
         raise ConfigError("policy", f"no policy config folder at {folder}")
     out: dict[str, dict[str, Any]] = {}
+    from harness.data.validate import check_regular
+    from harness.errors import DataError
+
     for path in sorted(folder.glob("*.yaml")):
+        try:
+            check_regular(path, "policy config file")  # before open: a FIFO would block
+        except DataError as exc:
+            raise ConfigError(f"policy ({path.name})", exc.problem) from None
         try:
             cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
         except Exception as exc:  # yaml syntax errors

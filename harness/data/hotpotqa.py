@@ -67,6 +67,8 @@ def load_hotpotqa(path: str | Path, name: str = "hotpotqa", past_end_facts: str 
         if not text:
             raise DataError(source, f"{where}.question", "empty question")
         answer = require(item, "answer", str, source, f"{where}.answer").strip()
+        if not answer:  # an empty reference: nothing an answer arm could be scored against
+            raise DataError(source, f"{where}.answer", "empty answer; each question needs its reference answer")
         context = require(item, "context", list, source, f"{where}.context")
         units: list[Unit] = []
         sentences_of: dict[str, int] = {}  # title -> its paragraph's number of sentences
