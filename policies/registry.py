@@ -258,7 +258,13 @@ def make_policy(cfg: Mapping[str, Any]) -> Policy:
     try:
         target = get_object(target_path)
     except Exception as exc:
-        raise ConfigError("policy._target_", f"cannot import {target_path!r}: {exc}") from exc
+        root, seen = exc, set()  # Hydra wraps the import error: its first line names the path only
+        while (root.__cause__ or root.__context__) is not None and id(root) not in seen:
+            seen.add(id(root))
+            root = root.__cause__ or root.__context__
+        first = (str(root).strip().splitlines() or [""])[0]
+        raise ConfigError("policy._target_", f"cannot import {target_path!r}: {type(root).__name__}"
+                                             + (f": {first}" if first else "")) from exc
     params = {k: v for k, v in plain.items() if k != "_target_"}
     for key in params:
         if key.startswith("_"):
@@ -277,7 +283,9 @@ def make_policy(cfg: Mapping[str, Any]) -> Policy:
         cause = exc.__cause__
         if isinstance(cause, HarnessError):
             raise cause from None
-        raise ConfigError("policy._target_", f"{target_path} failed: {cause or exc}") from exc
+        first = (str(cause or exc).strip().splitlines() or [""])[0]
+        raise PluginError(f"policy plugin _target_ {target_path}: its constructor raised "
+                          f"{type(cause or exc).__name__}" + (f": {first}" if first else "")) from exc
     policy = _as_policy(obj, target_path)
     if target is not load_entry_point:
         policy = name_plugin_errors(policy, f"_target_ {target_path}")
