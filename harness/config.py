@@ -530,11 +530,14 @@ def validate(cfg: Any) -> None:
         if rho in grid[:i]:
             raise ConfigError(f"budget.grid[{i}]", f"budget {rho} appears twice")
     _in_range("budget.dkw_delta", b.dkw_delta, 0, 1, low_open=True, high_open=True)
-    _in_range("budget.tol", b.tol, 0)
+    _in_range("budget.tol", b.tol, 0, 1, high_open=True)  # a share of the questions, like the budgets
     _in_range("budget.n_splits", b.n_splits, 1, MAX_REPEATS, integer=True)
     _in_range("tracking.retries", cfg.tracking.retries, 1, MAX_RETRIES, integer=True)
     if not str(cfg.tracking.store_dir).strip():
         raise ConfigError("tracking.store_dir", "is empty; name a folder (default: mlruns)")
+    if cfg.tracking.experiment is not None and not str(cfg.tracking.experiment).strip():
+        raise ConfigError("tracking.experiment", "is empty; name the MLflow experiment, or null for "
+                                                 "<dataset>/<base>-vs-<extra>")
     if cfg.tracking.uri is not None and not str(cfg.tracking.uri).strip():
         raise ConfigError("tracking.uri", "is empty; give a tracking URI or null")
     if cfg.tracking.uri is not None and tracking_uri_problem(str(cfg.tracking.uri)):

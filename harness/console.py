@@ -73,9 +73,18 @@ def check_sweep_size(overrides: Sequence[Any]) -> None:
     from harness.config import MAX_SWEEP_JOBS
     from harness.errors import ConfigError
 
+    from hydra.core.override_parser.types import ChoiceSweep
+
     counts: dict[str, int] = {}
     for override in overrides:  # a later override of a key replaces an earlier one
-        counts[str(override.key_or_group)] = _n_values(override)
+        key = str(override.key_or_group)
+        counts[key] = _n_values(override)
+        value = override.value() if override.is_sweep_override() else None
+        if isinstance(value, ChoiceSweep):  # seed=0,0: the same job twice, the second one silently skipped
+            texts = [str(v) for v in value.list]
+            twice = next((t for i, t in enumerate(texts) if t in texts[:i]), None)
+            if twice is not None:
+                raise ConfigError(key, f"sweeps the value {twice!r} twice ({','.join(texts)}); give each value once")
     total = 1
     for n in counts.values():
         total *= max(n, 1)

@@ -75,8 +75,11 @@ def builtin_policy_configs(conf_dir: str | Path | None = None) -> dict[str, dict
             raise ConfigError(f"policy ({path.name})", exc.problem) from None
         try:
             cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
-        except Exception as exc:  # yaml syntax errors
-            raise ConfigError(f"policy ({path.name})", f"cannot be read: {exc}") from exc
+        except Exception as exc:  # yaml syntax errors: the problem and where, in one line
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ConfigError(f"policy ({path.name})", f"cannot be read: invalid YAML{where}: {problem}") from exc
         if not isinstance(cfg, dict):
             raise ConfigError(f"policy ({path.name})", "is not a mapping")
         for key in ("name", "_target_"):

@@ -152,6 +152,7 @@ FILES.update({
     "beir-empty/corpus.jsonl": BEIR_CORPUS,
     "beir-empty/queries.jsonl": b'{"_id": "q1", "text": "alpha?", "answers": []}\n',
     "beir-empty/qrels/test.tsv": BEIR_QRELS,
+    "conf-bad-yaml/policy/x.yaml": b"name: x\n_target_: [unclosed\n",
 })
 FIFO = "pipe.json"  # a named pipe (made in the case's folder): opening it would block forever
 FIFOS = [FIFO, "pipe.gguf", "beir-fifo/qrels/test.tsv", "model-fifo/config.json", "conf-fifo/policy/x.yaml"]
@@ -456,6 +457,14 @@ CASES = [
         ("misc-store-dir-device", [SYN, "tracking.store_dir=/dev/null"], "'tracking.store_dir'"),
         ("misc-store-dir-under-file", [SYN, "tracking.store_dir={d}/empty.json/mlruns"], "'tracking.store_dir'"),
         ("misc-results-sqlite-no-file", ["results", "--tracking-uri", "sqlite:///"], "'--tracking-uri'"),
+        ("misc-sweep-value-twice", ["-m", SYN, "experiment=none", "seed=0,1,0"], "'seed': sweeps the value '0' twice"),
+        ("misc-sweep-choice-twice", ["-m", SYN, "experiment=none", "policy=ridge,ridge"], "'policy'"),
+        ("misc-policy-conf-bad-yaml", ["policies", "--conf-dir", "{d}/conf-bad-yaml"], "invalid YAML at line 3"),
+        ("misc-empty-experiment", [SYN, "tracking.experiment="], "'tracking.experiment'"),
+        ("misc-tol-above-one", [SYN, "budget.tol=5"], "'budget.tol'"),
+        ("misc-report-budget-range", ["report", "--latest", "--budget", "1e308"], "--budget"),
+        ("misc-report-cost-nan", ["report", "--latest", "--cost", "nan"], "--cost"),
+        ("misc-report-out-device", ["report", "--latest", "--out", "/dev/null"], "special file"),
     ],
 ]
 

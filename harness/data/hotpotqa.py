@@ -17,7 +17,8 @@ Choices (docs/metrics.md is silent):
   last sentence, is a DataError naming the field (``dataset.past_end_facts=skip`` drops facts
   past the end instead, for files that hold a few). Titles are unique within one context (gold
   is found by title).
-* Answers = ``[answer]``; ``answer_type`` = "yes_no" for yes/no answers, else "span".
+* Answers = ``[answer]``; ``answer_type`` = "yes_no" for yes/no answers, else "span". An empty
+  ``answer`` is refused (an empty reference, as QASPER's empty ``answers``).
 * Paragraphs with no text (empty sentence list) are still units if the title is non-empty.
 
 Data: Yang, Qi, Zhang, Bengio, Cohen, Salakhutdinov, Manning (2018), "HotpotQA: A Dataset for

@@ -19,7 +19,8 @@ Choices (docs/metrics.md is silent; written down in docs/datasets.md):
 * JSONL gold = the optional ``gold_ids`` list (corpus ids); answers = ``golden_answers``.
 * Every problem is one line naming the file, the line and the field: a duplicate id, an id
   the qrels or ``gold_ids`` name that the corpus lacks, empty text, a score that is not an
-  integer, a split whose qrels file does not exist (with the splits that do).
+  integer, a split whose qrels file does not exist (with the splits that do), an empty reference
+  list or a blank reference (the rule of every loader: leave the key out instead).
 """
 
 from __future__ import annotations
