@@ -548,6 +548,10 @@ def validate(cfg: Any) -> None:
     from harness.data import check_dataset_config
 
     dataset = check_dataset_config(cfg.dataset)
+    if dataset.get("loader") == "synthetic":  # its documents are known before the table is built
+        from harness.stats import check_bootstrap_size
+
+        check_bootstrap_size(p.n_boot, int(dataset.get("n_docs") or 60), "dataset.n_docs of the synthetic table")
     _check_arms(cfg.arms, synthetic=dataset.get("loader") == "synthetic")
     from harness.retrieval.settings import check_reranker, refuse_reranker_on_synthetic
 

@@ -426,6 +426,9 @@ CASES = [
         ("file-device-jsonl", ["dataset=jsonl", "dataset.questions=/dev/zero", "dataset.corpus={d}/corpus.jsonl"],
          "character device"),
         ("count-sweep-range-huge", ["-m", SYN, "experiment=none", "seed=range(0,1000000000)"], "'seed': the sweep has"),
+        ("count-bootstrap-cells", [SYN, "dataset.n_docs=100000", "dataset.questions_per_doc=1", "protocol.n_boot=20000"],
+         "'protocol.n_boot': 20000 draws over 100000 documents"),
+        ("count-bootstrap-cells-table", [SYN, "dataset.n_docs=50000", "protocol.n_boot=5000"], "at most 2000 draws fit"),
         ("count-gbm-rounds", [SYN, "policy=gbm", "policy.num_boost_round=1000000000"], "'policy.num_boost_round'"),
         ("count-logistic-iterations", [SYN, "policy=logistic", "policy.max_iter=1000000000"], "'policy.max_iter'"),
         ("count-gbm-leaves", [SYN, "policy=gbm", "policy.num_leaves=100000000"], "'policy.num_leaves'"),
@@ -747,6 +750,23 @@ def test_bad_input_ends_promptly_in_little_memory(argv, needle, tmp_path):
     assert len(lines) == 1 and needle in lines[0], err
     assert usage.ru_maxrss * 1024 < MEMORY_LIMIT, usage.ru_maxrss  # Linux: kilobytes
     assert _finished_runs(tmp_path) == 0 and _cached_files(tmp_path / "cache") == []
+
+
+def test_bootstrap_cells_of_a_real_table_are_bounded(planted_table):
+    """The draws x documents bound on a table whose documents are known only once it is built
+    (checked with the task's size, before any policy work): one ConfigError naming n_boot."""
+    from harness.errors import ConfigError
+    from harness.stats import MAX_BOOTSTRAP_CELLS
+    from harness.task import RoutingTask, check_task_size
+
+    task = RoutingTask.from_table(planted_table)
+    n_docs = len(set(task.groups))
+    protocol = {"run": ["threshold"], "dev_frac": 0.5, "n_folds": 2, "nested_folds": 0}
+    budget = {"calibration": "oof", "cal_folds": 2}
+    check_task_size(task, {**protocol, "n_boot": MAX_BOOTSTRAP_CELLS // n_docs}, budget)
+    with pytest.raises(ConfigError, match=rf"'protocol.n_boot': {MAX_BOOTSTRAP_CELLS // n_docs + 1} draws over "
+                                          rf"{n_docs} documents"):
+        check_task_size(task, {**protocol, "n_boot": MAX_BOOTSTRAP_CELLS // n_docs + 1}, budget)
 
 
 def test_past_end_facts_skip_loads_what_the_default_refuses(workdir):
