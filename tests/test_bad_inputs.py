@@ -877,3 +877,32 @@ def test_a_large_sweep_says_it_is_validating(capsys):
     quiet = _ValidationProgress(10, clock=lambda: 100.0)
     quiet.tick(5)
     assert capsys.readouterr().out == ""
+
+
+def test_a_single_runs_library_error_is_one_line(monkeypatch, capsys):
+    """An OSError (or any non-harness error) inside a single run is said in one line, not after
+    Hydra's "Error executing job" line: a bad input exit 2, anything else exit 1."""
+    import errno
+
+    from hydra.core.hydra_config import HydraConfig
+
+    from harness.runner import job
+
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    monkeypatch.setattr(HydraConfig, "get", staticmethod(lambda: None))
+    monkeypatch.setattr(job.SweepState, "from_env", staticmethod(lambda: None))
+
+    def full(*_a, **_k):
+        raise OSError(errno.ENOSPC, "No space left on device", "mlruns/mlflow.db")
+
+    monkeypatch.setattr(job, "run_job", full)
+    with pytest.raises(SystemExit) as ended:
+        job.hydra_main.__wrapped__({})  # the task function under @hydra.main
+    err = capsys.readouterr().err.strip().splitlines()
+    assert ended.value.code == 2 and len(err) == 1 and "mlflow.db" in err[0] and "no space left" in err[0], err
+
+    monkeypatch.setattr(job, "run_job", lambda *_a, **_k: 1 / 0)
+    with pytest.raises(SystemExit) as ended:
+        job.hydra_main.__wrapped__({})  # the task function under @hydra.main
+    err = capsys.readouterr().err.strip().splitlines()
+    assert ended.value.code == 1 and len(err) == 1 and "ZeroDivisionError" in err[0] and "unexpected" in err[0], err
