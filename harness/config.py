@@ -382,7 +382,7 @@ def tracking_uri_problem(uri: str) -> str | None:
     scheme = urlparse(text).scheme.lower() if "://" in text or text.startswith("file:") else ""
     base = scheme.split("+", 1)[0]  # postgresql+psycopg2
     if base in TRACKING_SCHEMES:
-        return None
+        return _store_target_problem(text, base)
     try:
         plugins = {ep.name for ep in entry_points(group="mlflow.tracking_store")}
     except Exception:  # noqa: BLE001 - no plugins
@@ -392,6 +392,83 @@ def tracking_uri_problem(uri: str) -> str | None:
     known = [s for s in TRACKING_SCHEMES if s] + sorted(plugins)
     return (f"unsupported scheme {scheme + '://'!r} in {text!r}{did_you_mean(base, known)}; MLflow stores "
             f"are {', '.join(s + '://' for s in known)} or a plain folder path")
+
+
+def _not_regular(path: "Path") -> str | None:
+    """What ``path`` is when it exists and is no regular file (checked with ``stat``: SQLite
+    opening a FIFO blocks forever), else None."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+SQL_SCHEMES = ("postgresql", "mysql", "mssql")
+
+
+def _store_target_problem(text: str, base: str) -> str | None:
+    """Why the store a known scheme names cannot be opened, found before any work: a SQLite URI
+    naming no file or something that is no regular file, a file store that is no folder, a SQL
+    database whose driver is not installed."""
+    from pathlib import Path
+
+    if base == "sqlite":
+        raw = text.split("://", 1)[1].split("?", 1)[0] if "://" in text else ""
+        path = raw[1:] if raw.startswith("/") else raw  # sqlite:///rel.db, sqlite:////abs.db
+        if not path or path == ":memory:":
+            return (f"{text!r} names no database file (an in-memory store keeps no run); give "
+                    "sqlite:///<path>/mlflow.db")
+        kind = _not_regular(Path(path))
+        return f"the SQLite store {path} is {kind}, expected an SQLite database file" if kind else None
+    if base in ("", "file"):
+        path = Path(text[len("file://"):] if text.startswith("file://") else text.removeprefix("file:"))
+        kind = _not_regular(path)
+        if path.exists() and kind != "a folder":
+            return f"the file store {path} is {kind or 'a file'}, expected a folder"
+        return None
+    if base in SQL_SCHEMES:
+        try:
+            from sqlalchemy.engine import make_url
+
+            dialect = make_url(text).get_dialect()
+            (getattr(dialect, "import_dbapi", None) or dialect.dbapi)()
+        except ImportError as exc:
+            return f"the database driver for {base}:// is not installed ({exc}); install it or use sqlite:///"
+        except Exception as exc:  # noqa: BLE001 - a URI SQLAlchemy cannot parse
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            return f"cannot use {text!r}: {first}"
+    return None
+
+
+def check_store_dir(tracking: Any) -> None:
+    """``tracking.store_dir`` (used when no URI is given): a folder, or a path it can be made at;
+    the ``mlflow.db`` inside a regular file. Relative to the launch folder (the current one)."""
+    import os
+    from pathlib import Path
+
+    from harness.errors import ConfigError
+
+    if tracking.uri is not None or os.environ.get("MLFLOW_TRACKING_URI"):
+        return
+    folder = Path(str(tracking.store_dir)).expanduser()
+    kind = _not_regular(folder)
+    if folder.exists() and kind != "a folder":
+        raise ConfigError("tracking.store_dir", f"{folder} is {kind or 'a file'}, expected a folder for the MLflow "
+                                                "store (or a path where one can be made)")
+    parent = next((p for p in [folder, *folder.parents] if os.path.lexists(p)), None)
+    if parent is not None and not parent.is_dir():
+        raise ConfigError("tracking.store_dir", f"{parent} is not a folder, so {folder} cannot be made")
+    kind = _not_regular(folder / "mlflow.db")
+    if kind:
+        raise ConfigError("tracking.store_dir", f"{folder / 'mlflow.db'} is {kind}, expected an SQLite database file")
 
 
 def validate(cfg: Any) -> None:
@@ -457,25 +534,35 @@ def validate(cfg: Any) -> None:
         if rho in grid[:i]:
             raise ConfigError(f"budget.grid[{i}]", f"budget {rho} appears twice")
     _in_range("budget.dkw_delta", b.dkw_delta, 0, 1, low_open=True, high_open=True)
-    _in_range("budget.tol", b.tol, 0)
+    _in_range("budget.tol", b.tol, 0, 1, high_open=True)  # a share of the questions, like the budgets
     _in_range("budget.n_splits", b.n_splits, 1, MAX_REPEATS, integer=True)
     _in_range("tracking.retries", cfg.tracking.retries, 1, MAX_RETRIES, integer=True)
     if not str(cfg.tracking.store_dir).strip():
         raise ConfigError("tracking.store_dir", "is empty; name a folder (default: mlruns)")
+    if cfg.tracking.experiment is not None and not str(cfg.tracking.experiment).strip():
+        raise ConfigError("tracking.experiment", "is empty; name the MLflow experiment, or null for "
+                                                 "<dataset>/<base>-vs-<extra>")
     if cfg.tracking.uri is not None and not str(cfg.tracking.uri).strip():
         raise ConfigError("tracking.uri", "is empty; give a tracking URI or null")
     if cfg.tracking.uri is not None and tracking_uri_problem(str(cfg.tracking.uri)):
         raise ConfigError("tracking.uri", str(tracking_uri_problem(str(cfg.tracking.uri))))
+    check_store_dir(cfg.tracking)
     if "name" not in cfg.dataset:
         raise ConfigError("dataset.name", "missing (each dataset config names itself)")
     from harness.data import check_dataset_config
 
     dataset = check_dataset_config(cfg.dataset)
-    _check_arms(cfg.arms, synthetic=dataset.get("loader") == "synthetic")
-    if dataset.get("loader") != "synthetic":  # the synthetic table reranks nothing
-        from harness.retrieval.settings import check_reranker
+    if dataset.get("loader") == "synthetic":  # its documents are known before the table is built
+        from harness.stats import check_bootstrap_size
 
+        check_bootstrap_size(p.n_boot, int(dataset.get("n_docs") or 60), "dataset.n_docs of the synthetic table")
+    _check_arms(cfg.arms, synthetic=dataset.get("loader") == "synthetic")
+    from harness.retrieval.settings import check_reranker, refuse_reranker_on_synthetic
+
+    if dataset.get("loader") != "synthetic":
         check_reranker(cfg.reranker)
+    else:  # the synthetic table reranks nothing: a reranker setting would be ignored yet logged
+        refuse_reranker_on_synthetic(cfg.reranker)
     _check_cost_source(cfg.cost, cfg.arms, synthetic=dataset.get("loader") == "synthetic")
     if "name" not in cfg.policy:
         raise ConfigError("policy.name", "missing (each policy config names itself)")

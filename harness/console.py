@@ -48,7 +48,51 @@ def sweep_jobs(task_overrides: Sequence[str], sweeper_params: Mapping[str, Any] 
 
     args = [f"{k}={v}" for k, v in (sweeper_params or {}).items()] + [str(o) for o in task_overrides]
     overrides = OverridesParser.create().parse_overrides(args)
+    check_sweep_size(overrides)  # before expanding: seed=range(0,10**9) would fill the memory first
     return [list(job) for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+
+
+def _n_values(override: Any) -> int:
+    """How many values one parsed override sweeps (1 when it sweeps nothing); a glob or an
+    interval counts 1 (the basic sweeper expands a glob over a group's few options)."""
+    from hydra.core.override_parser.types import ChoiceSweep, RangeSweep
+
+    if not override.is_sweep_override():
+        return 1
+    value = override.value()
+    if isinstance(value, ChoiceSweep):
+        return len(value.list)
+    if isinstance(value, RangeSweep) and value.step:
+        return max(0, math.ceil((value.stop - value.start) / value.step))
+    return 1
+
+
+def check_sweep_size(overrides: Sequence[Any]) -> None:
+    """A ConfigError naming the key that sweeps most when the product of the swept values (the
+    number of jobs) is above MAX_SWEEP_JOBS, counted without expanding anything."""
+    from harness.config import MAX_SWEEP_JOBS
+    from harness.errors import ConfigError
+
+    from hydra.core.override_parser.types import ChoiceSweep
+
+    counts: dict[str, int] = {}
+    for override in overrides:  # a later override of a key replaces an earlier one
+        key = str(override.key_or_group)
+        counts[key] = _n_values(override)
+        value = override.value() if override.is_sweep_override() else None
+        if isinstance(value, ChoiceSweep):  # seed=0,0: the same job twice, the second one silently skipped
+            texts = [str(v) for v in value.list]
+            twice = next((t for i, t in enumerate(texts) if t in texts[:i]), None)
+            if twice is not None:
+                raise ConfigError(key, f"sweeps the value {twice!r} twice ({','.join(texts)}); give each value once")
+    total = 1
+    for n in counts.values():
+        total *= max(n, 1)
+    if total > MAX_SWEEP_JOBS:
+        key = max(counts, key=lambda k: counts[k])
+        raise ConfigError(key, f"the sweep has {total} jobs ({counts[key]} values of {key}); at most "
+                               f"{MAX_SWEEP_JOBS} in one sweep (split it, e.g. seed=range(0,1000) then "
+                               "seed=range(1000,2000))")
 
 
 def sweep_plan(task_overrides: Sequence[str], sweeper_params: Mapping[str, Any] | None) -> tuple[int, list[str]]:

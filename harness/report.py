@@ -134,15 +134,16 @@ def existing_store_uri(explicit: str | None) -> str:
     uri = explicit or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
     from harness.config import tracking_uri_problem
 
+    # the key the URI came from: the option, the environment, or the default store
+    key = ("--tracking-uri" if explicit else "MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI")
+           else "--tracking-uri (default)")
     problem = tracking_uri_problem(uri)
     if problem:
-        raise ConfigError("--tracking-uri" if explicit else "MLFLOW_TRACKING_URI", problem)
+        raise ConfigError(key, problem)
     if uri.startswith("sqlite:///"):
         db = Path(uri[len("sqlite:///"):])
         if not db.is_file():
-            raise ConfigError(
-                "--tracking-uri", f"tracking store {uri} does not exist (no file {db})"
-            )
+            raise ConfigError(key, f"tracking store {uri} does not exist (no file {db})")
     return uri
 
 
@@ -828,6 +829,17 @@ def check_store_reachable(uri: str, timeout: float = 5.0) -> None:
         raise StoreError(f"--tracking-uri: tracking server {uri} is unreachable ({exc.strerror or exc})") from None
 
 
+def check_flag_values(args: argparse.Namespace) -> None:
+    """``--budget`` in (0, 1] and ``--cost`` a finite number >= 0, before the store is read (a
+    value outside every sweep's grid is named by the flag, not by "no sweep")."""
+    from harness.errors import UsageError
+
+    if args.budget is not None and not (math.isfinite(args.budget) and 0 < args.budget <= 1):
+        raise UsageError(f"--budget: must be a budget in (0, 1] (a value of the sweep's budget.grid), got {args.budget:g}")
+    if args.cost is not None and not (math.isfinite(args.cost) and args.cost >= 0):
+        raise UsageError(f"--cost: must be a finite cost.c >= 0 of the sweep, got {args.cost:g}")
+
+
 def check_out_dir(out: str | os.PathLike) -> Path:
     """``--out`` can be created or written: the folder or its nearest existing parent is a writable
     folder. Checked before the store is read, so nothing is written on an error."""
@@ -840,7 +852,8 @@ def check_out_dir(out: str | os.PathLike) -> Path:
             break
         probe = probe.parent
     if probe.exists() and not probe.is_dir():
-        raise StoreError(f"--out {str(out)!r}: {str(probe)!r} is a file, expected a folder")
+        kind = "a file" if probe.is_file() else "a device, FIFO or other special file"
+        raise StoreError(f"--out {str(out)!r}: {str(probe)!r} is {kind}, expected a folder")
     if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
         raise StoreError(f"--out {str(out)!r}: folder {str(probe)!r} is not writable (permission denied)")
     return path
@@ -856,6 +869,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = build_parser().parse_args(argv)
         except SystemExit as exc:  # --help
             return int(exc.code or 0)
+        check_flag_values(args)
         check_out_dir(args.out)
         uri = existing_store_uri(args.tracking_uri)
         check_store_reachable(uri)

@@ -34,7 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
-from harness.errors import ConfigError, HarnessError
+from harness.errors import HarnessError
 from harness.io import atomic_write_text
 from harness.protocols.threshold import CEILING  # the base arm at ceiling: nothing can be rescued
 from harness.published import PAPERS, figure
@@ -858,18 +858,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--variant", default="full", choices=("full", "fast"),
                         help="which variant's runs: full (experiment=NAME) or fast (experiment=NAME_fast)")
     args = parser.parse_args(list(argv) if argv is not None else None)
-    import os
+    from harness.report import existing_store_uri
 
-    from harness.report import DEFAULT_TRACKING_URI
-
-    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
-    from harness.config import tracking_uri_problem
-
-    if tracking_uri_problem(uri):
-        raise ConfigError("--tracking-uri" if args.tracking_uri else "MLFLOW_TRACKING_URI", str(tracking_uri_problem(uri)))
-    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).is_file():
-        raise ConfigError("--tracking-uri", f"no MLflow store at {uri}: run the experiments first "
-                          "(python -m harness -m experiment=<name>) or name the store")
+    uri = existing_store_uri(args.tracking_uri)  # a bad or missing store: one line naming where it came from
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=uri)

@@ -253,6 +253,9 @@ def check_task_size(task: RoutingTask, protocol: dict, budget: dict, trainable: 
     """DataSizeError (counts, not a blamed setting) when the task has fewer documents than a
     configured protocol needs (``required_documents``); call it before running the protocols."""
     n_docs = len(set(task.groups))
+    from harness.stats import check_bootstrap_size
+
+    check_bootstrap_size(int(protocol.get("n_boot", 1000)), n_docs, str(task.source))
     for name, (need, why) in required_documents(protocol, budget, trainable).items():
         if n_docs < need:
             raise DataSizeError(

@@ -10,6 +10,7 @@ whatever the CPU or the arrays' memory layout.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -48,14 +49,26 @@ def _booster_from_json(text, policy):
 LIGHTGBM_MODEL = Codec("lightgbm_model", _booster_to_json, _booster_from_json)
 
 
-def _positive(value, key: str, integer: bool = False):
-    """Validate a hyperparameter (ConfigError naming ``key``) and return it unchanged."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+# Upper bounds of the counts a policy config sets: a zero too many ends in one line naming the
+# key, not in hours of boosting or an out-of-memory kill (the shipped values are far below).
+MAX_BOOST_ROUNDS = 10_000  # policy.num_boost_round
+MAX_LEAVES = 4_096  # policy.num_leaves
+MAX_DEPTH = 64  # policy.max_depth
+MAX_MIN_DATA = 1_000_000  # policy.min_data_in_leaf
+MAX_ITER = 1_000_000  # policy.max_iter
+
+
+def _positive(value, key: str, integer: bool = False, high: float | None = None):
+    """Validate a hyperparameter (ConfigError naming ``key``: a finite number > 0, an integer if
+    asked, at most ``high``) and return it unchanged."""
+    ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+          and (high is None or value <= high))
     if integer:
         ok = ok and float(value).is_integer()
     if not ok:
-        kind = "a positive integer" if integer else "a positive number"
-        raise ConfigError(key, f"expected {kind}, got {value!r}")
+        kind = "a positive integer" if integer else "a positive finite number"
+        bound = f" at most {high:,}" if high is not None else ""
+        raise ConfigError(key, f"expected {kind}{bound}, got {value!r}")
     return value
 
 
@@ -196,7 +209,7 @@ class LogisticPolicy(_ClassScorer):
     def __init__(self, features="baseline", C: float = 1.0, max_iter: int = 1000):
         super().__init__(features)
         self.C = _positive(C, "policy.C")
-        self.max_iter = _positive(max_iter, "policy.max_iter", integer=True)
+        self.max_iter = _positive(max_iter, "policy.max_iter", integer=True, high=MAX_ITER)
 
     def fit(self, X, delta, groups=None, seed: int = 0) -> "LogisticPolicy":
         from sklearn.impute import SimpleImputer
@@ -273,13 +286,13 @@ class GBMPolicy(_ClassScorer):
         lambda_l2: float = 1.0,
     ):
         super().__init__(features)
-        self.num_boost_round = _positive(num_boost_round, "policy.num_boost_round", integer=True)
-        self.num_leaves = _positive(num_leaves, "policy.num_leaves", integer=True)
-        self.max_depth = _positive(max_depth, "policy.max_depth", integer=True)
+        self.num_boost_round = _positive(num_boost_round, "policy.num_boost_round", integer=True, high=MAX_BOOST_ROUNDS)
+        self.num_leaves = _positive(num_leaves, "policy.num_leaves", integer=True, high=MAX_LEAVES)
+        self.max_depth = _positive(max_depth, "policy.max_depth", integer=True, high=MAX_DEPTH)
         self.learning_rate = _positive(learning_rate, "policy.learning_rate")
-        self.min_data_in_leaf = _positive(min_data_in_leaf, "policy.min_data_in_leaf", integer=True)
-        if not isinstance(lambda_l2, (int, float)) or isinstance(lambda_l2, bool) or lambda_l2 < 0:
-            raise ConfigError("policy.lambda_l2", f"expected a number >= 0, got {lambda_l2!r}")
+        self.min_data_in_leaf = _positive(min_data_in_leaf, "policy.min_data_in_leaf", integer=True, high=MAX_MIN_DATA)
+        if not isinstance(lambda_l2, (int, float)) or isinstance(lambda_l2, bool) or not 0 <= lambda_l2 < math.inf:
+            raise ConfigError("policy.lambda_l2", f"expected a finite number >= 0, got {lambda_l2!r}")
         self.lambda_l2 = lambda_l2
 
     def _params(self, seed: int) -> dict[str, Any]:

@@ -65,11 +65,21 @@ def builtin_policy_configs(conf_dir: str | Path | None = None) -> dict[str, dict
     if not folder.is_dir():
         raise ConfigError("policy", f"no policy config folder at {folder}")
     out: dict[str, dict[str, Any]] = {}
+    from harness.data.validate import check_regular
+    from harness.errors import DataError
+
     for path in sorted(folder.glob("*.yaml")):
         try:
+            check_regular(path, "policy config file")  # before open: a FIFO would block
+        except DataError as exc:
+            raise ConfigError(f"policy ({path.name})", exc.problem) from None
+        try:
             cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
-        except Exception as exc:  # yaml syntax errors
-            raise ConfigError(f"policy ({path.name})", f"cannot be read: {exc}") from exc
+        except Exception as exc:  # yaml syntax errors: the problem and where, in one line
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ConfigError(f"policy ({path.name})", f"cannot be read: invalid YAML{where}: {problem}") from exc
         if not isinstance(cfg, dict):
             raise ConfigError(f"policy ({path.name})", "is not a mapping")
         for key in ("name", "_target_"):
@@ -251,7 +261,13 @@ def make_policy(cfg: Mapping[str, Any]) -> Policy:
     try:
         target = get_object(target_path)
     except Exception as exc:
-        raise ConfigError("policy._target_", f"cannot import {target_path!r}: {exc}") from exc
+        root, seen = exc, set()  # Hydra wraps the import error: its first line names the path only
+        while (root.__cause__ or root.__context__) is not None and id(root) not in seen:
+            seen.add(id(root))
+            root = root.__cause__ or root.__context__
+        first = (str(root).strip().splitlines() or [""])[0]
+        raise ConfigError("policy._target_", f"cannot import {target_path!r}: {type(root).__name__}"
+                                             + (f": {first}" if first else "")) from exc
     params = {k: v for k, v in plain.items() if k != "_target_"}
     for key in params:
         if key.startswith("_"):
@@ -270,7 +286,9 @@ def make_policy(cfg: Mapping[str, Any]) -> Policy:
         cause = exc.__cause__
         if isinstance(cause, HarnessError):
             raise cause from None
-        raise ConfigError("policy._target_", f"{target_path} failed: {cause or exc}") from exc
+        first = (str(cause or exc).strip().splitlines() or [""])[0]
+        raise PluginError(f"policy plugin _target_ {target_path}: its constructor raised "
+                          f"{type(cause or exc).__name__}" + (f": {first}" if first else "")) from exc
     policy = _as_policy(obj, target_path)
     if target is not load_entry_point:
         policy = name_plugin_errors(policy, f"_target_ {target_path}")

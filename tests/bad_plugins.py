@@ -32,3 +32,8 @@ class NotAPolicy:
 
     def __init__(self, **params):
         self.params = params
+
+
+class BoomInInit(AlwaysBase):
+    def __init__(self, **params):
+        raise TypeError("boom in init\nsecond line of the error")

@@ -128,7 +128,34 @@ FILES = {
     "hotpot-dup-title.json": json.dumps(_hotpot_duplicate_title()).encode(),
     "hotpot-surrogate.json": _with_surrogate(json.dumps(_hotpot()), "Gamma Daily"),
 }
+CORPUS = b'{"id": "c1", "contents": "alpha beta"}\n{"id": "c2", "contents": "gamma delta"}\n'
+BEIR_CORPUS = b'{"_id": "c1", "text": "alpha beta"}\n{"_id": "c2", "text": "gamma delta"}\n'
+BEIR_QRELS = b"query-id\tcorpus-id\tscore\nq1\tc1\t1\n"
+
+
+def _hotpot_empty_answer() -> list:
+    data = _hotpot()
+    data[0]["answer"] = " "
+    return data
+
+
+FILES.update({
+    "hotpot-no-answer.json": json.dumps(_hotpot_empty_answer()).encode(),
+    "corpus.jsonl": CORPUS,
+    "q-empty-answers.jsonl": b'{"id": "q1", "question": "alpha?", "golden_answers": [], "gold_ids": ["c1"]}\n',
+    "q-blank-answer.jsonl": b'{"id": "q1", "question": "alpha?", "golden_answers": ["a", " "], "gold_ids": ["c1"]}\n',
+    "q-surrogate.jsonl": b'{"id": "q1", "question": "alpha\\ud800?", "golden_answers": ["a"], "gold_ids": ["c1"]}\n',
+    # folders: a BEIR folder whose qrels file is a FIFO, one with an empty answer list; a model
+    # folder and a policy config folder whose config file is a FIFO (made by the fixture)
+    "beir-fifo/corpus.jsonl": BEIR_CORPUS,
+    "beir-fifo/queries.jsonl": b'{"_id": "q1", "text": "alpha?"}\n',
+    "beir-empty/corpus.jsonl": BEIR_CORPUS,
+    "beir-empty/queries.jsonl": b'{"_id": "q1", "text": "alpha?", "answers": []}\n',
+    "beir-empty/qrels/test.tsv": BEIR_QRELS,
+    "conf-bad-yaml/policy/x.yaml": b"name: x\n_target_: [unclosed\n",
+})
 FIFO = "pipe.json"  # a named pipe (made in the case's folder): opening it would block forever
+FIFOS = [FIFO, "pipe.gguf", "beir-fifo/qrels/test.tsv", "model-fifo/config.json", "conf-fifo/policy/x.yaml"]
 DENIED = "denied.json"
 F = str(QASPER)
 
@@ -389,6 +416,58 @@ CASES = [
         ("misc-key-twice-sweep", ["-m", SYN, "experiment=none", "policy=ridge", "policy=logistic"], "given twice"),
         ("misc-key-twice-table", ["table", "build", SYN, "seed=1", "seed=2"], "'seed'"),
         ("misc-key-twice-nested", [SYN, "cost.c=0.1", "cost.c=0.2"], "'cost.c'"),
+        # --- more of each category: new inputs, the same rules ---
+        ("file-fifo-beir-qrels", ["dataset=beir", "dataset.path={d}/beir-fifo"], "test.tsv: is a FIFO"),
+        ("file-fifo-model-config", ["arms.encoder.model={d}/model-fifo"], "'arms.encoder.model': is a FIFO"),
+        ("file-fifo-policy-conf", ["policies", "--conf-dir", "{d}/conf-fifo"], "'policy (x.yaml)': is a FIFO"),
+        ("file-fifo-store", [SYN, "tracking.uri=sqlite:///{d}/" + FIFO], "'tracking.uri'"),
+        ("file-fifo-report-store", ["report", "--latest", "--tracking-uri", "sqlite:///{d}/" + FIFO], "is a FIFO"),
+        ("file-fifo-gguf", [*ANSWERS, "arms.blocks.0.generator={d}/pipe.gguf"], "'arms.blocks[0].generator'"),
+        ("file-device-jsonl", ["dataset=jsonl", "dataset.questions=/dev/zero", "dataset.corpus={d}/corpus.jsonl"],
+         "character device"),
+        ("count-sweep-range-huge", ["-m", SYN, "experiment=none", "seed=range(0,1000000000)"], "'seed': the sweep has"),
+        ("count-bootstrap-cells", [SYN, "dataset.n_docs=100000", "dataset.questions_per_doc=1", "protocol.n_boot=20000"],
+         "'protocol.n_boot': 20000 draws over 100000 documents"),
+        ("count-bootstrap-cells-table", [SYN, "dataset.n_docs=50000", "protocol.n_boot=5000"], "at most 2000 draws fit"),
+        ("count-gbm-rounds", [SYN, "policy=gbm", "policy.num_boost_round=1000000000"], "'policy.num_boost_round'"),
+        ("count-logistic-iterations", [SYN, "policy=logistic", "policy.max_iter=1000000000"], "'policy.max_iter'"),
+        ("count-gbm-leaves", [SYN, "policy=gbm", "policy.num_leaves=100000000"], "'policy.num_leaves'"),
+        ("arms-rrf-zero", ["arms.rrf_k=0"], "'arms.rrf_k'"),
+        ("policy-ridge-alpha-inf", [SYN, "policy=ridge", "policy.alpha=inf"], "'policy.alpha'"),
+        ("arms-ignored-candidates-synthetic", [SYN, "arms.candidates=50"], "'arms.candidates'"),
+        ("arms-ignored-encoder-synthetic", [SYN, "arms.encoder.max_seq_length=128"], "'arms.encoder.max_seq_length'"),
+        ("arms-ignored-bm25-synthetic", [SYN, "arms.bm25.k1=1.2"], "'arms.bm25.k1'"),
+        ("arms-ignored-reranker-synthetic", [SYN, "reranker=cross_encoder"], "'reranker.name'"),
+        ("answer-generator-unknown", [*ANSWERS, "arms.blocks.1.generator=gpt4"], "'arms.blocks[1].generator'"),
+        ("answer-generator-missing-gguf", [*ANSWERS, "arms.blocks.0.generator=llamacpp:{d}/missing.gguf"], "not found"),
+        ("answer-generator-device", [*ANSWERS, "arms.blocks.1.generator=/dev/zero"], "'arms.blocks[1].generator'"),
+        ("datacheck-hotpot-empty-answer", ["data", "hotpotqa", "path={d}/hotpot-no-answer.json"], "'[0].answer'"),
+        ("datacheck-jsonl-empty-answers", ["dataset=jsonl", "dataset.questions={d}/q-empty-answers.jsonl",
+                                           "dataset.corpus={d}/corpus.jsonl"], "q-empty-answers.jsonl:1, field 'golden_answers'"),
+        ("datacheck-jsonl-blank-answer", ["data", "jsonl", "questions={d}/q-blank-answer.jsonl", "corpus={d}/corpus.jsonl"],
+         "'golden_answers[1]'"),
+        ("datacheck-beir-empty-answers", ["data", "beir", "path={d}/beir-empty"], "queries.jsonl:1, field 'answers'"),
+        ("datacheck-jsonl-surrogate", ["data", "jsonl", "questions={d}/q-surrogate.jsonl", "corpus={d}/corpus.jsonl"],
+         "q-surrogate.jsonl:1, field 'question'"),
+        ("plugin-boom-in-constructor", [SYN, "policy=always_keep", "policy._target_=tests.bad_plugins.BoomInInit"],
+         "_target_ tests.bad_plugins.BoomInInit: its constructor raised TypeError: boom in init"),
+        ("plugin-import-error", [SYN, "policy._target_=no_such_package_26.Policy"],
+         "ModuleNotFoundError: No module named 'no_such_package_26'"),
+        ("plugin-missing-attribute", [SYN, "policy._target_=tests.bad_plugins.NoSuchPolicy"],
+         "has no attribute 'NoSuchPolicy'"),
+        ("misc-sqlite-no-file", [SYN, "tracking.uri=sqlite:///"], "'tracking.uri'"),
+        ("misc-file-store-device", [SYN, "tracking.uri=file:///dev/null"], "'tracking.uri'"),
+        ("misc-store-dir-device", [SYN, "tracking.store_dir=/dev/null"], "'tracking.store_dir'"),
+        ("misc-store-dir-under-file", [SYN, "tracking.store_dir={d}/empty.json/mlruns"], "'tracking.store_dir'"),
+        ("misc-results-sqlite-no-file", ["results", "--tracking-uri", "sqlite:///"], "'--tracking-uri'"),
+        ("misc-sweep-value-twice", ["-m", SYN, "experiment=none", "seed=0,1,0"], "'seed': sweeps the value '0' twice"),
+        ("misc-sweep-choice-twice", ["-m", SYN, "experiment=none", "policy=ridge,ridge"], "'policy'"),
+        ("misc-policy-conf-bad-yaml", ["policies", "--conf-dir", "{d}/conf-bad-yaml"], "invalid YAML at line 3"),
+        ("misc-empty-experiment", [SYN, "tracking.experiment="], "'tracking.experiment'"),
+        ("misc-tol-above-one", [SYN, "budget.tol=5"], "'budget.tol'"),
+        ("misc-report-budget-range", ["report", "--latest", "--budget", "1e308"], "--budget"),
+        ("misc-report-cost-nan", ["report", "--latest", "--cost", "nan"], "--cost"),
+        ("misc-report-out-device", ["report", "--latest", "--out", "/dev/null"], "special file"),
     ],
 ]
 
@@ -433,9 +512,12 @@ def workdir(tmp_path, monkeypatch, isolated_cache):
     data = tmp_path / "data"
     data.mkdir()
     for name, body in FILES.items():
+        (data / name).parent.mkdir(parents=True, exist_ok=True)
         (data / name).write_bytes(body)
     (data / "not-a-wheel.whl").write_bytes(b"not a zip")
-    os.mkfifo(data / FIFO)
+    for name in FIFOS:
+        (data / name).parent.mkdir(parents=True, exist_ok=True)
+        os.mkfifo(data / name)
     run = tmp_path / "run"
     run.mkdir()
     monkeypatch.chdir(run)
@@ -633,6 +715,8 @@ BOUNDED_CASES = [
     (["dataset=synthetic", "protocol.n_boot=1000000000"], "'protocol.n_boot'"),
     (["dataset=synthetic", "dataset.n_docs=50000000"], "'dataset.n_docs'"),
     (["table", "build", "dataset=qasper", "dataset.path=/dev/zero"], "character device"),
+    (["-m", "dataset=synthetic", "experiment=none", "seed=range(0,1000000000)"], "'seed'"),  # counted, not expanded
+    (["dataset=synthetic", "tracking.uri=sqlite:///{fifo}"], "'tracking.uri'"),  # SQLite would block on the FIFO
 ]
 MEMORY_LIMIT = 2 * 2**30  # the most a bad input may take (peak resident set)
 
@@ -666,6 +750,23 @@ def test_bad_input_ends_promptly_in_little_memory(argv, needle, tmp_path):
     assert len(lines) == 1 and needle in lines[0], err
     assert usage.ru_maxrss * 1024 < MEMORY_LIMIT, usage.ru_maxrss  # Linux: kilobytes
     assert _finished_runs(tmp_path) == 0 and _cached_files(tmp_path / "cache") == []
+
+
+def test_bootstrap_cells_of_a_real_table_are_bounded(planted_table):
+    """The draws x documents bound on a table whose documents are known only once it is built
+    (checked with the task's size, before any policy work): one ConfigError naming n_boot."""
+    from harness.errors import ConfigError
+    from harness.stats import MAX_BOOTSTRAP_CELLS
+    from harness.task import RoutingTask, check_task_size
+
+    task = RoutingTask.from_table(planted_table)
+    n_docs = len(set(task.groups))
+    protocol = {"run": ["threshold"], "dev_frac": 0.5, "n_folds": 2, "nested_folds": 0}
+    budget = {"calibration": "oof", "cal_folds": 2}
+    check_task_size(task, {**protocol, "n_boot": MAX_BOOTSTRAP_CELLS // n_docs}, budget)
+    with pytest.raises(ConfigError, match=rf"'protocol.n_boot': {MAX_BOOTSTRAP_CELLS // n_docs + 1} draws over "
+                                          rf"{n_docs} documents"):
+        check_task_size(task, {**protocol, "n_boot": MAX_BOOTSTRAP_CELLS // n_docs + 1}, budget)
 
 
 def test_past_end_facts_skip_loads_what_the_default_refuses(workdir):
@@ -776,3 +877,32 @@ def test_a_large_sweep_says_it_is_validating(capsys):
     quiet = _ValidationProgress(10, clock=lambda: 100.0)
     quiet.tick(5)
     assert capsys.readouterr().out == ""
+
+
+def test_a_single_runs_library_error_is_one_line(monkeypatch, capsys):
+    """An OSError (or any non-harness error) inside a single run is said in one line, not after
+    Hydra's "Error executing job" line: a bad input exit 2, anything else exit 1."""
+    import errno
+
+    from hydra.core.hydra_config import HydraConfig
+
+    from harness.runner import job
+
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    monkeypatch.setattr(HydraConfig, "get", staticmethod(lambda: None))
+    monkeypatch.setattr(job.SweepState, "from_env", staticmethod(lambda: None))
+
+    def full(*_a, **_k):
+        raise OSError(errno.ENOSPC, "No space left on device", "mlruns/mlflow.db")
+
+    monkeypatch.setattr(job, "run_job", full)
+    with pytest.raises(SystemExit) as ended:
+        job.hydra_main.__wrapped__({})  # the task function under @hydra.main
+    err = capsys.readouterr().err.strip().splitlines()
+    assert ended.value.code == 2 and len(err) == 1 and "mlflow.db" in err[0] and "no space left" in err[0], err
+
+    monkeypatch.setattr(job, "run_job", lambda *_a, **_k: 1 / 0)
+    with pytest.raises(SystemExit) as ended:
+        job.hydra_main.__wrapped__({})  # the task function under @hydra.main
+    err = capsys.readouterr().err.strip().splitlines()
+    assert ended.value.code == 1 and len(err) == 1 and "ZeroDivisionError" in err[0] and "unexpected" in err[0], err

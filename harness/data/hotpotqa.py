@@ -19,7 +19,8 @@ Choices (docs/metrics.md is silent):
   last sentence, is a DataError naming the field (``dataset.past_end_facts=skip`` drops facts
   past the end instead, for files that hold a few). Titles are unique within one context (gold
   is found by title).
-* Answers = ``[answer]``; ``answer_type`` = "yes_no" for yes/no answers, else "span".
+* Answers = ``[answer]``; ``answer_type`` = "yes_no" for yes/no answers, else "span". An empty
+  ``answer`` is refused (an empty reference, as QASPER's empty ``answers``).
 * Paragraphs with no text (empty sentence list) are still units if the title is non-empty.
 
 Data: Yang, Qi, Zhang, Bengio, Cohen, Salakhutdinov, Manning (2018), "HotpotQA: A Dataset for
@@ -73,6 +74,8 @@ def parse_distractor(items: list, source: str, past_end: str = "refuse",
         if not text:
             raise DataError(source, f"{where}.question", "empty question")
         answer = require(item, "answer", str, source, f"{where}.answer").strip()
+        if not answer:  # an empty reference: nothing an answer arm could be scored against
+            raise DataError(source, f"{where}.answer", "empty answer; each question needs its reference answer")
         context = require(item, "context", list, source, f"{where}.context")
         paragraphs: list[Paragraph] = []
         sentences_of: dict[str, int] = {}  # title -> its paragraph's number of sentences

@@ -19,18 +19,20 @@ Choices (docs/metrics.md is silent; written down in docs/datasets.md):
 * JSONL gold = the optional ``gold_ids`` list (corpus ids); answers = ``golden_answers``.
 * Every problem is one line naming the file, the line and the field: a duplicate id, an id
   the qrels or ``gold_ids`` name that the corpus lacks, empty text, a score that is not an
-  integer, a split whose qrels file does not exist (with the splits that do).
+  integer, a split whose qrels file does not exist (with the splits that do), an empty reference
+  list or a blank reference (the rule of every loader: leave the key out instead).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Iterator
 
 from harness.data.base import REQUIRED, DatasetLoader, check_path
 from harness.data.schema import Dataset, Question, Unit
-from harness.data.validate import check_no_lone_surrogate, decode_utf8, read_bytes
+from harness.data.validate import check_no_lone_surrogate, check_regular, decode_utf8, read_bytes
 from harness.errors import ConfigError, DataError
 from harness.io import sha256_bytes
 
@@ -92,14 +94,24 @@ def unique_ids(rows: list[tuple[int, dict]], key: str, file_name: str) -> Iterat
         yield obj, uid, where
 
 
-def _answers(value: Any, where: str, key: str) -> tuple[str, ...]:
+def _answers(value: Any, where: str, key: str, *, references: bool = False) -> tuple[str, ...]:
+    """A list of strings (a lone string counts as one). ``references``: reference answers, where
+    an empty list or a blank string is refused (the same rule as QASPER's empty ``answers`` and
+    HotpotQA's empty ``answer``): leave the key out for a question without references."""
     if value is None:
         return ()
-    if isinstance(value, str):
-        return (value,)
-    if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(a, str) for a in items):
         raise DataError(where, key, "must be a list of strings")
-    return tuple(value)
+    if references:
+        if not items:
+            raise DataError(where, key, "empty list; give at least one reference answer, or leave the key out for "
+                                        "a question without references")
+        blank = next((i for i, a in enumerate(items) if not a.strip()), None)
+        if blank is not None:
+            raise DataError(where, key if isinstance(value, str) else f"{key}[{blank}]",
+                            "empty reference answer (blank text)")
+    return tuple(items)
 
 
 def read_corpus(path: Path, *, id_key: str, text_keys: tuple[str, ...]) -> tuple[list[Unit], str]:
@@ -155,7 +167,9 @@ def load_beir(path: str | Path, split: str = "test", name: str = "beir") -> Data
     if not folder.is_dir():
         raise DataError(str(path), None, "is not a folder (expected a BEIR folder: corpus.jsonl, queries.jsonl, qrels/)")
     qrels_path = folder / "qrels" / f"{split}.tsv"
-    if not qrels_path.is_file():
+    if os.path.lexists(qrels_path):
+        check_regular(qrels_path)  # there, but a FIFO, a device or a folder: said as such
+    else:
         have = qrels_splits(folder)
         raise DataError(f"{folder.name}/qrels", None, f"has no split {split!r} ({split}.tsv); splits: "
                                                        f"{', '.join(have) if have else 'none'}")
@@ -175,7 +189,8 @@ def load_beir(path: str | Path, split: str = "test", name: str = "beir") -> Data
             left_out += 1
             continue
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-        answers = _answers(obj.get("answers", meta.get("answers")), where, "answers")
+        key = "answers" if "answers" in obj else "metadata.answers"
+        answers = _answers(obj.get("answers", meta.get("answers")), where, key, references=True)
         questions.append(Question(qid, f"query:{qid}", GLOBAL_POOL, text, gold_unit_ids=gold, answers=answers,
                                   evidence_match={"exact": len(gold)}))
     unknown = sorted(set(relevant) - set(seen))
@@ -201,7 +216,7 @@ def load_jsonl(questions: str | Path, corpus: str | Path, name: str = "jsonl") -
         text = _text_field(obj, "question", where)
         if not text.strip():
             raise DataError(where, "question", "is empty")
-        answers = _answers(obj.get("golden_answers"), where, "golden_answers")
+        answers = _answers(obj.get("golden_answers"), where, "golden_answers", references=True)
         gold = _answers(obj.get("gold_ids"), where, "gold_ids")
         missing = [g for g in gold if g not in known]
         if missing:

@@ -105,15 +105,22 @@ def read_bytes(path: str | Path, what: str = "file") -> bytes:
     A file that grew above the cap after the check is refused the same way."""
     path = Path(path)
     check_regular(path, what)
+    cap = max_file_bytes()
     try:
-        data = path.read_bytes()
+        data = path.read_bytes() if path.stat().st_size else _read_capped(path, cap)
     except OSError as exc:
         raise os_problem(exc, path, what) from None
-    cap = max_file_bytes()
     if len(data) > cap:
         raise DataError(path.name or str(path), None, f"grew above the {cap / 2**20:g} MB cap for a {what} "
                                                       f"while it was read (set {MAX_FILE_MB_ENV} to raise it)")
     return data
+
+
+def _read_capped(path: Path, cap: int) -> bytes:
+    """At most ``cap + 1`` bytes of a file whose size ``stat`` does not tell (0: a /proc file,
+    one another process writes), so an endless one ends at the cap, not in the memory."""
+    with open(path, "rb") as f:
+        return f.read(cap + 1)
 
 
 def ensure_readable(path: str | Path, what: str = "file") -> Path:

@@ -161,6 +161,54 @@ def check_answer_settings(*, generator: Any, max_tokens: Any, top_k: Any, seed: 
         _seconds("deadline_s", deadline_s, MAX_DEADLINE_S)
     if not isinstance(mode, str) or mode not in ANSWER_MODES:
         raise AnswerSettingError("mode", f"must be one of {', '.join(ANSWER_MODES)}, got {mode!r}")
+    check_generator_spec(generator)
+
+
+GENERATOR_SPECS = ("default", "llamacpp[:PATH.gguf]", "PATH.gguf", "transformers[:PATH]", "mlx[:FOLDER]",
+                   "http(s)://HOST:PORT")
+
+
+def _path_kind(path: Path) -> str:
+    """"file", "folder", "missing", or what else the path is (checked with ``stat``: opening or
+    hashing a FIFO blocks)."""
+    import stat
+
+    try:
+        mode = path.expanduser().stat().st_mode
+    except OSError:
+        return "missing"
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "folder"
+    return "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a device, socket or other special file"
+
+
+def check_generator_spec(generator: str) -> None:
+    """``generator`` is a spec ``load_generator`` understands, naming a model that is there: a
+    ``.gguf`` that is a regular file, a ``transformers``/``mlx`` path that is a file or folder.
+    Checked before the base table is built or the model is hashed, so a typo costs no minutes."""
+    s = str(generator)
+    if s.startswith(("http://", "https://")):
+        return
+    name, _, arg = s.partition(":")
+    if name in ("default", "llamacpp", "llama.cpp", "transformers", "mlx") and not arg:
+        return
+    if name in ("default", "llamacpp", "llama.cpp") or (name not in ("transformers", "mlx") and s.lower().endswith(".gguf")):
+        path = Path(arg if name in ("default", "llamacpp", "llama.cpp") else s)
+        kind = _path_kind(path)
+        if kind != "file" or path.suffix.lower() != ".gguf":
+            what = "not found" if kind == "missing" else f"is {kind}" if kind != "file" else "is not a .gguf file"
+            raise AnswerSettingError("generator", f"llama.cpp model {str(path)!r} {what}; expected a local .gguf file")
+        return
+    if name in ("transformers", "mlx"):
+        kind = _path_kind(Path(arg))
+        if kind not in ("file", "folder") or (name == "mlx" and kind != "folder"):
+            want = "a model folder" if name == "mlx" else "a .gguf file or a model folder"
+            what = "not found" if kind == "missing" else f"is {kind}"
+            raise AnswerSettingError("generator", f"{name} model {arg!r} {what}; expected {want}")
+        return
+    raise AnswerSettingError("generator", f"unknown generator spec {s!r}; use {', '.join(GENERATOR_SPECS)}")
 
 
 #: settings that only one kind of generator reads, with their defaults: a value other than the

@@ -48,10 +48,21 @@ def looks_like_path(model: str) -> bool:
     return model.startswith(("/", "./", "../", "~")) or model in (".", "..")
 
 
-def model_positions(folder: Path) -> int | None:
+def model_positions(folder: Path, key: str = "arms.encoder.model") -> int | None:
     """The model's number of positions (``max_position_embeddings`` of its ``config.json``, at
-    the folder's top or in a module subfolder), or None when the folder does not say."""
+    the folder's top or in a module subfolder), or None when the folder does not say. A
+    ``config.json`` that is no regular file (a FIFO would block) or above the size cap is refused
+    naming ``key``, through the one file gate of ``harness.data.validate``."""
+    from harness.data.validate import check_regular
+    from harness.errors import DataError
+
     for cfg in [folder / "config.json", *sorted(folder.glob("*/config.json"))]:
+        if not cfg.exists() and not cfg.is_symlink():
+            continue
+        try:
+            check_regular(cfg, "model config file")
+        except DataError as exc:
+            raise ConfigError(key, exc.problem) from None
         try:
             value = json.loads(cfg.read_text(encoding="utf-8")).get("max_position_embeddings")
         except (OSError, ValueError, AttributeError):
@@ -92,7 +103,7 @@ def check_reranker(rr: Mapping[str, Any]) -> None:
     _integer("reranker.batch_size", rr.get("batch_size", 32), 1, MAX_BATCH)
     model = rr.get("model", CROSS_ENCODER_DEFAULT)
     folder = _model_folder("reranker.model", model, "a sentence-transformers cross-encoder folder")
-    positions = model_positions(folder) if folder is not None else None
+    positions = model_positions(folder, "reranker.model") if folder is not None else None
     length = rr.get("max_length", 512)
     high = positions if positions is not None else 100_000
     ok = isinstance(length, int) and not isinstance(length, bool) and MIN_SEQ <= length <= high
@@ -128,7 +139,7 @@ def check_retrieval_settings(arms: Mapping[str, Any], *, synthetic: bool = False
         raise ConfigError("arms.k", f"the synthetic table's metrics are @{synthetic_k} (it ranks nothing), got "
                                     f"{k}; drop arms.k or use a real dataset")
     _integer("arms.candidates", arms.get("candidates", 30), k, MAX_CANDIDATES)
-    _integer("arms.rrf_k", arms.get("rrf_k", 60), 0, MAX_RRF_K)
+    _integer("arms.rrf_k", arms.get("rrf_k", 60), 1, MAX_RRF_K)  # the fusion constant: > 0
     _integer("arms.qpp_k", arms.get("qpp_k", 5), 1, MAX_QPP_K)
     _integer("arms.shard_size", arms.get("shard_size", 32), 1, MAX_SHARD)
     bm = arms.get("bm25") or {}
@@ -139,8 +150,56 @@ def check_retrieval_settings(arms: Mapping[str, Any], *, synthetic: bool = False
     enc = arms.get("encoder") or {}
     if not isinstance(enc, Mapping):
         raise ConfigError("arms.encoder", f"expected a mapping (model, batch_size, max_seq_length), got {enc!r}")
-    if not synthetic:
+    if synthetic:
+        refuse_ignored_on_synthetic(arms)
+    else:
         check_encoder(enc)
 
 
-__all__ = ["check_retrieval_settings", "check_encoder", "check_reranker", "model_positions", "looks_like_path"]
+def synthetic_ignored_defaults() -> dict[str, Any]:
+    """The retrieval settings the synthetic table never reads, with the value every shipped
+    ``conf/arms/*.yaml`` and the code default give them (one source: the dataclasses)."""
+    from harness.retrieval.arms import ArmParams
+    from harness.retrieval.encoder import PACKAGED_MINILM
+
+    p = ArmParams()
+    return {"candidates": p.candidates, "rrf_k": p.rrf_k, "qpp_k": p.qpp_k, "shard_size": 32, "precision": "fp32",
+            "bm25.k1": p.bm25.k1, "bm25.b": p.bm25.b, "encoder.model": PACKAGED_MINILM, "encoder.batch_size": 64,
+            "encoder.max_seq_length": 256}
+
+
+def _dotted(mapping: Mapping[str, Any], dotted: str, default: Any) -> Any:
+    node: Any = mapping
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+def refuse_ignored_on_synthetic(arms: Mapping[str, Any]) -> None:
+    """The synthetic table retrieves, fuses and encodes nothing: a retrieval setting changed from
+    its default would be ignored yet logged as a run parameter, so it is refused naming the key
+    (as the answer arms refuse a server's settings given to the in-process engine)."""
+    for key, default in synthetic_ignored_defaults().items():
+        value = _dotted(arms, key, default)
+        if value != default:
+            raise ConfigError(f"arms.{key}", f"is {value!r}, but the synthetic table retrieves nothing, so it would "
+                                             f"be ignored yet logged (default {default!r}); drop it or use a real "
+                                             "dataset")
+
+
+def refuse_reranker_on_synthetic(rr: Mapping[str, Any]) -> None:
+    """``reranker=...`` on the synthetic table (which reranks nothing): ignored yet logged, so
+    refused naming the key; only the default ``maxsim`` with no settings passes."""
+    name = rr.get("name", "maxsim")
+    if name != "maxsim":
+        raise ConfigError("reranker.name", f"is {name!r}, but the synthetic table reranks nothing, so the reranker "
+                                           "would be ignored yet logged; drop reranker= or use a real dataset")
+    extra = sorted(str(k) for k in rr if k != "name")
+    if extra:
+        raise ConfigError(f"reranker.{extra[0]}", "the synthetic table reranks nothing, so it would be ignored yet "
+                                                  "logged; drop it or use a real dataset")
+
+
+__all__ = ["check_retrieval_settings", "refuse_ignored_on_synthetic", "refuse_reranker_on_synthetic", "check_encoder", "check_reranker", "model_positions", "looks_like_path"]

@@ -91,7 +91,7 @@ def arm_params(arms_cfg: Mapping) -> ArmParams:
     cand = _int(arms_cfg, "candidates", 30, 1)
     if cand < k:
         raise ConfigError("arms.candidates", f"must be >= k ({k}), got {cand}")
-    return ArmParams(k=k, candidates=cand, rrf_k=_int(arms_cfg, "rrf_k", RRF_K, 0), bm25=bm25,
+    return ArmParams(k=k, candidates=cand, rrf_k=_int(arms_cfg, "rrf_k", RRF_K, 1), bm25=bm25,
                      qpp_k=_int(arms_cfg, "qpp_k", QPP_TOP_K, 1))
 
 

@@ -376,14 +376,27 @@ def hydra_main(cfg: DictConfig) -> dict:
 
     from harness.errors import HarnessError
 
+    sweep = SweepState.from_env()
     try:
-        return run_job(cfg, job=HydraConfig.get(), sweep=SweepState.from_env())
+        return run_job(cfg, job=HydraConfig.get(), sweep=sweep)
     except HarnessError as exc:  # a single run (a sweep job returns FAILED instead of raising)
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
         # one line naming the key, file or field, no traceback; exit 2 like the subcommands
         print(f"error: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
         raise SystemExit(2) from None
+    except Exception as exc:  # noqa: BLE001 - said here, else Hydra adds "Error executing job ..." first
+        if os.environ.get("HYDRA_FULL_ERROR") == "1" or sweep is not None:
+            raise  # a sweep's job: the sweep reports it
+        from harness.config import as_bad_input
+        from harness.errors import one_line
+
+        bad = as_bad_input(exc)  # an OSError naming its file, a read-only store
+        if bad is not None:
+            print(one_line(bad), file=sys.stderr)
+            raise SystemExit(2) from None
+        print(f"{one_line(exc)} (unexpected; rerun with --debug first for the traceback)", file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 def main() -> Any:

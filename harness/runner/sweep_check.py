@@ -114,6 +114,8 @@ def _sweep_job_lists(config: DictConfig) -> list[list[str]] | None:
 
     try:
         jobs = sweep_jobs(list(config.hydra.overrides.task), sweeper_params(config))
+    except ConfigError:  # too many jobs, counted before expanding them
+        raise
     except Exception:  # noqa: BLE001 - not the basic sweeper's syntax
         return None
     if not GlobalHydra.instance().is_initialized():
