@@ -21,7 +21,7 @@ setup: $(STAMP)
 ## Main job: fetch + convert the default dataset and print its statistics, build (or reuse) its
 ## outcome table and print per-arm Hit@10, then run the default sweep into mlruns/.
 run: setup
-	$(PY) -m harness data qasper_yesno
+	$(PY) -m harness data boolq
 	$(PY) -m harness table build
 	$(PY) -m harness -m
 
@@ -30,7 +30,7 @@ test: setup
 	$(PY) -m pytest -q
 
 data: setup
-	$(PY) -m harness data qasper_yesno
+	$(PY) -m harness data boolq
 
 bench: setup
 	$(PY) benchmarks/bench_outcome_table.py

@@ -23,7 +23,7 @@ def _compose(*overrides: str, return_hydra: bool = False):
 
 def test_defaults_compose_to_the_documented_tree():
     cfg = _compose(return_hydra=True)
-    assert cfg.dataset.name == "qasper_yesno"
+    assert cfg.dataset.name == "boolq"
     assert (cfg.arms.base, cfg.arms.extra, cfg.arms.metric) == ("keep", "hybrid", "hit@10")
     assert cfg.reranker.name == "maxsim"
     assert cfg.policy.name == "ridge"
