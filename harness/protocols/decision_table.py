@@ -167,9 +167,11 @@ def _fixed_row(cell, cost, policy, fr: pd.DataFrame) -> dict:
 
 
 def _test_budget(rows: list[dict], decisions: dict[str, pd.DataFrame | None], oracles: set[str], *,
-                 n_boot: int, seed: int, alpha: float, power: float, margin: float = 0.01) -> None:
+                 n_boot: int, seed: int, alpha: float, power: float, margin: float = 0.01,
+                 vs_fixed: list | None = None) -> None:
     """Choose the reference among ``rows`` (one budget of one cell) and fill in the paired
-    test of every other row, in place."""
+    test of every other row, in place; the reference (and any router tied with it) against the
+    fixed decisions goes to ``vs_fixed`` (``harness.protocols.verdict.fixed_comparisons``)."""
     deployable = [r for r in rows if r["policy"] not in oracles]
     if not deployable:
         for r in rows:
@@ -194,6 +196,15 @@ def _test_budget(rows: list[dict], decisions: dict[str, pd.DataFrame | None], or
     else:
         reason += f" for the reference {ref}"
     groups = frame["doc_id"].astype(str).to_numpy() if frame is not None else None
+    if vs_fixed is not None and rows:
+        from harness.protocols.verdict import fixed_comparisons
+
+        r0 = rows[0]
+        for router in [p for p in tied if p in have] or ([ref] if ref in have else []):
+            for c in fixed_comparisons(have[router], float(r0["cost"]), alpha=alpha, power=power, margin=margin,
+                                       seed=seed):
+                vs_fixed.append({"cell": r0["cell"], "cost": float(r0["cost"]), "budget": float(r0["budget"]),
+                                 "policy": router, **c})
     outcomes = probs = None
     if frame is not None:  # the expected outcome (utility + cost * run probability): to tell a cost alone
         outcomes, _ = pair_frame({p: d.assign(outcome=d["base"] + d["prob"] * (d["extra"] - d["base"]))
@@ -292,6 +303,7 @@ def decision_table(
     for r in records:
         groups.setdefault((r.cell, float(r.cost)), []).append(r)
     out: list[dict] = []
+    vs_fixed: list[dict] = []
     for (cell, cost), members in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         by_policy: dict[str, list[JobRecord]] = {}
         for r in members:
@@ -324,7 +336,8 @@ def decision_table(
                 if dec is not None:
                     dec = dec[(dec["frontier"] == "deployable") & (dec["budget"].astype(float).round(BUDGET_DIGITS) == budget)]
                 decisions[label] = dec
-            _test_budget(rows, decisions, oracles, n_boot=n_boot, seed=seed, alpha=alpha, power=power, margin=margin)
+            _test_budget(rows, decisions, oracles, n_boot=n_boot, seed=seed, alpha=alpha, power=power, margin=margin,
+                         vs_fixed=vs_fixed)
             ref = rows[0]["reference"] if rows else ""
             rows.sort(key=lambda r: (r["policy"] != ref, r["kind"] == "oracle", -r["utility"], r["policy"]))
             out += rows
@@ -332,7 +345,8 @@ def decision_table(
             out.append(_fixed_row(cell, cost, label, frontiers[label]))
     _mark_over_the_table(out, alpha)
     table = pd.DataFrame(out, columns=list(COLUMNS))
-    table.attrs.update(alpha=alpha, n_boot=n_boot, power=power, margin=margin)
+    # the router chosen at each budget against the fixed decisions: the verdicts (harness.protocols.verdict)
+    table.attrs.update(alpha=alpha, n_boot=n_boot, power=power, margin=margin, fixed_comparisons=vs_fixed)
     return table
 
 
@@ -415,7 +429,8 @@ def legend(table: pd.DataFrame) -> str:
     alpha = table.attrs.get("alpha", 0.05)
     alpha = f"{alpha:g}" if isinstance(alpha, (int, float)) else str(alpha)
     return (
-        f"ref: the deployable policy with the best calibration-half utility | =: cannot be told apart | "
+        f"ref: the reference, the deployable policy best on calibration (its calibration-half utility, chosen "
+        "before any test outcome) | =: cannot be told apart | "
         f"< >: worse / better than ref (paired by question, sign-flip by document, Holm alpha {alpha} over the "
         "table's budgets x policies, a comparison whose decisions no cost changes counted once) | "
         "policy - ref > 0: better | ub: oracle, upper bound, not tested | fixed: one arm everywhere, a reference"
@@ -562,6 +577,39 @@ def format_markdown(table: pd.DataFrame) -> str:
     lines = ["| " + " | ".join(esc(h) for h in header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
     return "\n".join(lines + ["", md_escape(legend(table))])
+
+
+def budget_markdown(table: pd.DataFrame, budget: float) -> str:
+    """The decision table at one budget as a small Markdown table that the MLflow UI renders
+    whole (``decision_table_rho<budget>.md`` on the parent run): per cost, the reference first
+    (``ref``, named by how it was chosen), then the policies by utility, then the fixed
+    decisions; the columns a decision needs (every column: ``decision_table.csv``)."""
+    from harness.protocols.verdict import ref_name
+
+    pm = "±"
+    at = table[((table["budget"].astype(float) - budget).abs() <= 1e-9) | (table["kind"] == "fixed")]
+    lines = [f"# Decision table at budget {budget:g}", "",
+             "| cost | policy | mark | utility | usage | over budget | policy - ref [95%] | Holm p | note |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in at.itertuples():
+        mark = r.mark
+        if r.mark == "ref":
+            mark = f"ref ({ref_name(r.reference_from)})"
+        elif r.kind == "oracle":
+            mark = "upper bound"
+        elif r.kind == "fixed":
+            mark = f"fixed (usage {r.usage:g})"
+        diff = ""
+        if r.mark in ("<", ">", "=") and r.diff_vs_ref == r.diff_vs_ref:
+            ci = (f" [{r.ci_low:.3f}, {r.ci_high:.3f}]" if r.ci_low == r.ci_low and r.ci_high == r.ci_high
+                  else " [no interval]")
+            diff = f"{r.diff_vs_ref:+.3f}{ci}"
+        over = "" if r.kind == "fixed" or r.violation_rate != r.violation_rate else (
+            f"{int(round(r.violation_rate * r.n_runs))} of {int(r.n_runs)}")
+        cells = [f"{r.cost:g}", r.policy, mark, f"{r.utility:.3f}{pm}{r.utility_sd:.3f}", f"{r.usage:.2f}", over, diff,
+                 _num(r.p_holm_table, 3), r.note]
+        lines.append("| " + " | ".join(md_escape(c) for c in cells) + " |")
+    return "\n".join(lines + ["", md_escape(legend(table)), ""])
 
 
 def format_html(table: pd.DataFrame, *, standalone: bool = False) -> str:

@@ -201,7 +201,8 @@ def sweep_decision_table(runs: list[SweepJob], *, n_boot: int = 1000, alpha: flo
     if len(tables) == 1:
         return tables[0]
     table = pd.concat(tables, ignore_index=True)
-    table.attrs.update(alpha="per cell (protocol.alpha)", n_boot=n_boot)
+    table.attrs.update(alpha="per cell (protocol.alpha)", n_boot=n_boot,
+                       fixed_comparisons=[c for t in tables for c in t.attrs.get("fixed_comparisons", [])])
     return table
 
 
