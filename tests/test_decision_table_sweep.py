@@ -190,7 +190,10 @@ def test_report_filters_one_cell(sweep, tmp_path):
     whole = report("--out", str(tmp_path / "all"))
     assert whole.returncode == 0 and "Decision table of sweep" not in whole.stdout
     md = (tmp_path / "all" / "report.md").read_text()
-    assert "## Decision table\n" in md and md.count("| 0.02 | 0.1 |") == 3
+    assert "## Decision table\n" in md and md[md.index("## Decision table\n"):].count("| 0.02 | 0.1 |") == 3
+    # the verdicts first: one row per cost and budget
+    assert md.index("## Verdicts") < md.index("## Decision table\n")
+    assert md[md.index("## Verdicts"):md.index("## Decision table\n")].count("| 0.02 | 0.1 |") == 1
 
     bad = report("--budget", "0.3", "--cost", "0.02", "--out", str(tmp_path / "bad"))
     assert bad.returncode == 2 and bad.stdout == ""
@@ -237,16 +240,24 @@ def test_each_cell_is_tested_at_its_own_alpha(tmp_path):
     args = ["-m", *SMALL, "policy=ridge,random", "protocol=threshold_budget", "protocol.alpha=0.01,0.3"]
     proc = run_cli(args, tmp_path, tmp_path / "cache")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out = proc.stdout
+    client, parents, _ = runs_by_role(store_uri(tmp_path))
+    pid = parents[0].info.run_id
+    with open(_download(client, pid, "policy_comparison.txt", tmp_path), encoding="utf-8") as fh:
+        out = fh.read()
     for level in ("0.01", "0.3"):
         head = f"Policies vs the reference at protocol.alpha={level}"
         block = out[out.index(head):].split("\n\n")[0]
         assert f"Holm-adjusted alpha {level}" in block
-    assert "Holm alpha per cell (protocol.alpha)" in out
-    client, parents, _ = runs_by_role(store_uri(tmp_path))
+    with open(_download(client, pid, "decision_table.md", tmp_path), encoding="utf-8") as fh:
+        assert "Holm alpha per cell (protocol.alpha)" in fh.read()
+    assert "Holm alpha per cell (protocol.alpha)" in proc.stdout  # the verdict table's legend
     table = pd.read_csv(_download(client, parents[0].info.run_id, "decision_table.csv", tmp_path))
     strict = table[(table["cell"] == "protocol.alpha=0.01") & (table["mark"].isin(["<", ">"]))]
     assert (strict["p_holm_table"] < 0.01).all()  # a mark at 0.01 needs p < 0.01 (Holm over the table)
     assert (strict["p_holm"] <= strict["p_holm_table"]).all()  # the budget's family is part of the table's
     loose = table[(table["cell"] == "protocol.alpha=0.3") & (table["mark"] == "=")]
     assert (loose["p_holm_table"] >= 0.3).all()
+    # the verdicts too: a router is deployed only at an adjusted p below its cell's alpha
+    verdicts = pd.read_csv(_download(client, pid, "verdicts.csv", tmp_path))
+    for v in verdicts[verdicts["kind"] == "deploy"].itertuples():
+        assert v.p_holm < float(v.cell.split("=")[1])

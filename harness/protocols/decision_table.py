@@ -204,7 +204,7 @@ def _test_budget(rows: list[dict], decisions: dict[str, pd.DataFrame | None], or
             for c in fixed_comparisons(have[router], float(r0["cost"]), alpha=alpha, power=power, margin=margin,
                                        seed=seed):
                 vs_fixed.append({"cell": r0["cell"], "cost": float(r0["cost"]), "budget": float(r0["budget"]),
-                                 "policy": router, **c})
+                                 "policy": router, "alpha": alpha, **c})
     outcomes = probs = None
     if frame is not None:  # the expected outcome (utility + cost * run probability): to tell a cost alone
         outcomes, _ = pair_frame({p: d.assign(outcome=d["base"] + d["prob"] * (d["extra"] - d["base"]))

@@ -147,9 +147,10 @@ def verdicts(table: pd.DataFrame, comparisons: Iterable[dict], *, alpha: float |
     """One row per cell, cost and budget of the decision table ``table``, from the router-vs-fixed
     ``comparisons`` (dicts of ``fixed_comparisons`` with ``cell``, ``cost``, ``budget``,
     ``policy``); columns ``COLUMNS``, the sentence in ``verdict`` (module docstring)."""
-    if alpha is None:
-        a = table.attrs.get("alpha", 0.05)
-        alpha = float(a) if isinstance(a, (int, float)) else 0.05
+    shown_alpha: object = alpha
+    if alpha is None:  # the table's; a table of cells at several levels: each cell at its own
+        shown_alpha = table.attrs.get("alpha", 0.05)
+        alpha = float(shown_alpha) if isinstance(shown_alpha, (int, float)) else 0.05
     margin = float(table.attrs.get("margin", 0.01))
     by: dict[tuple, list[dict]] = {}
     for c in comparisons:
@@ -197,10 +198,11 @@ def verdicts(table: pd.DataFrame, comparisons: Iterable[dict], *, alpha: float |
     for i, (row, test, comps) in enumerate(cells):
         if test is not None:
             row["p_holm"] = p_adj[i]
-            row.update(_decide(row, comps, p_adj[i], alpha, margin))
+            level = next((float(c["alpha"]) for cs in comps.values() for c in cs if "alpha" in c), alpha)
+            row.update(_decide(row, comps, p_adj[i], level, margin))
         rows.append(row)
     out = pd.DataFrame(rows, columns=list(COLUMNS))
-    out.attrs.update(alpha=alpha, margin=margin, family=len(keys))
+    out.attrs.update(alpha=shown_alpha, margin=margin, family=len(keys))
     return out
 
 
@@ -277,6 +279,7 @@ def format_console(frame: pd.DataFrame, width: int = WIDTH) -> str:
             lines.append(line)
     refs = " / ".join(sorted({r.chosen for r in frame.itertuples() if r.chosen})) or "best on calibration"
     title = f"Verdict per cost and budget (protocol B, test halves; the router: the policy {refs})"
+    alpha = alpha if isinstance(alpha, (int, float)) else "per cell (protocol.alpha)"
     legend = (f"policy - fixed: the router's utility minus always_keep's (or always_extra's where usage 1 fits the "
               f"budget), 95% interval unadjusted; verdicts at Holm alpha {alpha} over {len(frame)} cells "
               f"({family} distinct: a cost that changes no decision counts once).")
