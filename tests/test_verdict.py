@@ -126,6 +126,9 @@ def test_holm_runs_over_the_sweeps_cells():
     assert v.loc[0.0, "p_holm"] == pytest.approx(2 * 2 / 2**10) and v.loc[0.0, "kind"] == "deploy"
     assert v.loc[0.01, "p"] == pytest.approx(2 / 2**5) and v.loc[0.01, "kind"] == "cannot tell"
     assert v.attrs["family"] == 2
+    # a router that never runs the extra arm has the same differences at every cost: counted once
+    idle = [_record("router", *weak, np.zeros(len(DOCS)), 0.7, cost=c) for c in (0.0, 0.01, 0.05)]
+    assert _verdicts(idle).attrs["family"] == 1
 
 
 def test_always_extra_is_a_rival_only_where_it_fits_and_violations_flag():

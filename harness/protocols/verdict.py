@@ -16,8 +16,9 @@ The rule, per (cost, budget) of the decision table:
   the fixed decision's; sign-flip by document, ``harness.paired.paired_comparison``).
 - The cell's p: when the router's difference is positive against every rival, the largest of
   their p (it must beat all of them: an intersection-union test); else the smallest p among the
-  rivals it trails. These p are Holm-adjusted over the sweep's cells (a cell whose decisions no
-  cost changes counted once, as in the decision table).
+  rivals it trails. These p are Holm-adjusted over the sweep's cells (cells whose per-question
+  differences are identical, e.g. a router that never runs the extra arm at several costs,
+  counted once with their largest p).
 - "deploy R: beats F by X [lo, hi], usage U, violations V of S" when it beats every rival at
   the adjusted alpha (F the rival it is least sure to beat, [lo, hi] the unadjusted interval
   that inverts the test); "deploy no router: F is better by X [lo, hi]" when a rival beats it;
@@ -65,9 +66,9 @@ def fixed_comparisons(decisions: pd.DataFrame, cost: float, *, alpha: float = 0.
     seeds and splits: ``doc_id``, ``qid``, ``prob``, ``base``, ``extra``, ``utility`` at the
     cost) against each fixed decision on the same questions: always-keep's utility is the base
     outcome, always-extra's the extra outcome minus ``cost``. One dict per arm with the
-    ``paired_comparison`` numbers of router - arm and ``key``: what the comparison decides
-    between (the router's run probabilities and the arm), the same at every cost that leaves
-    them unchanged."""
+    ``paired_comparison`` numbers of router - arm and ``key``: the hypothesis it tests (the
+    arm and the per-question differences), the same only at costs that change no difference
+    (a router that never runs the extra arm)."""
     import hashlib
 
     d = decisions
@@ -79,12 +80,13 @@ def fixed_comparisons(decisions: pd.DataFrame, cost: float, *, alpha: float = 0.
     out = []
     for arm, usage in FIXED_ARMS:
         arm_outcome = extra if usage else base
-        c = paired_comparison(utility - (arm_outcome - cost * usage), groups, seed=seed, alpha=alpha, power=power,
+        diffs = utility - (arm_outcome - cost * usage)
+        c = paired_comparison(diffs, groups, seed=seed, alpha=alpha, power=power,
                               outcome_diffs=outcome - arm_outcome, n_questions=n_q, margin=margin)
         h = hashlib.sha256(arm.encode())
         for col in [k for k in ("seed", "split", "qid", "doc_id") if k in d.columns]:
             h.update("\x1f".join(map(str, d[col].tolist())).encode())
-        h.update(np.ascontiguousarray(prob).tobytes())
+        h.update(np.ascontiguousarray(np.round(diffs, 12) + 0.0).tobytes())
         out.append({"arm": arm, "arm_usage": usage, "diff": c["point"], "key": h.hexdigest(),
                     **{k: c[k] for k in ("ci_low", "ci_high", "p", "equivalent", "detectable", "plan_questions",
                                          "plan_docs", "plan_why", "plan_capped", "same", "discordant_docs")}})
@@ -281,8 +283,8 @@ def format_console(frame: pd.DataFrame, width: int = WIDTH) -> str:
     title = f"Verdict per cost and budget (protocol B, test halves; the router: the policy {refs})"
     alpha = alpha if isinstance(alpha, (int, float)) else "per cell (protocol.alpha)"
     legend = (f"policy - fixed: the router's utility minus always_keep's (or always_extra's where usage 1 fits the "
-              f"budget), 95% interval unadjusted; verdicts at Holm alpha {alpha} over {len(frame)} cells "
-              f"({family} distinct: a cost that changes no decision counts once).")
+              f"budget), 95% interval unadjusted; verdicts at Holm alpha {alpha} over the {family} distinct "
+              f"comparisons of {len(frame)} cells.")
     flags = [f"! {r.policy} at c={_g(r.cost)}, rho={_g(r.budget)}: {r.flag}" for r in frame.itertuples() if r.flag]
     if len(flags) > 2:
         worst = sorted({r.policy for r in frame.itertuples() if r.flag})
