@@ -7,8 +7,13 @@ prints it. A plugin protocol's sweep-level table thus reaches the console and th
 like the built-in ones (the policy comparison of protocol A, the decision table of B, the
 gain comparison of C).
 
-What the parent run gets: a description (the page's first lines) with every protocol's
-conclusions, also as ``summary.txt``; ``comparison.csv`` / ``.txt`` (one row per job: policy,
+What the console gets (``print_outcome``): the count of jobs and failures, the results'
+``headline`` tables (protocol B's verdict per cost and budget), the closing power line, where
+the full tables are and the command that serves the store, every line at most 100 characters;
+``verbose=true`` prints the job table and every protocol's full text first.
+
+What the parent run gets: a description (the page's first lines) with the verdict tables and
+every protocol's conclusions, also as ``summary.txt``; the results' params (``verdict/...``); ``comparison.csv`` / ``.txt`` (one row per job: policy,
 cost, seed, status, headline metrics) and, per protocol result, ``<table>.csv``, ``<table>.json`` (an MLflow
 table for the UI's table view, where the protocol asks for it), ``<table>.txt`` and its other
 files, and its metrics. It ends FINISHED when every job finished, FAILED otherwise.
