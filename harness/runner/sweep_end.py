@@ -228,7 +228,7 @@ def print_outcome(outcome: SweepOutcome, sweep_id: str, uri: str | None, *, verb
         print("\n" + "\n".join(lines))
     for note in outcome.notes:
         print("\n".join(wrap(note)))
-    print_where(uri, experiment_id, parent_run_id, bool(outcome.results))
+    print_where(uri, experiment_id, parent_run_id, _table_files(outcome.results))
     sys.stdout.flush()
 
 
@@ -256,12 +256,26 @@ def serve_command(uri: str | None) -> str | None:
     return f"mlflow ui --backend-store-uri sqlite:///{path}"
 
 
-def print_where(uri: str | None, experiment_id: str | None, parent_run_id: str | None, tables: bool) -> None:
+def _table_files(results: dict) -> list[str]:
+    """The parent run's files a person opens first: the verdicts, the per-budget decision
+    tables (as one pattern), each other protocol's text table, else its first file."""
+    names: list[str] = []
+    for result in results.values():
+        files = result.artifact_names()
+        pages = [f for f in files if f.startswith("decision_table_rho")]
+        firsts = [f for f in files if f == "verdicts.md"] + (["decision_table_rho<budget>.md"] if pages else [])
+        names += firsts or [f for f in files if f.endswith(".txt")][:1] or files[:1]
+    return names
+
+
+def print_where(uri: str | None, experiment_id: str | None, parent_run_id: str | None, tables: list[str]) -> None:
     """Where to look: the full tables, the parent run's address and the command that serves it."""
+    from harness.protocols.verdict import wrap
+
     print()
     if tables:
-        print("Full tables: verdicts.md, decision_table_rho<budget>.md, policy_comparison.txt on the parent run,")
-        print("  and `python -m harness report --latest --out report/`; verbose=true prints them here.")
+        print("\n".join(wrap(f"Full tables: {', '.join(tables)} on the parent run, and `python -m harness report "
+                             "--latest --out report/`; verbose=true prints them here.")))
     serve = serve_command(uri)
     base = "http://127.0.0.1:5000" if serve else (uri or "").rstrip("/")
     if experiment_id and parent_run_id:
