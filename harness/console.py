@@ -221,21 +221,24 @@ def headline_metrics(metrics: Mapping[str, float], metric: str, grid: Sequence[f
 
 
 def headline(metrics: Mapping[str, float], metric: str, grid: Sequence[float]) -> str:
-    """A few numbers: ``held-out U=0.7917 hit@10=0.7917 extra=0.375 | deploy@0.25 U=0.6061``."""
+    """A few numbers, each labelled with the protocol it comes from (they differ because the
+    protocols score other questions: A its held-out set with a frozen threshold, B its
+    calibration / test halves at a budget):
+    ``A held-out: U=0.7917 hit@10=0.7917 extra=0.375 | B test halves, rho=0.25: U=0.6061``."""
     parts = []
     if "heldout/utility" in metrics:
         parts.append(
-            f"held-out U={metrics['heldout/utility']:.4f} {metric}={metrics.get(f'heldout/{metric}', math.nan):.4f}"
+            f"A held-out: U={metrics['heldout/utility']:.4f} {metric}={metrics.get(f'heldout/{metric}', math.nan):.4f}"
             f" extra={metrics.get('heldout/extra_share', math.nan):.3f}"
         )
     rho = headline_budget(grid)
     if rho is not None and f"budget/{_budget_key(rho)}/deployable/utility" in metrics:
-        parts.append(f"deploy@{rho:g} U={metrics[f'budget/{_budget_key(rho)}/deployable/utility']:.4f}")
+        parts.append(f"B test halves, rho={rho:g}: U={metrics[f'budget/{_budget_key(rho)}/deployable/utility']:.4f}")
     elif "budget/fixed/utility" in metrics:
-        parts.append(f"fixed decision U={metrics['budget/fixed/utility']:.4f} (protocol B)")
+        parts.append(f"B test halves: fixed U={metrics['budget/fixed/utility']:.4f}")
     if not parts and "gain/selective/quality" in metrics:
-        parts.append(f"selective {metric}={metrics['gain/selective/quality']:.4f}"
-                     f" spearman={metrics.get('gain/spearman', math.nan):.3f} (protocol C)")
+        parts.append(f"C test half: selective {metric}={metrics['gain/selective/quality']:.4f}"
+                     f" spearman={metrics.get('gain/spearman', math.nan):.3f}")
     return " | ".join(parts) if parts else "done (see the summary)"
 
 

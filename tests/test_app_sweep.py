@@ -109,9 +109,13 @@ def test_sweep_creates_parent_and_children_with_layout(basic_sweep):
         assert "manifest.json" in frozen
     hashes = {j.data.tags[mt.TAG_CONFIG_HASH] for j in jobs}
     assert len(hashes) == 4
-    # the comparison table lists every job and points at the store
-    assert "mlflow ui --backend-store-uri " + basic_sweep["uri"] in first.stdout
-    assert first.stdout.count(" FINISHED ") >= 4
+    # the sweep's end counts the jobs and points at the parent run and the store (relative to
+    # the launch folder: the command a person types there); the job table is the parent run's
+    assert "4 jobs, 0 failed -> parent run FINISHED" in first.stdout
+    assert f"Parent run: http://127.0.0.1:5000/#/experiments/{parent.info.experiment_id}/runs/{parent.info.run_id}" \
+        in first.stdout
+    assert "Serve it:   mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db" in first.stdout
+    assert "comparison.csv" in {a.path for a in client.list_artifacts(parent.info.run_id)}
 
 
 def test_decisions_artifact_matches_logged_metric(basic_sweep):
@@ -234,9 +238,11 @@ def test_report_and_comparison_of_an_app_sweep_equal_the_logged_metrics(basic_sw
             assert row.metrics.get(key) == by_id[row.run_id].get(key)  # absent for fixed decisions
     paths = report.write_report(rep, tmp_path / "rep")
     assert paths["html"].stat().st_size > 0 and paths["plot"].stat().st_size > 0
-    # the table the sweep printed names the outcome metric and one row per job
-    out = basic_sweep["first"].stdout
-    assert "heldout hit@10" in out and out.count(" FINISHED ") >= 4
+    # the job table on the parent run names the outcome metric and has one row per job
+    client = MlflowClient(tracking_uri=basic_sweep["uri"])
+    with open(client.download_artifacts(parents[0].info.run_id, "comparison.txt", str(tmp_path)), encoding="utf-8") as fh:
+        text = fh.read()
+    assert "heldout hit@10" in text and text.count(" FINISHED ") >= 4
 
 
 def test_sweep_end_compares_policies_on_the_same_held_out_questions(basic_sweep, tmp_path):
@@ -260,5 +266,7 @@ def test_sweep_end_compares_policies_on_the_same_held_out_questions(basic_sweep,
             assert rows.loc[policy, "utility"] == pytest.approx(u)
             assert rows.loc[policy, "dev_utility"] == pytest.approx(dev[policy])
             assert rows.loc[policy, "diff_vs_ref"] == pytest.approx(u - util[ref])  # policy - reference
-    out = basic_sweep["first"].stdout
+    with open(client.download_artifacts(parents[0].info.run_id, "policy_comparison.txt", str(tmp_path)),
+              encoding="utf-8") as fh:
+        out = fh.read()
     assert "Policies vs the reference at cost.c=0.0" in out and "Holm" in out

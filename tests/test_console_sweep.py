@@ -55,7 +55,9 @@ def test_headline_and_headline_metrics():
     m = {"heldout/utility": 0.75, "heldout/hit@10": 0.8, "heldout/extra_share": 0.25,
          "budget/0.10/deployable/utility": 0.6, "budget/0.25/deployable/utility": 0.7}
     text = console.headline(m, "hit@10", [0.1, 0.25, 0.5])
-    assert text == "held-out U=0.7500 hit@10=0.8000 extra=0.250 | deploy@0.25 U=0.7000"
+    # each number labelled with the protocol it comes from
+    assert text == "A held-out: U=0.7500 hit@10=0.8000 extra=0.250 | B test halves, rho=0.25: U=0.7000"
+    assert console.headline({"budget/fixed/utility": 0.61}, "hit@10", [0.25]) == "B test halves: fixed U=0.6100"
     heads = console.headline_metrics(m, "hit@10", [0.1, 0.25, 0.5])
     assert heads == {"headline/utility": 0.75, "headline/hit@10": 0.8, "headline/extra_share": 0.25,
                      "headline/deployable_utility@0.10": 0.6, "headline/deployable_utility@0.25": 0.7}
@@ -108,6 +110,16 @@ def default_like(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def default_shaped(tmp_path_factory):
+    """The default sweep (experiment=default: 11 policies x 4 costs, protocols A and B) on a
+    small synthetic table, launched where the store lands (``mlruns/`` under the launch folder)."""
+    root = tmp_path_factory.mktemp("default_shaped")
+    proc = run_cli(["-m", "dataset=synthetic", "dataset.n_docs=30", "dataset.questions_per_doc=4"], root, root / "cache")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return {"root": root, "proc": proc, "uri": store_uri(root)}
+
+
+@pytest.fixture(scope="module")
 def names_sweep(tmp_path_factory):
     root = tmp_path_factory.mktemp("names")
     proc = run_cli(NAMES, root, root / "cache")
@@ -134,7 +146,32 @@ def test_sweep_prints_at_most_two_lines_per_job(default_like):
     assert not any("Protocol A" in line for line in part)
     by_name = {m.group(3): m.group(4) for m in progress}
     assert set(by_name) == {"always_keep c=0", "always_keep c=0.02", "ridge c=0", "ridge c=0.02"}
-    assert re.fullmatch(r"held-out U=\d\.\d{4} hit@10=\d\.\d{4} extra=\d\.\d{3} \| deploy@0\.25 U=\d\.\d{4}", by_name["ridge c=0"])
+    assert re.fullmatch(r"A held-out: U=\d\.\d{4} hit@10=\d\.\d{4} extra=\d\.\d{3} \| B test halves, rho=0\.25: "
+                        r"U=\d\.\d{4}", by_name["ridge c=0"])
+
+
+@pytest.mark.slow
+def test_default_sweep_ends_in_at_most_40_lines_of_100_characters(default_shaped):
+    """What the default sweep prints after its 44 job lines: the verdict table (one line per
+    cost and budget), the closing power line, where the parent run is and the command that
+    serves it; at most 40 lines of at most 100 characters."""
+    lines = default_shaped["proc"].stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if re.match(r"\[route-bench\] sweep \w+: 44 jobs, 0 failed", line))
+    end = lines[start - 1:]  # the blank line before it too
+    assert len(end) <= 40 and max(len(line) for line in end) <= 100, "\n".join(end)
+    head = next(i for i, line in enumerate(end) if line.startswith("Verdict per cost and budget"))
+    rows = [line for line in end[head + 2:head + 22]]
+    assert [tuple(r.split()[:2]) for r in rows] == [(c, b) for c in ("0", "0.01", "0.02", "0.05")
+                                                   for b in ("0.1", "0.25", "0.5", "0.75", "0.9")]
+    assert all(re.search(r"  (deploy \w+|deploy no router: always_\w+ is (as good|better)|cannot tell: .+?)  ", r)
+               for r in rows), "\n".join(rows)
+    assert any(line.startswith("Overall: ") for line in end)
+    assert end[-1] == "Serve it:   mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db"
+    assert end[-2].startswith("Parent run: http://127.0.0.1:5000/#/experiments/")
+    assert "Decision table at" not in default_shaped["proc"].stdout  # the full tables: parent run only
+    # one line per job, each number labelled with its protocol
+    jobs = [line for line in lines[:start] if LINE.match(line)]
+    assert len(jobs) == 44 and all(" A held-out: " in j or " B test halves" in j for j in jobs)
 
 
 @pytest.mark.slow

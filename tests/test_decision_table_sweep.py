@@ -4,6 +4,7 @@ filters it; headless Chromium sees it in the MLflow UI (screenshot in ``test-art
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -98,24 +99,62 @@ def test_parent_run_holds_the_decision_table(sweep, tmp_path):
     np.testing.assert_allclose(got.to_numpy(), want.to_numpy(), atol=1e-12)
 
 
-def test_console_shows_the_decision_table(sweep):
-    out = sweep["proc"].stdout
-    for cost in ("0.0", "0.02"):
-        assert f"Decision table at cost.c={cost}: deployable test utility" in out
-    block = out[out.index("Decision table at cost.c=0.02"):]
-    lines = block.splitlines()
-    assert lines[1].split() == ["policy"] + [f"rho={b:g}" for b in BUDGETS]
-    rows = {line.split()[0]: line for line in lines[2:6]}
-    assert set(rows) == {"ridge", "random", "oracle", "always_keep"}
-    assert rows["ridge"].count(" ref") + rows["random"].count(" ref") <= len(BUDGETS)
-    assert "fixed (usage 0" in rows["always_keep"] and rows["oracle"].count(" ub") == len(BUDGETS)
-    assert any(line.startswith("ref: the deployable policy with the best utility on each split's own calibration")
-               for line in lines)
+def _end(stdout: str) -> list[str]:
+    """The console from the sweep's end line on."""
+    lines = stdout.splitlines()
+    return lines[next(i for i, line in enumerate(lines) if line.startswith("[route-bench] sweep ") and " failed -> " in line):]
+
+
+def test_console_shows_one_verdict_table_not_the_full_tables(sweep, tmp_path):
+    """The sweep ends with one verdict line per cost and budget (the words of verdicts.csv on the
+    parent run), lines of at most 100 characters; the full decision and policy tables stay in
+    the parent run's artifacts (verbose=true prints them)."""
+    end = _end(sweep["proc"].stdout)
+    assert max(len(line) for line in end) <= 100, "\n".join(end)
+    parent = sweep["parent"].info.run_id
+    verdicts = pd.read_csv(_download(sweep["client"], parent, "verdicts.csv", tmp_path))
+    assert len(verdicts) == 2 * len(BUDGETS)
+    head = next(i for i, line in enumerate(end) if line.startswith("Verdict per cost and budget"))
+    assert end[head + 1].split()[:3] == ["cost", "rho", "verdict"]
+    rows = end[head + 2:head + 2 + len(verdicts)]
+    for line, v in zip(rows, verdicts.itertuples()):
+        assert line.split()[:2] == [f"{v.cost:g}", f"{v.budget:g}"]
+        lead = v.verdict.split(":")[0] if v.kind == "deploy" else v.verdict.split(" by ")[0].split(" (")[0]
+        assert lead in line
+    assert "Decision table at" not in "\n".join(end) and "Policies vs the reference" not in "\n".join(end)
+    assert end[-1].startswith("Serve it:   mlflow ui --backend-store-uri sqlite:///")
+    assert end[-2] == f"Parent run: http://127.0.0.1:5000/#/experiments/{sweep['parent'].info.experiment_id}/runs/{parent}"
     assert "Downloading artifacts" not in sweep["proc"].stderr  # no progress-bar noise
 
 
+def test_parent_run_holds_the_verdicts_as_params_metrics_and_pages(sweep, tmp_path):
+    """Each verdict is a parent-run param (its sentence, a sortable column) and metrics (deploy
+    code, the router's difference and interval); each budget's decision table one small
+    Markdown page; the description opens on the verdict table."""
+    from harness.protocols import verdict as vd
+
+    client = sweep["client"]
+    run = client.get_run(sweep["parent"].info.run_id)
+    verdicts = pd.read_csv(_download(client, run.info.run_id, "verdicts.csv", tmp_path))
+    for v in verdicts.itertuples():
+        key = f"verdict/c{v.cost:g}/b{v.budget:g}"
+        assert run.data.params[key] == v.verdict and run.data.params[f"{key}/policy"] == v.policy
+        assert run.data.metrics[f"{key}/deploy"] == {"deploy": 1.0, "no router": 0.0, "cannot tell": -1.0}[v.kind]
+        assert v.kind in vd.KINDS and v.verdict.startswith(("deploy ", "deploy no router: ", "cannot tell: "))
+        if np.isfinite(v.diff):
+            assert run.data.metrics[f"{key}/diff"] == pytest.approx(v.diff)
+    arts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {f"decision_table_rho{b:g}.md" for b in BUDGETS} | {"verdicts.md"} <= arts
+    with open(_download(client, run.info.run_id, "decision_table_rho0.25.md", tmp_path), encoding="utf-8") as fh:
+        page = fh.read()
+    assert page.startswith("# Decision table at budget 0.25") and "ref (best on calibration)" in page
+    assert len(page.splitlines()) < 20  # small enough for the UI to render whole
+    note = mt.note_text(run.data.tags[mt.TAG_NOTE])
+    assert note.startswith("Verdict per cost and budget")
+
+
 def test_sweep_ends_with_what_the_questions_can_show(sweep, tmp_path):
-    """The console's last line: over the comparisons of the policy comparison and the decision
+    """The console's closing power line: over the comparisons of the policy comparison and the decision
     table that cannot be told apart (counted from the parent run's CSVs), in how many no
     difference is detectable with these questions, and the smallest sample-size plan."""
     parent = sweep["parent"].info.run_id
@@ -125,8 +164,10 @@ def test_sweep_ends_with_what_the_questions_can_show(sweep, tmp_path):
     open_pc = comp[comp["verdict"] == "cannot be told from reference"]
     n = len(open_dt) + len(open_pc)
     blind = int((~open_dt["detectable"].astype(bool)).sum() + (~open_pc["detectable"].astype(bool)).sum())
-    last = sweep["proc"].stdout.rstrip().splitlines()[-1]
-    assert n > 0 and last.startswith("Overall: ")
+    end = _end(sweep["proc"].stdout)
+    first = next(i for i, line in enumerate(end) if line.startswith("Overall: "))
+    last = " ".join([end[first], *[x.strip() for x in itertools.takewhile(lambda x: x.startswith("  "), end[first + 1:])]])
+    assert n > 0
     if blind == n:
         assert f"no difference is detectable with these questions in any of the {n} comparisons" in last
     elif blind:
@@ -165,7 +206,10 @@ def test_report_filters_one_cell(sweep, tmp_path):
     whole = report("--out", str(tmp_path / "all"))
     assert whole.returncode == 0 and "Decision table of sweep" not in whole.stdout
     md = (tmp_path / "all" / "report.md").read_text()
-    assert "## Decision table\n" in md and md.count("| 0.02 | 0.1 |") == 3
+    assert "## Decision table\n" in md and md[md.index("## Decision table\n"):].count("| 0.02 | 0.1 |") == 3
+    # the verdicts first: one row per cost and budget
+    assert md.index("## Verdicts") < md.index("## Decision table\n")
+    assert md[md.index("## Verdicts"):md.index("## Decision table\n")].count("| 0.02 | 0.1 |") == 1
 
     bad = report("--budget", "0.3", "--cost", "0.02", "--out", str(tmp_path / "bad"))
     assert bad.returncode == 2 and bad.stdout == ""
@@ -212,16 +256,24 @@ def test_each_cell_is_tested_at_its_own_alpha(tmp_path):
     args = ["-m", *SMALL, "policy=ridge,random", "protocol=threshold_budget", "protocol.alpha=0.01,0.3"]
     proc = run_cli(args, tmp_path, tmp_path / "cache")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out = proc.stdout
+    client, parents, _ = runs_by_role(store_uri(tmp_path))
+    pid = parents[0].info.run_id
+    with open(_download(client, pid, "policy_comparison.txt", tmp_path), encoding="utf-8") as fh:
+        out = fh.read()
     for level in ("0.01", "0.3"):
         head = f"Policies vs the reference at protocol.alpha={level}"
         block = out[out.index(head):].split("\n\n")[0]
         assert f"Holm-adjusted alpha {level}" in block
-    assert "Holm alpha per cell (protocol.alpha)" in out
-    client, parents, _ = runs_by_role(store_uri(tmp_path))
+    with open(_download(client, pid, "decision_table.md", tmp_path), encoding="utf-8") as fh:
+        assert "Holm alpha per cell (protocol.alpha)" in fh.read()
+    assert "Holm alpha per cell (protocol.alpha)" in proc.stdout  # the verdict table's legend
     table = pd.read_csv(_download(client, parents[0].info.run_id, "decision_table.csv", tmp_path))
     strict = table[(table["cell"] == "protocol.alpha=0.01") & (table["mark"].isin(["<", ">"]))]
     assert (strict["p_holm_table"] < 0.01).all()  # a mark at 0.01 needs p < 0.01 (Holm over the table)
     assert (strict["p_holm"] <= strict["p_holm_table"]).all()  # the budget's family is part of the table's
     loose = table[(table["cell"] == "protocol.alpha=0.3") & (table["mark"] == "=")]
     assert (loose["p_holm_table"] >= 0.3).all()
+    # the verdicts too: a router is deployed only at an adjusted p below its cell's alpha
+    verdicts = pd.read_csv(_download(client, pid, "verdicts.csv", tmp_path))
+    for v in verdicts[verdicts["kind"] == "deploy"].itertuples():
+        assert v.p_holm < float(v.cell.split("=")[1])

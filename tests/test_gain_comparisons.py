@@ -284,6 +284,6 @@ def test_sweep_logs_gain_comparison_on_the_parent_run(tmp_path):
     assert "Gain prediction (protocol C) at this sweep" in out
     # each protocol of the sweep shows its own sweep stage: protocol A did not run, so no policy comparison
     assert "Policies vs the reference" not in out
-    assert out.index("Gain prediction (protocol C)") < out.index("Open the results")
+    assert out.index("Gain prediction (protocol C)") < out.index("Parent run: ")
     text = client.download_artifacts(parent, "gain_comparison.txt", str(tmp_path / "dl2"))
     assert "Bonferroni over 1 pair(s)" in Path(text).read_text(encoding="utf-8")

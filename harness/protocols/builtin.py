@@ -146,6 +146,7 @@ def policy_comparison_result(jobs: list[SweepJob], ctx: SweepContext) -> SweepRe
 
 
 DECISION_TABLE = "decision_table"
+VERDICTS = "verdicts"
 
 
 def decision_table_result(table, filtered: str = "") -> SweepResult | None:
@@ -155,20 +156,32 @@ def decision_table_result(table, filtered: str = "") -> SweepResult | None:
     ``--budget`` / ``--cost``). None when no job ran protocol B."""
     import html
 
+    from harness.protocols import verdict as vd
     from harness.protocols.decision_table import (
-        conclusions, format_console, format_html, format_markdown, open_comparisons,
+        budget_markdown, conclusions, format_console, format_html, format_markdown, open_comparisons,
     )
 
     if table is None or not len(table):
         return None
     title = "Decision table" + (f" ({filtered})" if filtered else "")
+    verdicts = vd.verdicts(table, table.attrs.get("fixed_comparisons", []))
+    files = {f"{DECISION_TABLE}.md": f"# Decision table\n\n{format_markdown(table)}\n",
+             f"{DECISION_TABLE}.html": format_html(table, standalone=True)}
+    for budget in sorted(set(table["budget"].dropna().astype(float))):  # one small page per budget
+        files[f"{DECISION_TABLE}_rho{budget:g}.md"] = budget_markdown(table, budget)
+    tables = {DECISION_TABLE: table}
+    headline = vd.format_console(verdicts)
+    page = ""
+    if len(verdicts):
+        tables[VERDICTS] = verdicts
+        page = f"## Verdicts\n\n{vd.format_markdown(verdicts)}\n\n"
+        files[f"{VERDICTS}.md"] = f"# Verdicts\n\n{vd.format_markdown(verdicts)}\n\n{headline}\n"
     return SweepResult(
-        title=title, text=format_console(table), tables={DECISION_TABLE: table}, ui_tables=(DECISION_TABLE,),
-        files={f"{DECISION_TABLE}.md": f"# Decision table\n\n{format_markdown(table)}\n",
-               f"{DECISION_TABLE}.html": format_html(table, standalone=True)},
-        markdown=f"## {title}\n\n{format_markdown(table)}\n",
+        title=title, text=format_console(table), tables=tables, ui_tables=(DECISION_TABLE,), files=files,
+        markdown=f"{page}## {title}\n\n{format_markdown(table)}\n",
         html=f"<h2>{html.escape(title)}</h2>\n{format_html(table)}\n", raw=table, conclusion=conclusions(table),
-        open_comparisons=open_comparisons(table),
+        open_comparisons=open_comparisons(table), headline=headline, params=vd.mlflow_params(verdicts),
+        metrics=vd.mlflow_metrics(verdicts),
     )
 
 

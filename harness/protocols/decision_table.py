@@ -53,6 +53,9 @@ The reference and the test
   every tested comparison of the table (budgets x policies of every cost), a comparison whose
   decisions (both rules' run probabilities on every paired question) are the same at several
   costs counted once, with the largest of its p-values. The mark follows ``p_holm_table``.
+- The verdicts (``harness.protocols.verdict``): at each budget the reference, and any router tied
+  with it, is also compared with the fixed decisions on its own test questions
+  (``verdict.fixed_comparisons``); the table carries them in ``attrs["fixed_comparisons"]``.
 - ``mark``: "ref"; "<" / ">" worse / better than the reference at table-wide Holm-adjusted alpha; "="
   cannot be told apart (identical decisions included); "" for the oracle (an upper bound,
   shown, never tested) and the fixed decisions; "?" when no paired test was possible (``note``
@@ -200,11 +203,27 @@ def _reference_choice(labels: list[str], cal_by_unit: dict, test_utility: dict[s
     return ReferenceChoice((), {(): ref}, {(): tuple(ties[1:])}, "test (optimistic)")
 
 
+def _chosen_rows(choice: ReferenceChoice, have: dict[str, pd.DataFrame]) -> pd.DataFrame | None:
+    """The per-question decisions of the per-split choice: in each (seed, split), the rows of
+    the policy that split chose (None when one of them logged no decisions)."""
+    parts = []
+    for unit, label in sorted(choice.by_unit.items()):
+        rows = have.get(label)
+        if rows is None:
+            return None
+        mask = np.ones(len(rows), dtype=bool)
+        for key, value in zip(choice.keys, unit):
+            mask &= rows[key].to_numpy() == value
+        parts.append(rows[mask])
+    return pd.concat(parts, ignore_index=True) if parts else None
+
+
 def _test_budget(rows: list[dict], decisions: dict[str, pd.DataFrame | None], oracles: set[str], *,
                  n_boot: int, seed: int, alpha: float, power: float, margin: float = 0.01,
-                 cal_by_unit: dict | None = None) -> None:
+                 cal_by_unit: dict | None = None, vs_fixed: list | None = None) -> None:
     """Choose the reference among ``rows`` (one budget of one cell) and fill in the paired
-    test of every other row, in place."""
+    test of every other row, in place; the reference (and any router tied with it) against the
+    fixed decisions goes to ``vs_fixed`` (``harness.protocols.verdict.fixed_comparisons``)."""
     deployable = [r for r in rows if r["policy"] not in oracles]
     if not deployable:
         for r in rows:
@@ -227,6 +246,24 @@ def _test_budget(rows: list[dict], decisions: dict[str, pd.DataFrame | None], or
     else:
         reason += f" for the reference {choice.name}"
     groups = frame["doc_id"].astype(str).to_numpy() if frame is not None else None
+    if vs_fixed is not None and rows:
+        from harness.protocols.verdict import fixed_comparisons
+
+        r0 = rows[0]
+        routers = {label: have[label] for label in [ref, *choice.tied_labels] if label in have} if ref else {}
+        extra: dict = {}
+        if ref is None:  # the splits chose differently: the router is that choice, split by split
+            chosen = _chosen_rows(choice, have)
+            routers = {choice.name: chosen} if chosen is not None else {}
+            if chosen is not None:  # its usage and violations, as the table's rows count them (per split)
+                unit_usage = chosen.groupby(list(UNIT_KEYS))["prob"].mean().to_numpy(dtype=float)
+                extra = {"router_usage": float(unit_usage.mean()), "router_splits": len(unit_usage),
+                         "router_violations": int(np.sum(unit_usage > float(r0["budget"]) + 1e-12))}
+        for router, router_rows in routers.items():
+            for c in fixed_comparisons(router_rows, float(r0["cost"]), alpha=alpha, power=power, margin=margin,
+                                       seed=seed):
+                vs_fixed.append({"cell": r0["cell"], "cost": float(r0["cost"]), "budget": float(r0["budget"]),
+                                 "policy": router, "alpha": alpha, **extra, **c})
     outcomes = probs = None
     if frame is not None:  # the expected outcome (utility + cost * run probability): to tell a cost alone
         outcomes, _ = pair_frame({p: d.assign(outcome=d["base"] + d["prob"] * (d["extra"] - d["base"]))
@@ -329,6 +366,7 @@ def decision_table(
     for r in records:
         groups.setdefault((r.cell, float(r.cost)), []).append(r)
     out: list[dict] = []
+    vs_fixed: list[dict] = []
     for (cell, cost), members in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         by_policy: dict[str, list[JobRecord]] = {}
         for r in members:
@@ -364,7 +402,7 @@ def decision_table(
                     dec = dec[(dec["frontier"] == "deployable") & (dec["budget"].astype(float).round(BUDGET_DIGITS) == budget)]
                 decisions[label] = dec
             _test_budget(rows, decisions, oracles, n_boot=n_boot, seed=seed, alpha=alpha, power=power, margin=margin,
-                         cal_by_unit=calibration_by_unit(at_budget))
+                         cal_by_unit=calibration_by_unit(at_budget), vs_fixed=vs_fixed)
             ref = rows[0]["reference"] if rows else ""
             rows.sort(key=lambda r: (r["policy"] != ref, r["kind"] == "oracle", -r["utility"], r["policy"]))
             out += rows
@@ -372,7 +410,8 @@ def decision_table(
             out.append(_fixed_row(cell, cost, label, frontiers[label]))
     _mark_over_the_table(out, alpha)
     table = pd.DataFrame(out, columns=list(COLUMNS))
-    table.attrs.update(alpha=alpha, n_boot=n_boot, power=power, margin=margin)
+    # the router chosen at each budget against the fixed decisions: the verdicts (harness.protocols.verdict)
+    table.attrs.update(alpha=alpha, n_boot=n_boot, power=power, margin=margin, fixed_comparisons=vs_fixed)
     return table
 
 
@@ -455,7 +494,8 @@ def legend(table: pd.DataFrame) -> str:
     alpha = table.attrs.get("alpha", 0.05)
     alpha = f"{alpha:g}" if isinstance(alpha, (int, float)) else str(alpha)
     return (
-        f"ref: the deployable policy with the best utility on each split's own calibration half | =: cannot be told apart | "
+        f"ref: the reference, the deployable policy best on calibration (on each split's own calibration half, "
+        "chosen before any test outcome) | =: cannot be told apart | "
         f"< >: worse / better than ref (paired by question, sign-flip by document, Holm alpha {alpha} over the "
         "table's budgets x policies, a comparison whose decisions no cost changes counted once) | "
         "policy - ref > 0: better | ub: oracle, upper bound, not tested | fixed: one arm everywhere, a reference"
@@ -613,6 +653,39 @@ def format_markdown(table: pd.DataFrame) -> str:
     lines = ["| " + " | ".join(esc(h) for h in header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
     return "\n".join(lines + ["", md_escape(legend(table))])
+
+
+def budget_markdown(table: pd.DataFrame, budget: float) -> str:
+    """The decision table at one budget as a small Markdown table that the MLflow UI renders
+    whole (``decision_table_rho<budget>.md`` on the parent run): per cost, the reference first
+    (``ref``, named by how it was chosen), then the policies by utility, then the fixed
+    decisions; the columns a decision needs (every column: ``decision_table.csv``)."""
+    from harness.protocols.verdict import ref_name
+
+    pm = "±"
+    at = table[((table["budget"].astype(float) - budget).abs() <= 1e-9) | (table["kind"] == "fixed")]
+    lines = [f"# Decision table at budget {budget:g}", "",
+             "| cost | policy | mark | utility | usage | over budget | policy - ref [95%] | Holm p | note |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in at.itertuples():
+        mark = r.mark
+        if r.mark == "ref":
+            mark = f"ref ({ref_name(r.reference_from)})"
+        elif r.kind == "oracle":
+            mark = "upper bound"
+        elif r.kind == "fixed":
+            mark = f"fixed (usage {r.usage:g})"
+        diff = ""
+        if r.mark in ("<", ">", "=") and r.diff_vs_ref == r.diff_vs_ref:
+            ci = (f" [{r.ci_low:.3f}, {r.ci_high:.3f}]" if r.ci_low == r.ci_low and r.ci_high == r.ci_high
+                  else " [no interval]")
+            diff = f"{r.diff_vs_ref:+.3f}{ci}"
+        over = "" if r.kind == "fixed" or r.violation_rate != r.violation_rate else (
+            f"{int(round(r.violation_rate * r.n_runs))} of {int(r.n_runs)}")
+        cells = [f"{r.cost:g}", r.policy, mark, f"{r.utility:.3f}{pm}{r.utility_sd:.3f}", f"{r.usage:.2f}", over, diff,
+                 _num(r.p_holm_table, 3), r.note]
+        lines.append("| " + " | ".join(md_escape(c) for c in cells) + " |")
+    return "\n".join(lines + ["", md_escape(legend(table)), ""])
 
 
 def format_html(table: pd.DataFrame, *, standalone: bool = False) -> str:

@@ -218,16 +218,23 @@ def sweep_decision_table(runs: list[SweepJob], *, n_boot: int = 1000, alpha: flo
     cell tested at its own runs' ``protocol.alpha`` and ``protocol.power``."""
     from harness.protocols.decision_table import decision_table
 
+    # cells named over the whole sweep (a sweep over protocol.alpha has a cell per level), then
+    # tested in groups of one setting
+    cells = dict(group_cells(runs))
     by_setting: dict[tuple[float, float, float], list] = {}
-    for r in runs:
-        by_setting.setdefault((*cell_test_settings([r], alpha), cell_margin([r])), []).append(r)
+    for rec in decision_records(runs):
+        members = cells[rec.cell]
+        by_setting.setdefault((*cell_test_settings(members, alpha), cell_margin(members)), []).append(rec)
     tables = []
-    for (a, pw, mg), members in sorted(by_setting.items()):
-        tables.append(decision_table(decision_records(members), n_boot=n_boot, alpha=a, power=pw, margin=mg))
+    for (a, pw, mg), records in sorted(by_setting.items()):
+        tables.append(decision_table(records, n_boot=n_boot, alpha=a, power=pw, margin=mg))
+    if not tables:
+        tables.append(decision_table([], n_boot=n_boot, alpha=alpha))
     if len(tables) == 1:
         return tables[0]
     table = pd.concat(tables, ignore_index=True)
-    table.attrs.update(alpha="per cell (protocol.alpha)", n_boot=n_boot)
+    table.attrs.update(alpha="per cell (protocol.alpha)", n_boot=n_boot,
+                       fixed_comparisons=[c for t in tables for c in t.attrs.get("fixed_comparisons", [])])
     return table
 
 

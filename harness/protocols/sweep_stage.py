@@ -19,8 +19,14 @@ Where a result goes:
 - ``metrics``: parent-run metrics (``sweep/<protocol>/<key>`` is the convention);
 - ``markdown`` / ``html``: the report's section (defaults: the text in a code block);
 - ``conclusion``: the protocol's verdict in a few lines (e.g. that no difference is detectable
-  with these questions and how many would be needed), printed last, after every result, so a
-  sweep's console ends with what it concluded (docs/metrics.md §12).
+  with these questions and how many would be needed): the parent run's description, and the
+  sweep's console when no result has a ``headline`` (docs/metrics.md §12);
+- ``headline``: a short table (lines of at most 100 characters) that answers the sweep's
+  question, e.g. protocol B's verdict per cost and budget (``harness.protocols.verdict``):
+  what the sweep's console prints instead of the full ``text`` (``verbose=true`` prints both),
+  and the first thing of the parent run's description;
+- ``params``: parent-run params (short texts, sortable columns of the runs table), e.g.
+  ``verdict/c0.02/b0.25``.
 A result whose artifact or metric names clash with another protocol's is refused
 (:func:`check_sweep_results`), as for jobs.
 """
@@ -105,6 +111,8 @@ class SweepResult:
     html: str | None = None
     raw: Any = None
     conclusion: str = ""
+    headline: str = ""
+    params: dict[str, str] = field(default_factory=dict)
     # the comparisons that could not tell a policy from its reference (``harness.paired.closing_line``)
     open_comparisons: list[dict] = field(default_factory=list)
 
@@ -149,7 +157,8 @@ def check_sweep_results(results: Mapping[str, SweepResult]) -> None:
         missing = [t for t in (*result.ui_tables, *result.text_files) if t not in result.tables]
         if missing:
             raise HarnessError(f"protocol {name!r}: ui_tables / text_files name tables it did not return: {missing}")
-        for kind, item in [("artifact", f) for f in result.artifact_names()] + [("metric", m) for m in result.metrics]:
+        named = [("artifact", f) for f in result.artifact_names()] + [("metric", m) for m in result.metrics]
+        for kind, item in named + [("param", k) for k in result.params]:
             other = seen.setdefault((kind, item), name)
             if other != name:
                 raise HarnessError(f"protocols {other!r} and {name!r} both write the sweep {kind} {item!r}")

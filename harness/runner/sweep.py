@@ -305,7 +305,9 @@ class SweepTrackingCallback(Callback):
             if self in _ACTIVE:
                 _ACTIVE.remove(self)
             self._drop_results()
-        sweep_end.print_outcome(outcome, str(self.sweep_id), self.uri)
+        sweep_end.print_outcome(outcome, str(self.sweep_id), self.uri,
+                                verbose=bool(OmegaConf.select(config, "verbose", default=False)),
+                                experiment_id=self.experiment_id, parent_run_id=self.parent_run_id)
         if outcome.failed:
             # an exception would only become a warning (Hydra callbacks): exit non-zero instead
             print(f"[route-bench] sweep {self.sweep_id}: {outcome.failed} job(s) FAILED (error.txt in their runs)",

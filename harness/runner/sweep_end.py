@@ -7,8 +7,13 @@ prints it. A plugin protocol's sweep-level table thus reaches the console and th
 like the built-in ones (the policy comparison of protocol A, the decision table of B, the
 gain comparison of C).
 
-What the parent run gets: a description (the page's first lines) with every protocol's
-conclusions, also as ``summary.txt``; ``comparison.csv`` / ``.txt`` (one row per job: policy,
+What the console gets (``print_outcome``): the count of jobs and failures, the results'
+``headline`` tables (protocol B's verdict per cost and budget), the closing power line, where
+the full tables are and the command that serves the store, every line at most 100 characters;
+``verbose=true`` prints the job table and every protocol's full text first.
+
+What the parent run gets: a description (the page's first lines) with the verdict tables and
+every protocol's conclusions, also as ``summary.txt``; the results' params (``verdict/...``); ``comparison.csv`` / ``.txt`` (one row per job: policy,
 cost, seed, status, headline metrics) and, per protocol result, ``<table>.csv``, ``<table>.json`` (an MLflow
 table for the UI's table view, where the protocol asks for it), ``<table>.txt`` and its other
 files, and its metrics. It ends FINISHED when every job finished, FAILED otherwise.
@@ -104,14 +109,17 @@ def sweep_stages(client: Any, runs: list, configured: list[str], alpha: float, n
 
 
 def conclusions(outcome: SweepOutcome) -> str:
-    """Every protocol's sweep-level text, in order: the parent run's description and summary."""
+    """The parent run's description and summary: the verdict tables (each result's
+    ``headline``) and the closing lines first, as the console shows them, then every
+    protocol's sweep-level text."""
     from harness.protocols.sweep_stage import conclusion_lines
 
     parts = [r.text for r in outcome.results.values()]
     closing = conclusion_lines(outcome.results)  # what the console ends with: the description leads with it
     if closing:
         parts.insert(0, "\n".join(closing))
-    return "\n\n".join(parts) or "(no protocol of this sweep has a sweep-level result)"
+    heads = [r.headline for r in outcome.results.values() if r.headline]
+    return "\n\n".join(heads + parts) or "(no protocol of this sweep has a sweep-level result)"
 
 
 def write_results(outcome: SweepOutcome, folder: Path) -> None:
@@ -141,6 +149,17 @@ def log_results(tracker: Any, run_id: str, outcome: SweepOutcome, title: str) ->
     tracker.set_note(run_id, description(f"{title}: {len(outcome.frame) + len(outcome.runless)} jobs, {outcome.failed} "
                                          f"failed -> {outcome.status}", conclusions(outcome)))
     tracker.set_experiment_note(run_id, experiment_description(title, run_id, conclusion_lines(outcome.results)))
+    params = {k: v for r in outcome.results.values() for k, v in r.params.items()}
+    if params:
+        try:
+            tracker.log_params(run_id, params)
+        except Exception:  # noqa: BLE001 - a rerun whose verdict changed: params are immutable, tags are not
+            try:
+                tracker.set_tags(run_id, params)
+                outcome.notes.append("[route-bench] the verdicts differ from this parent run's earlier params: "
+                                     "logged as tags verdict/... instead")
+            except Exception as exc:  # noqa: BLE001 - the verdicts are in the description and verdicts.csv
+                outcome.notes.append(f"[route-bench] verdict params not logged: {exc}")
     for protocol, result in outcome.results.items():
         for name in result.ui_tables:
             try:
@@ -165,35 +184,105 @@ def close(tracker: Any, parent_run_id: str, runs: list, records: list[dict], *, 
     return outcome
 
 
-def print_outcome(outcome: SweepOutcome, sweep_id: str, uri: str | None) -> None:
-    """The sweep's last lines: the job rows, every protocol's result, where to look, and the
-    protocols' conclusions (each result's ``conclusion``) at the very end."""
+def print_outcome(outcome: SweepOutcome, sweep_id: str, uri: str | None, *, verbose: bool = False,
+                  experiment_id: str | None = None, parent_run_id: str | None = None) -> None:
+    """The sweep's last lines, each at most 100 characters (``harness.protocols.verdict.WIDTH``):
+    the count of jobs and failures, the verdict table(s) (every result's ``headline``; a sweep
+    without one: the protocols' conclusions), the closing power line and the notes, then where
+    the full tables are, the parent run's address and the one command that serves it.
+    ``verbose``: the job table and every protocol's full text first, as before."""
+    from harness.protocols.sweep_stage import conclusion_lines
+    from harness.protocols.verdict import wrap
+
     print(f"\n[route-bench] sweep {sweep_id}: {len(outcome.frame) + len(outcome.runless)} jobs, {outcome.failed} "
           f"failed -> parent run {outcome.status}")
-    print(frame_text(outcome.frame))
+    if verbose:
+        print(frame_text(outcome.frame))
+        for result in outcome.results.values():
+            print("\n" + result.text)
+        lines = [line for r in outcome.results.values() if r.conclusion for line in r.conclusion.splitlines()]
+        if lines:
+            print("\nConclusions (what these questions can and cannot show):")
+            print("\n".join(lines))
+    elif len(outcome.frame):
+        failed = outcome.frame[outcome.frame["status"] != "FINISHED"]
+        for r in failed.head(5).itertuples():
+            print(f"  {r.status}: {r.policy} c={r.cost} seed={r.seed} (run {r.run})")
+        if len(failed) > 5:
+            print(f"  ... and {len(failed) - 5} more (comparison.csv on the parent run)")
     for rec in outcome.runless:
         error = str(rec.get("error") or "").splitlines()
-        print(f"  {rec.get('run_name')}: FAILED without a run: {error[0] if error else '?'}")
+        print(f"  {rec.get('run_name')}: FAILED without a run: {error[0] if error else '?'}"[:100])
+    heads = [r.headline for r in outcome.results.values() if r.headline]
+    lines = []
     for result in outcome.results.values():
-        print("\n" + result.text)
+        if heads:
+            lines += result.headline.splitlines() if result.headline else []
+        elif verbose:
+            continue  # printed above
+        elif result.conclusion:
+            lines += [w for line in result.conclusion.splitlines() for w in wrap(line)]
+        elif result.text:
+            lines += result.text.splitlines()
+    closing = conclusion_lines({"": _closing_only(outcome.results)})
+    lines += [w for line in closing for w in wrap(line)]
+    if lines:
+        print("\n" + "\n".join(lines))
     for note in outcome.notes:
-        print(note)
-    if uri and uri.startswith("sqlite:///"):
-        print(f"\nOpen the results:  mlflow ui --backend-store-uri {uri}")
+        print("\n".join(wrap(note)))
+    print_where(uri, experiment_id, parent_run_id, _table_files(outcome.results))
+    sys.stdout.flush()
+
+
+def _closing_only(results: dict) -> Any:
+    """A stand-in result holding every result's open comparisons, for the closing line alone."""
+    from harness.protocols.sweep_stage import SweepResult
+
+    return SweepResult(title="", open_comparisons=[o for r in results.values() for o in r.open_comparisons])
+
+
+def serve_command(uri: str | None) -> str | None:
+    """``mlflow ui --backend-store-uri <store>``, the store relative to the current folder when
+    it lies under it (what a person types from there); None for a tracking server."""
+    import os
+
+    if not uri or not uri.startswith("sqlite:///"):
+        return None
+    path = uri[len("sqlite:///"):]
+    try:
+        rel = os.path.relpath(path)
+        if not rel.startswith(".."):
+            path = rel
+    except ValueError:  # another drive
+        pass
+    return f"mlflow ui --backend-store-uri sqlite:///{path}"
+
+
+def _table_files(results: dict) -> list[str]:
+    """The parent run's files a person opens first: the verdicts, the per-budget decision
+    tables (as one pattern), each other protocol's text table, else its first file."""
+    names: list[str] = []
+    for result in results.values():
+        files = result.artifact_names()
+        pages = [f for f in files if f.startswith("decision_table_rho")]
+        firsts = [f for f in files if f == "verdicts.md"] + (["decision_table_rho<budget>.md"] if pages else [])
+        names += firsts or [f for f in files if f.endswith(".txt")][:1] or files[:1]
+    return names
+
+
+def print_where(uri: str | None, experiment_id: str | None, parent_run_id: str | None, tables: list[str]) -> None:
+    """Where to look: the full tables, the parent run's address and the command that serves it."""
+    from harness.protocols.verdict import wrap
+
+    print()
+    if tables:
+        print("\n".join(wrap(f"Full tables: {', '.join(tables)} on the parent run, and `python -m harness report "
+                             "--latest --out report/`; verbose=true prints them here.")))
+    serve = serve_command(uri)
+    base = "http://127.0.0.1:5000" if serve else (uri or "").rstrip("/")
+    if experiment_id and parent_run_id:
+        print(f"Parent run: {base}/#/experiments/{experiment_id}/runs/{parent_run_id}")
+    if serve:
+        print(f"Serve it:   {serve}")
     else:
-        print(f"\nResults are in the tracking server {uri}")
-    print_conclusions(outcome.results)
-    sys.stdout.flush()
-
-
-def print_conclusions(results: dict) -> None:
-    """Every protocol's conclusion, then one closing line over all of them: in how many of the
-    comparisons that cannot be told apart no difference is detectable with these questions, and
-    how many questions the closest would need (``harness.paired.closing_line``)."""
-    from harness.protocols.sweep_stage import conclusion_lines
-
-    lines = conclusion_lines(results)
-    if lines:  # what the sweep concluded, last (docs/metrics.md §12)
-        print("\nConclusions (what these questions can and cannot show):")
-        print("\n".join(lines))
-    sys.stdout.flush()
+        print(f"Results are in the tracking server {uri}")

@@ -1,0 +1,186 @@
+"""The verdict per cost and budget (``harness.protocols.verdict``) on hand-built cases: a router
+that rescues 10 documents is deployed, one that harms them loses to always-keep, one that makes
+always-keep's decisions or differs by a hair is "as good", three rescues cannot tell (with the
+sample size of the exact sign test, computed here from the binomial), a tie with another verdict
+never decides, Holm runs over the sweep's cells, always-extra is a rival only where it fits the
+budget, and a router over budget is flagged. The console table fits 100 characters; the MLflow
+params and metrics carry the same words and numbers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from harness.protocols import verdict as vd
+from harness.protocols.decision_table import JobRecord, decision_table
+
+N_DOCS = 24  # two questions per document
+DOCS = np.repeat([f"d{i:02d}" for i in range(N_DOCS)], 2)
+QIDS = np.array([f"q{i:03d}" for i in range(len(DOCS))])
+
+
+def _record(policy, base, extra, prob, cal, *, budget=0.25, cost=0.0, violated=False, cell=""):
+    """A one-seed, one-split job: per question the arms' outcomes and the router's run
+    probability; its expected utility is base + prob (extra - base) - cost prob."""
+    base, extra, prob = (np.asarray(x, dtype=float) for x in (base, extra, prob))
+    utility = base + prob * (extra - base) - cost * prob
+    decisions = pd.DataFrame({"qid": QIDS, "doc_id": DOCS, "split": 0, "budget": budget, "frontier": "deployable",
+                              "prob": prob, "base": base, "extra": extra, "utility": utility, "oracle": False})
+    common = {"split": 0, "budget": budget, "fixed": False, "realized_usage": prob.mean(), "violated": violated,
+              "outcome": (utility + cost * prob).mean(), "utility": utility.mean(), "random_matched": 0.5,
+              "oracle_matched": 0.9}
+    frontiers = pd.DataFrame([{**common, "frontier": "exact", "cal_utility": math.nan},
+                              {**common, "frontier": "deployable", "cal_utility": cal}])
+    return JobRecord(policy, 0, cost, frontiers, decisions, cell=cell or f"cost.c={cost:g}")
+
+
+def _arms(rescues=0, harms=0):
+    """base / extra outcomes: the first question of the first ``rescues`` documents is a rescue
+    (0 -> 1), of the next ``harms`` documents a harm (1 -> 0); every other question 0 / 0."""
+    base, extra = np.zeros(len(DOCS)), np.zeros(len(DOCS))
+    for i in range(rescues):
+        extra[2 * i] = 1.0
+    for i in range(rescues, rescues + harms):
+        base[2 * i] = 1.0
+    return base, extra
+
+
+def _verdicts(records, **kw):
+    table = decision_table(records, **kw)
+    return vd.verdicts(table, table.attrs["fixed_comparisons"])
+
+
+def test_a_router_that_rescues_ten_documents_is_deployed():
+    base, extra = _arms(rescues=10)
+    prob = extra.copy()  # runs the extra arm exactly on the rescues
+    v = _verdicts([_record("router", base, extra, prob, 0.7), _record("other", base, extra, prob * 0, 0.5)])
+    [row] = v.itertuples()
+    d = 10 / 48
+    p = 2 / 2**10  # all 10 discordant documents point its way: 2 of 2^10 sign patterns
+    assert row.kind == "deploy" and row.policy == "router" and row.arm == "always_keep"
+    assert row.chosen == "best on calibration"
+    assert row.diff == pytest.approx(d) and row.p == pytest.approx(p) and row.p_holm == pytest.approx(p)
+    assert 0 < row.ci_low < d < row.ci_high
+    assert row.verdict == (f"deploy router: beats always_keep by {d:.3f} [{row.ci_low:.3f}, {row.ci_high:.3f}], "
+                           f"usage {10 / 48:.2f}, violations 0 of 1")
+    assert row.flag == ""
+
+
+def test_a_router_that_harms_loses_to_always_keep():
+    base, extra = _arms(harms=10)
+    prob = base.copy()  # runs the extra arm exactly where it harms
+    [row] = _verdicts([_record("router", base, extra, prob, 0.7)]).itertuples()
+    assert row.kind == "no router" and row.arm == "always_keep"
+    assert row.diff == pytest.approx(-10 / 48) and row.p == pytest.approx(2 / 2**10)
+    assert row.verdict.startswith(f"deploy no router: always_keep is better by {10 / 48:.3f} [")
+
+
+def test_same_decisions_and_equivalence_are_as_good():
+    base, extra = _arms(rescues=10)
+    [row] = _verdicts([_record("router", base, extra, np.zeros(len(DOCS)), 0.7)]).itertuples()
+    assert row.verdict == "deploy no router: always_keep is as good (the same decisions)"
+    # a hair either way on every document: 12 rescues and 12 harms, each run with probability 0.002
+    base, extra = _arms(rescues=12, harms=12)
+    prob = np.where(base != extra, 0.002, 0.0)
+    [row] = _verdicts([_record("router", base, extra, prob, 0.7)]).itertuples()
+    assert row.diff == pytest.approx(0.0, abs=1e-15)
+    assert row.verdict == "deploy no router: always_keep is as good (equivalent within +-0.01)"
+
+
+def test_three_rescues_cannot_tell_and_say_how_many_questions():
+    """3 discordant documents reach p = 0.25 at best. The plan: the exact sign test rejects at
+    alpha 0.05 when all of D >= 6 discordant documents point one way (2 / 2^6 < 0.05); a new
+    document is discordant with q = 3/24, all of them the router's way, so M documents give
+    power P(Bin(M, 1/8) >= 6); the smallest M with 80% power, two questions per document."""
+    base, extra = _arms(rescues=3)
+    [row] = _verdicts([_record("router", base, extra, extra.copy(), 0.7)]).itertuples()
+    m = next(m for m in range(6, 500) if sps.binom.sf(5, m, 3 / 24) >= 0.8)
+    assert row.kind == "cannot tell" and row.p == pytest.approx(0.25)
+    assert row.plan_questions == 2 * m
+    assert row.verdict == f"cannot tell: about {2 * m} questions needed"
+
+
+def test_a_tie_with_another_verdict_never_decides():
+    base, extra = _arms(rescues=10)
+    records = [_record("alpha", base, extra, extra.copy(), 0.7), _record("beta", base, extra, np.zeros(len(DOCS)), 0.7)]
+    [row] = _verdicts(records).itertuples()
+    assert row.policy == "alpha" and row.note == "tied on calibration with beta"
+    assert row.verdict == "cannot tell: tied on calibration (alpha, beta) with different verdicts"
+    # tied routers that make the same decisions reach the same verdict: deploy, the tie named
+    records[1] = _record("beta", base, extra, extra.copy(), 0.7)
+    [row] = _verdicts(records).itertuples()
+    assert row.kind == "deploy" and row.note == "tied on calibration with beta"
+
+
+def test_holm_runs_over_the_sweeps_cells():
+    """Two costs: 10 rescues (p = 2^-9) and 5 rescues (p = 2^-4 = 0.0625). Holm over the two
+    cells: 2 x 2^-9 < 0.05 deploys, 0.0625 cannot tell."""
+    strong, weak = _arms(rescues=10), _arms(rescues=5)
+    records = [_record("router", *strong, strong[1].copy(), 0.7, cost=0.0),
+               _record("router", *weak, weak[1].copy(), 0.7, cost=0.01)]
+    v = _verdicts(records).set_index("cost")
+    assert v.loc[0.0, "p_holm"] == pytest.approx(2 * 2 / 2**10) and v.loc[0.0, "kind"] == "deploy"
+    assert v.loc[0.01, "p"] == pytest.approx(2 / 2**5) and v.loc[0.01, "kind"] == "cannot tell"
+    assert v.attrs["family"] == 2
+    # a router that never runs the extra arm has the same differences at every cost: counted once
+    idle = [_record("router", *weak, np.zeros(len(DOCS)), 0.7, cost=c) for c in (0.0, 0.01, 0.05)]
+    assert _verdicts(idle).attrs["family"] == 1
+
+
+def test_always_extra_is_a_rival_only_where_it_fits_and_violations_flag():
+    base, extra = _arms(rescues=10)
+    prob = extra.copy()
+    # at budget 1, with cost 0, always-extra makes the same outcomes as the router: as good
+    [row] = _verdicts([_record("router", base, extra, prob, 0.7, budget=1.0)]).itertuples()
+    assert row.verdict == "deploy no router: always_extra is as good (the same decisions)"
+    # at a cost, always-extra pays on every question: the router beats both, named by the closer
+    [row] = _verdicts([_record("router", base, extra, prob, 0.7, budget=1.0, cost=0.05)]).itertuples()
+    assert row.kind == "deploy" and row.arm == "always_keep" and row.p == pytest.approx(2 / 2**10)
+    # the same router at budget 0.25: always-extra (usage 1) does not fit; over budget: flagged
+    [row] = _verdicts([_record("router", base, extra, prob, 0.7, violated=True)]).itertuples()
+    assert row.kind == "deploy" and row.flag == "over budget in 1 of 1 splits" and row.violation_rate == 1.0
+
+
+def test_console_table_mlflow_params_and_metrics():
+    strong, weak = _arms(rescues=10), _arms(rescues=3)
+    long_name = "signal_rerank_top1_dense_rank"
+    records = [_record(long_name, *strong, strong[1].copy(), 0.7, cost=0.0, violated=True),
+               _record(long_name, *weak, weak[1].copy(), 0.7, cost=0.02)]
+    v = _verdicts(records)
+    text = vd.format_console(v)
+    assert max(len(line) for line in text.splitlines()) <= vd.WIDTH
+    assert f"deploy {long_name}" in text and v["verdict"].iat[1] in text
+    assert "1 of 1 !" in text and f"! {long_name} at c=0, rho=0.25: over budget in 1 of 1 splits" in text
+    params, metrics = vd.mlflow_params(v), vd.mlflow_metrics(v)
+    assert params["verdict/c0/b0.25"] == v["verdict"].iat[0] and params["verdict/c0.02/b0.25/policy"] == long_name
+    assert metrics["verdict/c0/b0.25/deploy"] == 1.0 and metrics["verdict/c0.02/b0.25/deploy"] == -1.0
+    assert metrics["verdict/c0/b0.25/diff"] == pytest.approx(10 / 48)
+    assert metrics["verdict/c0.02/b0.25/questions_needed"] == v["plan_questions"].iat[1]
+    assert "verdict/c0/b0.25/questions_needed" not in metrics
+    from harness.tracking.mlflow_tracker import mlflow_name
+
+    assert all(mlflow_name(k) == k for k in [*params, *metrics])  # names MLflow takes as they are
+    assert vd.sentences(v).splitlines()[0] == f"c=0, rho=0.25: {v['verdict'].iat[0]} (over budget in 1 of 1 splits)"
+
+
+def test_sweep_end_prints_the_verdict_table_and_verbose_the_full_tables(capsys):
+    """The console's end (``sweep_end.print_outcome``) on a result made from hand-built records:
+    the verdict table, not the decision table; ``verbose=true`` prints the decision table too."""
+    from harness.protocols.builtin import decision_table_result
+    from harness.runner.sweep_end import SweepOutcome, print_outcome
+
+    base, extra = _arms(rescues=10)
+    result = decision_table_result(decision_table([_record("router", base, extra, extra.copy(), 0.7)]))
+    outcome = SweepOutcome(frame=pd.DataFrame(), runless=[], failed=0, status="FINISHED", results={"budget": result})
+    print_outcome(outcome, "s1", "sqlite:///mlruns/mlflow.db", experiment_id="3", parent_run_id="abc")
+    out = capsys.readouterr().out
+    assert "deploy router" in out and "Decision table at" not in out
+    assert out.rstrip().splitlines()[-2:] == ["Parent run: http://127.0.0.1:5000/#/experiments/3/runs/abc",
+                                              "Serve it:   mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db"]
+    print_outcome(outcome, "s1", "sqlite:///mlruns/mlflow.db", verbose=True, experiment_id="3", parent_run_id="abc")
+    out = capsys.readouterr().out
+    assert "Decision table at" in out and "deploy router" in out
