@@ -260,7 +260,9 @@ def short_verdict(row) -> str:
     about N questions needed"."""
     text = str(row["verdict"])
     if row["kind"] == "deploy":
-        return text.split(":", 1)[0]
+        lead = text.split(":", 1)[0]
+        # a per-split choice's name holds its counts (verdicts.csv): short on the console
+        return "deploy the split choice *" if lead.startswith("deploy best on ") else lead
     if row["kind"] == "no router":
         return text.split(" by ", 1)[0].split(" (", 1)[0]
     return text
@@ -288,9 +290,9 @@ def format_console(frame: pd.DataFrame, width: int = WIDTH) -> str:
                      "" if not math.isfinite(float(r.usage)) else f"{float(r.usage):.2f}", over])
     widths = [max(len(x[i]) for x in [header] + body) for i in range(len(header))]
     lines = []
-    for x in [header] + body:
+    for n, x in enumerate([header] + body):
         line = "  ".join(x[i].ljust(widths[i]) for i in range(len(x))).rstrip()
-        if len(line) > width:  # a long verdict: the numbers go under it
+        if len(line) > width and n:  # a long verdict: the numbers go under it
             lead = "  ".join(x[i].ljust(widths[i]) for i in range(2))
             lines += [f"{lead}  {x[2]}"[:width], " " * (len(lead) + 4) + "  ".join(x[3:])]
         else:
@@ -301,11 +303,14 @@ def format_console(frame: pd.DataFrame, width: int = WIDTH) -> str:
     legend = (f"policy - fixed: the router's utility minus always_keep's (or always_extra's where usage 1 fits the "
               f"budget), 95% interval unadjusted; verdicts at Holm alpha {alpha} over the {family} distinct "
               f"comparisons of {len(frame)} cells.")
-    flags = [f"! {r.policy} at c={_g(r.cost)}, rho={_g(r.budget)}: {r.flag}" for r in frame.itertuples() if r.flag]
+    flags = [f"! {'the split choice *' if str(r.policy).startswith('best on ') else r.policy} at c={_g(r.cost)}, "
+             f"rho={_g(r.budget)}: {r.flag}" for r in frame.itertuples() if r.flag]
     if len(flags) > 2:
-        worst = sorted({r.policy for r in frame.itertuples() if r.flag})
-        flags = [f"! over budget in more than half of the splits in {len(flags)} cells ({', '.join(worst)}): "
-                 "the rule overspends"]
+        worst = sorted({"the split choice *" if str(r.policy).startswith("best on ") else r.policy
+                        for r in frame.itertuples() if r.flag})
+        flags = [f"! over budget in more than half of the splits in {len(flags)} cells ({', '.join(worst)})"]
+    if any(short_verdict(r._asdict()).endswith(" *") for r in frame.itertuples()):
+        flags.insert(0, "* the splits chose different routers: each split's calibration choice (verdicts.csv)")
     notes = [f"{r.policy} at c={_g(r.cost)}, rho={_g(r.budget)}: {r.note}" for r in frame.itertuples() if r.note]
     if len(notes) > 2:
         notes = [f"{len(notes)} cells chose their router from a tie on calibration (verdicts.csv, note)"]
