@@ -309,7 +309,7 @@ def format_console(frame: pd.DataFrame, width: int = WIDTH) -> str:
         worst = sorted({"the split choice *" if str(r.policy).startswith("best on ") else r.policy
                         for r in frame.itertuples() if r.flag})
         flags = [f"! over budget in more than half of the splits in {len(flags)} cells ({', '.join(worst)})"]
-    if any(short_verdict(r._asdict()).endswith(" *") for r in frame.itertuples()):
+    if any(str(r.policy).startswith("best on ") for r in frame.itertuples()):
         flags.insert(0, "* the splits chose different routers: each split's calibration choice (verdicts.csv)")
     notes = [f"{r.policy} at c={_g(r.cost)}, rho={_g(r.budget)}: {r.note}" for r in frame.itertuples() if r.note]
     if len(notes) > 2:
