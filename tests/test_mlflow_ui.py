@@ -14,6 +14,7 @@ folder). Without Chromium the test is skipped, except under CI (``CI`` set), whe
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -122,8 +123,17 @@ def test_the_verdict_is_visible_within_two_clicks_of_the_experiment_list(served,
     lines = [line for line in note.split("```")[1].splitlines() if line.strip()] if "```" in note else []
     assert lines, f"the experiment's description holds no verdict lines: {note!r}"
     first = lines[0].strip()
-    assert first in served["stdout"]  # the console's closing lines, the same words
     assert note.splitlines()[0] == f"**Latest sweep**: {first}"  # the line the UI shows while folded
+    # it counts the verdict rows the console printed, and the verdict table follows, as printed
+    got = re.fullmatch(r"Verdicts: (\d+) deploy a router, (\d+) deploy no router, (\d+) cannot tell "
+                       r"\(of (\d+) cost x budget cells\)", first)
+    assert got, first
+    out = served["stdout"]
+    rows = [x for x in out.splitlines() if re.match(r"^[0-9.]+\s+[0-9.]+\s+(deploy|cannot tell)", x)]
+    none = sum("deploy no router" in x for x in rows)
+    cannot = sum("cannot tell" in x for x in rows)
+    assert [int(g) for g in got.groups()] == [len(rows) - none - cannot, none, cannot, len(rows)]
+    assert lines[1].strip() in out and lines[1].startswith("Verdict per cost and budget")
     shots = Path(os.environ.get("HARNESS_TEST_ARTIFACTS") or tmp_path) / "mlflow_ui"
     shots.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
@@ -145,10 +155,11 @@ def test_the_verdict_is_visible_within_two_clicks_of_the_experiment_list(served,
             assert len(parent) == 1
             page.goto(f"{served['url']}#/experiments/{exp.experiment_id}/runs/{parent[0].info.run_id}"
                       "?workflowType=machine_learning")
-            on_run = page.get_by_text(first, exact=False).locator("visible=true").first
+            title = lines[1].strip()  # the parent run's description opens on the verdict table
+            on_run = page.get_by_text(title, exact=False).locator("visible=true").first
             on_run.wait_for(state="visible")
             page.screenshot(path=str(shots / "3_parent_run.png"))
-            assert _seen(page, on_run, first)
+            assert _seen(page, on_run, title)
             # the check can fail: the description's last line is folded under "Show more"
             last = [x for x in parent[0].data.tags["mlflow.note.content"].splitlines() if x.strip() and x != "```"][-1]
             folded = page.get_by_text(last.strip()[:60], exact=False).first

@@ -122,6 +122,26 @@ def conclusions(outcome: SweepOutcome) -> str:
     return "\n\n".join(heads + parts) or "(no protocol of this sweep has a sweep-level result)"
 
 
+def experiment_lines(outcome: SweepOutcome) -> list[str]:
+    """What the experiment's description holds after a sweep: one line counting the verdicts
+    (the line the MLflow UI shows while the description is folded), the verdict table(s) as the
+    console prints them and the closing power line; without verdicts, the conclusion lines."""
+    from harness.protocols.sweep_stage import conclusion_lines
+
+    closing = conclusion_lines(outcome.results)
+    heads = [line for r in outcome.results.values() if r.headline for line in r.headline.splitlines()]
+    if not heads:
+        return closing
+    summary = []
+    for r in outcome.results.values():
+        v = r.tables.get("verdicts")
+        if v is not None and len(v) and "kind" in v.columns:
+            n = {k: int((v["kind"] == k).sum()) for k in ("deploy", "no router", "cannot tell")}
+            summary.append(f"Verdicts: {n['deploy']} deploy a router, {n['no router']} deploy no router, "
+                           f"{n['cannot tell']} cannot tell (of {len(v)} cost x budget cells)")
+    return summary + heads + [line for line in closing if line.startswith("Overall")]
+
+
 def write_results(outcome: SweepOutcome, folder: Path) -> None:
     """The parent run's files: the job rows, the conclusions (``summary.txt``) and every
     result's tables, texts and files."""
@@ -140,7 +160,6 @@ def write_results(outcome: SweepOutcome, folder: Path) -> None:
 def log_results(tracker: Any, run_id: str, outcome: SweepOutcome, title: str) -> None:
     """Files, MLflow tables (the UI's table view) and metrics of the results on the parent run,
     and its description: ``title`` and the conclusions, the first thing its page shows."""
-    from harness.protocols.sweep_stage import conclusion_lines
     from harness.tracking.mlflow_tracker import description, experiment_description
 
     with tempfile.TemporaryDirectory(prefix="route-bench-sweep-end-") as tmp:
@@ -148,7 +167,7 @@ def log_results(tracker: Any, run_id: str, outcome: SweepOutcome, title: str) ->
         tracker.log_artifacts(run_id, tmp)
     tracker.set_note(run_id, description(f"{title}: {len(outcome.frame) + len(outcome.runless)} jobs, {outcome.failed} "
                                          f"failed -> {outcome.status}", conclusions(outcome)))
-    tracker.set_experiment_note(run_id, experiment_description(title, run_id, conclusion_lines(outcome.results)))
+    tracker.set_experiment_note(run_id, experiment_description(title, run_id, experiment_lines(outcome)))
     params = {k: v for r in outcome.results.values() for k, v in r.params.items()}
     if params:
         try:
