@@ -133,6 +133,12 @@ class ReferenceChoice:
     tied: dict = field(default_factory=dict)
     source: str = "development"
 
+    @classmethod
+    def one(cls, basis: Mapping[str, float], candidates, source: str) -> "ReferenceChoice":
+        """One choice for every unit (``choose_reference`` on ``basis``)."""
+        ref, ties = choose_reference(basis, candidates)
+        return cls((), {(): ref}, {(): tuple(ties[1:])}, source)
+
     @property
     def single(self) -> str | None:
         """The label every unit chose, or None when the units chose differently."""
@@ -207,12 +213,10 @@ def _reference_choice(frame: pd.DataFrame, candidates: list[str], dev_by_unit, d
         ):
             return choose_per_unit({u: basis[u] for u in units}, keys, candidates, "development")
     if all(label in dev for label in candidates):
-        ref, ties = choose_reference(dev, candidates)
         # dev_by_unit given without keys: the caller knows the means overlap other units' held-out data
         source = "development (mean over repeats: optimistic)" if dev_by_unit is not None else "development"
-        return ReferenceChoice((), {(): ref}, {(): tuple(ties[1:])}, source)
-    ref, ties = choose_reference(means, candidates)
-    return ReferenceChoice((), {(): ref}, {(): tuple(ties[1:])}, "held-out (optimistic)")
+        return ReferenceChoice.one(dev, candidates, source)
+    return ReferenceChoice.one(means, candidates, "held-out (optimistic)")
 
 
 def compare_with_reference(

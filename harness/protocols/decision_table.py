@@ -72,7 +72,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from harness.protocols.compare import ReferenceChoice, choose_per_unit, choose_reference, pair_frame
+from harness.protocols.compare import ReferenceChoice, choose_per_unit, pair_frame
 from harness.errors import HarnessError, UsageError
 from harness.paired import paired_comparison, plan_words
 from harness.stats import holm_adjust
@@ -199,8 +199,7 @@ def _reference_choice(labels: list[str], cal_by_unit: dict, test_utility: dict[s
         all(label in got and math.isfinite(got[label]) for label in labels) for got in cal_by_unit.values()
     ):
         return choose_per_unit(cal_by_unit, UNIT_KEYS, labels, "calibration")
-    ref, ties = choose_reference(test_utility, labels)
-    return ReferenceChoice((), {(): ref}, {(): tuple(ties[1:])}, "test (optimistic)")
+    return ReferenceChoice.one(test_utility, labels, "test (optimistic)")
 
 
 def _chosen_rows(choice: ReferenceChoice, have: dict[str, pd.DataFrame]) -> pd.DataFrame | None:
