@@ -211,7 +211,17 @@ def table_facts(task, table: TableHandle) -> dict[str, float]:
         "table/harms": float((delta < 0).sum()),
         **cost_facts(table.frame, (task.base_arm, task.extra_arm)),
         **dataset_facts(table.info.get("dataset_stats") or {}),
+        **dense_index_facts(table.info.get("dense_index") or {}),
     }
+
+
+def dense_index_facts(info: Mapping) -> dict[str, float]:
+    """HNSW's recall@10 against exact search, measured on the table's sampled questions
+    (harness.retrieval.dense_index); nothing for exact search."""
+    if "recall@10_vs_exact" not in info:
+        return {}
+    return {"table/dense_recall@10_vs_exact": float(info["recall@10_vs_exact"]),
+            "table/dense_recall_questions": float(info.get("recall_questions", 0))}
 
 
 def dataset_facts(stats: Mapping) -> dict[str, float]:

@@ -7,7 +7,10 @@ top k, no rerank). ``keep`` is the base arm for marginal costs.
 
 Efficiency: each unit of a shard is encoded once, all questions of the shard once; reranker
 scores are cached per (question, unit) so hybrid only scores the pairs keep did not, and all
-pairs of one arm are scored in one reranker call.
+pairs of one arm are scored in one reranker call per block of questions (a block is sized so that
+its pool-sized arrays stay bounded on a global pool: ``QUESTION_BLOCK_CELLS``; a question's pairs
+are always in one call, so its numbers do not depend on the block). Dense search is exact by
+default or faiss HNSW (``harness.retrieval.dense_index``, its recall against exact search measured).
 
 Numbers independent of batching: ``DenseEncoder.encode`` runs forward passes over texts of one
 token length only (see ``harness.retrieval.encoder``), so a text's numbers do not depend on its
@@ -40,6 +43,7 @@ import numpy as np
 
 from harness.data.schema import Dataset, Question
 from harness.retrieval.bm25 import BM25Params, BM25Pool
+from harness.retrieval.dense_index import DenseIndexParams, HNSWIndex, exact_scores, recall_at
 from harness.retrieval.features import QPP_TOP_K, all_features
 from harness.retrieval.feature_names import FEATURE_SETS, column
 from harness.retrieval.fusion import RRF_K, order_by_score, rank_order, rrf_scores
@@ -57,6 +61,7 @@ class ArmParams:
     rrf_k: int = RRF_K
     bm25: BM25Params = BM25Params()
     qpp_k: int = QPP_TOP_K
+    dense: DenseIndexParams = DenseIndexParams()
 
 
 @dataclass
@@ -74,6 +79,7 @@ class QuestionState:
     bm25_ms: float
     fusion_ms: float = 0.0
     fused_order: np.ndarray | None = None
+    dense_corpus: float | None = None  # HNSW: the exact mean score over the pool (dense_index.py)
 
 
 @dataclass
@@ -111,6 +117,7 @@ class PairScores:
         self.score: dict[tuple[int, int], float] = {}
         self.ms: dict[tuple[int, int], float] = {}
         self.calls = 0
+        self.scored = 0  # pairs scored over the shard (scores of finished questions are forgotten)
 
     def ensure(self, pairs: Sequence[tuple[int, int]]) -> int:
         """Score the pairs not yet cached in ONE reranker call; returns how many were new."""
@@ -124,7 +131,13 @@ class PairScores:
         for p, v in zip(new, s):
             self.score[p] = float(v)
             self.ms[p] = per_pair
+        self.scored += len(new)
         return len(new)
+
+    def forget(self, questions: set[int]) -> None:
+        """Drop the pairs of finished questions (a block of a large pool is done with them)."""
+        for key in [k for k in self.score if k[0] in questions]:
+            del self.score[key], self.ms[key]
 
 
 class Arm:
@@ -240,6 +253,72 @@ def batch_independent(encoder) -> bool:
     return bool(getattr(encoder, "batch_independent", False))
 
 
+QUESTION_BLOCK_CELLS = 20_000_000  # questions per block x units of the largest pool (about 160 MB per array kind)
+
+
+def _question_state(qi, q, pool_pos, unit_vectors, q_vector, pool_bm25, pool_encode_ms, pool_bm25_ms, q_ms,
+                    hnsw) -> "QuestionState":
+    """Dense search and BM25 scoring of one question over its pool (see dense_index.py)."""
+    pos = pool_pos[q.pool_id]
+    t0 = time.perf_counter()
+    corpus = None
+    if q.pool_id in hnsw:
+        index = hnsw[q.pool_id]
+        found, found_scores = index.search(q_vector[None, :])[0]
+        dense = np.full(len(pos), np.nan)
+        dense[found] = found_scores
+        dense_order = found
+        corpus = index.corpus_score(q_vector)
+    else:
+        dense = exact_scores(unit_vectors[pos], q_vector)
+        dense_order = rank_order(dense)
+    dense_ms = (time.perf_counter() - t0) * 1000.0
+    t0 = time.perf_counter()
+    bm = pool_bm25[q.pool_id].scores(q.text)
+    bm_order = rank_order(bm)
+    bm_ms = (time.perf_counter() - t0) * 1000.0
+    return QuestionState(qi, q, pos, dense, dense_order, bm, bm_order,
+                         encode_ms=pool_encode_ms[q.pool_id] + q_ms + dense_ms,
+                         bm25_ms=pool_bm25_ms[q.pool_id] + bm_ms, dense_corpus=corpus)
+
+
+def _row(s: QuestionState, arm_objs, pairs: PairScores, params: ArmParams, unit_ids, units, uidx) -> dict:
+    """One question's row: every arm's ranking, outcome and cost, and the router features."""
+    q = s.question
+    row: dict = {"qid": q.qid, "doc_id": q.doc_id, "pool_id": q.pool_id,
+                 "has_evidence": bool(q.has_evidence), "n_gold": len(q.gold_unit_ids)}
+    keep_cands = arm_objs["keep"].candidates(s, params)
+    results = {name: run_arm(arm, s, pairs, params, unit_ids, keep_cands) for name, arm in arm_objs.items()}
+    for name in ARMS:
+        r = results[name]
+        for key, v in r.outcome.items():
+            row[f"{name}.{key}"] = v
+        row[f"{name}.top{params.k}"] = r.ranked
+        row[f"{name}.scores{params.k}"] = r.scores
+        for key in COST_FIELDS:
+            row[f"{name}.cost.{key}"] = r.cost[key]
+        row[f"{name}.marginal.total_ms"] = r.marginal["total_ms"]
+        row[f"{name}.marginal.rerank_pairs"] = r.marginal["rerank_pairs"]
+    keep_top_pos = [int(np.flatnonzero(s.pool_units == uidx[u])[0]) for u in results["keep"].ranked]
+    kinds = _KindsOf(units, s.pool_units)
+    dense_for_qpp = s.dense if s.dense_corpus is None else s.dense[s.dense_order]
+    feats = all_features(q.text, s.dense, s.dense_order, s.bm25, keep_top_pos, kinds, params.qpp_k,
+                         dense_corpus=s.dense_corpus, dense_for_qpp=dense_for_qpp)
+    for name in FEATURE_SETS["all"]:
+        row[column(name)] = float(feats[name])
+    return row
+
+
+class _KindsOf:
+    """``kinds[i]``: the kind of the unit at pool position i, without a pool-sized list per question."""
+
+    def __init__(self, units, pool_units):
+        self.units, self.pool_units = units, pool_units
+
+    def __getitem__(self, i: int) -> str:
+        return self.units[int(self.pool_units[i])].kind
+
+
 @dataclass
 class ShardStats:
     units: int = 0
@@ -298,54 +377,38 @@ def compute_shard(
         pool_bm25[p] = BM25Pool([units[i].text for i in pos], params.bm25)
         pool_bm25_ms[p] = (time.perf_counter() - t0) * 1000.0 / q_per_pool[p]
 
-    # 3. per question: dense search and BM25 scoring
-    states: list[QuestionState] = []
-    for qi, q in enumerate(questions):
-        pos = pool_pos[q.pool_id]
-        t0 = time.perf_counter()
-        dense = (enc_u.vectors[pos] @ enc_q.vectors[qi]).astype(np.float64) if len(pos) else np.zeros(0)
-        dense_order = rank_order(dense)
-        dense_ms = (time.perf_counter() - t0) * 1000.0
-        t0 = time.perf_counter()
-        bm = pool_bm25[q.pool_id].scores(q.text)
-        bm_order = rank_order(bm)
-        bm_ms = (time.perf_counter() - t0) * 1000.0
-        states.append(QuestionState(qi, q, pos, dense, dense_order, bm, bm_order,
-                                    encode_ms=pool_encode_ms[q.pool_id] + float(q_ms[qi]) + dense_ms,
-                                    bm25_ms=pool_bm25_ms[q.pool_id] + bm_ms))
-
-    # 4. rerank: keep's pairs in one call, then hybrid's new pairs in one call
+    # 3-5 per block of questions (memory: a few pool-sized arrays per question of the block)
+    hnsw: dict[str, HNSWIndex] = {}
+    if params.dense.kind == "hnsw":
+        for p in pool_pos:
+            t0 = time.perf_counter()
+            hnsw[p] = HNSWIndex(enc_u.vectors[pool_pos[p]], params.dense)
+            pool_encode_ms[p] += (time.perf_counter() - t0) * 1000.0 / q_per_pool[p]
+    step = max(1, -(-len(questions) // max(1, params.dense.recall_sample)))
     inputs = RerankInputs([q.text for q in questions], enc_q.tokens, [u.text for u in units], enc_u.tokens)
     pairs = PairScores(reranker, inputs)
     arm_objs = {name: cls() for name, cls in ARM_CLASSES.items()}
-    for name in ("keep", "hybrid"):
-        arm = arm_objs[name]
-        pairs.ensure([(s.qi, int(s.pool_units[c])) for s in states for c in arm.candidates(s, params)])
-    stats.reranker_calls = pairs.calls
-    stats.rerank_pairs_scored = len(pairs.score)
-
-    # 5. rows
+    largest = max((len(v) for v in pool_pos.values()), default=1)
+    block = max(16, min(512, QUESTION_BLOCK_CELLS // max(1, largest)))
     rows: list[dict] = []
-    for s in states:
-        q = s.question
-        row: dict = {"qid": q.qid, "doc_id": q.doc_id, "pool_id": q.pool_id,
-                     "has_evidence": bool(q.has_evidence), "n_gold": len(q.gold_unit_ids)}
-        keep_cands = arm_objs["keep"].candidates(s, params)
-        results = {name: run_arm(arm, s, pairs, params, unit_ids, keep_cands) for name, arm in arm_objs.items()}
-        for name in ARMS:
-            r = results[name]
-            for key, v in r.outcome.items():
-                row[f"{name}.{key}"] = v
-            row[f"{name}.top{params.k}"] = r.ranked
-            row[f"{name}.scores{params.k}"] = r.scores
-            for key in COST_FIELDS:
-                row[f"{name}.cost.{key}"] = r.cost[key]
-            row[f"{name}.marginal.total_ms"] = r.marginal["total_ms"]
-            row[f"{name}.marginal.rerank_pairs"] = r.marginal["rerank_pairs"]
-        keep_top_pos = [int(np.where(s.pool_units == uidx[u])[0][0]) for u in results["keep"].ranked]
-        kinds = [units[i].kind for i in s.pool_units]
-        feats = all_features(q.text, s.dense, s.dense_order, s.bm25, keep_top_pos, kinds, params.qpp_k)
-        for name in FEATURE_SETS["all"]:
-            row[column(name)] = float(feats[name])
-        rows.append(row)
+    for start in range(0, len(questions), block):
+        states = [_question_state(qi, questions[qi], pool_pos, enc_u.vectors, enc_q.vectors[qi], pool_bm25,
+                                  pool_encode_ms, pool_bm25_ms, float(q_ms[qi]), hnsw)
+                  for qi in range(start, min(start + block, len(questions)))]
+        # 4. rerank: keep's pairs in one call, then hybrid's new pairs in one call
+        for name in ("keep", "hybrid"):
+            arm = arm_objs[name]
+            pairs.ensure([(s.qi, int(s.pool_units[c])) for s in states for c in arm.candidates(s, params)])
+        # 5. rows
+        for s in states:
+            row = _row(s, arm_objs, pairs, params, unit_ids, units, uidx)
+            if hnsw:
+                exact = (rank_order(exact_scores(enc_u.vectors[s.pool_units], enc_q.vectors[s.qi]))
+                         if s.qi % step == 0 else None)
+                row["dense.recall@10_vs_exact"] = (recall_at(s.dense_order, exact, 10) if exact is not None
+                                                   else float("nan"))
+            rows.append(row)
+        pairs.forget({s.qi for s in states})
+    stats.reranker_calls = pairs.calls
+    stats.rerank_pairs_scored = pairs.scored
     return rows, stats

@@ -40,12 +40,13 @@ def _nan_div(a: float, b: float) -> float:
     return a / abs(b) if b != 0 and math.isfinite(b) else float("nan")
 
 
-def qpp(scores: np.ndarray, k: int = QPP_TOP_K) -> dict[str, float]:
-    """WIG, U_WIG, NQC, QC, SMV, U_SMV of one score list (see module docstring)."""
+def qpp(scores: np.ndarray, k: int = QPP_TOP_K, corpus: float | None = None) -> dict[str, float]:
+    """WIG, U_WIG, NQC, QC, SMV, U_SMV of one score list (see module docstring). ``corpus``: the
+    pool's mean score when ``scores`` holds only the best units (an approximate search)."""
     s = np.asarray(scores, dtype=np.float64)
     if s.size == 0:
         return {p: float("nan") for p in QPP_BASE}
-    corpus = float(s.mean())
+    corpus = float(s.mean()) if corpus is None else float(corpus)
     top = np.sort(s)[::-1][: max(1, int(k))]
     mu = float(top.mean())
     qc = float(top.std(ddof=0))
@@ -133,12 +134,18 @@ def all_features(
     reranked_top: Sequence[int],
     unit_kinds: Sequence[str],
     qpp_k: int = QPP_TOP_K,
+    dense_corpus: float | None = None,
+    dense_for_qpp: np.ndarray | None = None,
 ) -> dict[str, float]:
-    """Every feature of FEATURE_SETS['all'] for one question (names without the feat. prefix)."""
+    """Every feature of FEATURE_SETS['all'] for one question (names without the feat. prefix).
+
+    ``dense_for_qpp`` / ``dense_corpus``: the scores an approximate dense search returned and the
+    pool's exact mean score (harness.retrieval.dense_index); by default the whole pool's scores."""
     feats = keep_features(dense_scores, dense_order, reranked_top, unit_kinds)
     feats.update(bm25_features(bm25_scores))
-    for src, scores in (("dense", dense_scores), ("bm25", bm25_scores)):
-        for p, v in qpp(scores, qpp_k).items():
+    dense_qpp = dense_scores if dense_for_qpp is None else dense_for_qpp
+    for src, scores, corpus in (("dense", dense_qpp, dense_corpus), ("bm25", bm25_scores, None)):
+        for p, v in qpp(scores, qpp_k, corpus).items():
             feats[f"qpp_{p}_{src}"] = v
     feats.update(query_features(question))
     return feats

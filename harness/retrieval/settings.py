@@ -130,6 +130,34 @@ def check_encoder(enc: Mapping[str, Any]) -> None:
                                                          f"{bound}), got {seq!r}")
 
 
+MAX_HNSW_M = 512
+MAX_EF = 100_000
+
+
+def check_dense_index(arms: Mapping[str, Any], candidates: int) -> None:
+    """``arms.dense_index`` (exact | hnsw) and ``arms.hnsw.*`` (harness.retrieval.dense_index)."""
+    from harness.retrieval.dense_index import DENSE_INDEXES, DenseIndexParams
+
+    kind = arms.get("dense_index", "exact")
+    if kind not in DENSE_INDEXES:
+        raise ConfigError("arms.dense_index", f"must be one of {', '.join(DENSE_INDEXES)}, got {kind!r}")
+    h = arms.get("hnsw") or {}
+    if not isinstance(h, Mapping):
+        raise ConfigError("arms.hnsw", f"expected a mapping (m, ef_construction, ef_search, depth, recall_sample), "
+                                       f"got {h!r}")
+    d = DenseIndexParams()
+    unknown = sorted(str(k) for k in h if k not in ("m", "ef_construction", "ef_search", "depth", "recall_sample"))
+    if unknown:
+        raise ConfigError(f"arms.hnsw.{unknown[0]}", "unknown setting; expected m, ef_construction, ef_search, depth, "
+                                                     "recall_sample")
+    _integer("arms.hnsw.m", h.get("m", d.m), 2, MAX_HNSW_M)
+    _integer("arms.hnsw.ef_construction", h.get("ef_construction", d.ef_construction), 1, MAX_EF)
+    _integer("arms.hnsw.ef_search", h.get("ef_search", d.ef_search), 1, MAX_EF)
+    low = candidates if isinstance(candidates, int) else 1
+    _integer("arms.hnsw.depth", h.get("depth", d.depth), low, MAX_EF)  # the candidates come from it
+    _integer("arms.hnsw.recall_sample", h.get("recall_sample", d.recall_sample), 1, MAX_EF)
+
+
 def check_retrieval_settings(arms: Mapping[str, Any], *, synthetic: bool = False, synthetic_k: int = 10) -> None:
     """Every range of the retrieval settings, raising ConfigError naming ``arms.<key>`` and the
     bound. On the synthetic table (metrics fixed @``synthetic_k``, no retrieval) ``arms.k`` must
@@ -142,6 +170,10 @@ def check_retrieval_settings(arms: Mapping[str, Any], *, synthetic: bool = False
     _integer("arms.rrf_k", arms.get("rrf_k", 60), 1, MAX_RRF_K)  # the fusion constant: > 0
     _integer("arms.qpp_k", arms.get("qpp_k", 5), 1, MAX_QPP_K)
     _integer("arms.shard_size", arms.get("shard_size", 32), 1, MAX_SHARD)
+    check_dense_index(arms, arms.get("candidates", 30))
+    cache = arms.get("embedding_cache", True)
+    if not isinstance(cache, bool):
+        raise ConfigError("arms.embedding_cache", f"must be true or false, got {cache!r}")
     bm = arms.get("bm25") or {}
     if not isinstance(bm, Mapping):
         raise ConfigError("arms.bm25", f"expected a mapping with k1 and b, got {bm!r}")
@@ -165,7 +197,9 @@ def synthetic_ignored_defaults() -> dict[str, Any]:
     p = ArmParams()
     return {"candidates": p.candidates, "rrf_k": p.rrf_k, "qpp_k": p.qpp_k, "shard_size": 32, "precision": "fp32",
             "bm25.k1": p.bm25.k1, "bm25.b": p.bm25.b, "encoder.model": PACKAGED_MINILM, "encoder.batch_size": 64,
-            "encoder.max_seq_length": 256}
+            "encoder.max_seq_length": 256, "embedding_cache": True, "dense_index": p.dense.kind,
+            "hnsw.m": p.dense.m, "hnsw.ef_construction": p.dense.ef_construction, "hnsw.ef_search": p.dense.ef_search,
+            "hnsw.depth": p.dense.depth, "hnsw.recall_sample": p.dense.recall_sample}
 
 
 def _dotted(mapping: Mapping[str, Any], dotted: str, default: Any) -> Any:

@@ -46,6 +46,8 @@ from harness.io import (
 from harness.progress import Progress
 from harness.retrieval.arms import ARMS, ArmParams, batch_independent, compute_shard
 from harness.retrieval.bm25 import BM25Params
+from harness.retrieval.dense_index import DenseIndexParams
+from harness.retrieval.embedding_cache import CachedEncoder
 from harness.retrieval.encoder import PACKAGED_MINILM, DenseEncoder, forward_seconds_of
 from harness.retrieval.features import QPP_TOP_K
 from harness.retrieval.fusion import RRF_K
@@ -92,7 +94,37 @@ def arm_params(arms_cfg: Mapping) -> ArmParams:
     if cand < k:
         raise ConfigError("arms.candidates", f"must be >= k ({k}), got {cand}")
     return ArmParams(k=k, candidates=cand, rrf_k=_int(arms_cfg, "rrf_k", RRF_K, 1), bm25=bm25,
-                     qpp_k=_int(arms_cfg, "qpp_k", QPP_TOP_K, 1))
+                     qpp_k=_int(arms_cfg, "qpp_k", QPP_TOP_K, 1), dense=dense_index_params(arms_cfg, cand))
+
+
+def dense_index_params(arms_cfg: Mapping, candidates: int) -> DenseIndexParams:
+    """``arms.dense_index`` (exact | hnsw) and ``arms.hnsw.*`` (harness.retrieval.dense_index)."""
+    kind = str(arms_cfg.get("dense_index", "exact"))
+    h = arms_cfg.get("hnsw") or {}
+    d = DenseIndexParams()
+    p = DenseIndexParams(kind, m=_int(h, "m", d.m, 2, "arms.hnsw"),
+                         ef_construction=_int(h, "ef_construction", d.ef_construction, 1, "arms.hnsw"),
+                         ef_search=_int(h, "ef_search", d.ef_search, 1, "arms.hnsw"),
+                         depth=_int(h, "depth", d.depth, candidates, "arms.hnsw"),
+                         recall_sample=_int(h, "recall_sample", d.recall_sample, 1, "arms.hnsw"))
+    return p
+
+
+def dense_recall_summary(frame: pd.DataFrame) -> dict:
+    """HNSW's measured recall@10 against exact search over the sampled questions (else {})."""
+    col = "dense.recall@10_vs_exact"
+    if col not in frame.columns:
+        return {}
+    vals = frame[col].astype(float).dropna()
+    return {"recall@10_vs_exact": float(vals.mean()) if len(vals) else float("nan"),
+            "recall_questions": int(len(vals))}
+
+
+def embedding_cache_on(arms_cfg: Mapping) -> bool:
+    value = arms_cfg.get("embedding_cache", True)
+    if not isinstance(value, bool):
+        raise ConfigError("arms.embedding_cache", f"must be true or false, got {value!r}")
+    return value
 
 
 def make_encoder(arms_cfg: Mapping) -> DenseEncoder:
@@ -258,10 +290,17 @@ def build_outcome_table(
     if reranker is None:
         reranker = make_reranker(reranker_cfg, enc_id, precision, str(arms_cfg.get("device", "cpu")))
     rr_id = reranker.identity()
+    root = Path(cache_dir) if cache_dir is not None else cache_root() / "tables"
+    if embedding_cache_on(arms_cfg) and batch_independent(encoder) and not isinstance(encoder, CachedEncoder):
+        # a cached vector equals a fresh one only for a batch-independent encoder (embedding_cache.py)
+        encoder = CachedEncoder(encoder, root / "_embeddings" if cache_dir is not None else cache_root() / "embeddings",
+                                precision)
     # shard_size stays in the key unless the numbers are proven independent of it
     exact = precision == "fp32" and batch_independent(encoder) and isinstance(reranker, MaxSimReranker)
     key_params = {"k": params.k, "candidates": params.candidates, "rrf_k": params.rrf_k,
                   "bm25": {"k1": params.bm25.k1, "b": params.bm25.b}, "qpp_k": params.qpp_k}
+    if params.dense.key() is not None:  # exact search: earlier keys unchanged
+        key_params["dense_index"] = params.dense.key()
     if not exact:
         key_params["shard_size"] = shard_size
     key_material = {
@@ -273,7 +312,6 @@ def build_outcome_table(
         "code_version": CODE_VERSION,
     }
     key = digest_of(key_material)
-    root = Path(cache_dir) if cache_dir is not None else cache_root() / "tables"
     folder = root / key
     table_path, info_path = folder / "table.parquet", folder / "info.json"
 
@@ -345,6 +383,9 @@ def build_outcome_table(
             "arms": list(ARMS),
             "base_arm": "keep",
             "table_sha256": verify_file(table_path, key=key)["sha256"],
+            "dense_index": {"kind": params.dense.kind, **dense_recall_summary(table)},
+            "embedding_cache": ({"texts_encoded": encoder.encoded_texts, "texts_read": encoder.cached_texts}
+                                if isinstance(encoder, CachedEncoder) else None),
             "build_seconds": time.perf_counter() - t_start,
             "model_forward_seconds": forward_seconds_of(encoder) + forward_seconds_of(reranker) - fwd0,
             "counts": {
