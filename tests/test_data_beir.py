@@ -5,6 +5,7 @@ a table whose dense arm's Hit@10 equals an independent brute-force search."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -139,5 +140,61 @@ def test_exported_real_passages_build_a_table_with_brute_force_dense_hits(tmp_pa
     assert len(ds.questions) == 40
     table = build_outcome_table(ds, {"precision": "fp32"}, {"name": "maxsim"}, cache_dir=tmp_path / "tables",
                                 progress=False)
+    got = dict(zip(table.frame["qid"].astype(str), table.frame["dense.hit@10"].astype(float)))
+    assert got == _brute_force_dense_hits(ds)
+
+
+@pytest.mark.slow
+def test_a_folder_written_and_read_by_beirs_own_code_runs_a_sweep(tmp_path):
+    """A BEIR folder written by the ``beir`` package's own writers (beir.util.write_to_json /
+    write_to_tsv) from real SciQ questions and passages (plus BoolQ passages as distractors):
+    BEIR's own GenericDataLoader and ``dataset=beir`` read the same corpus, queries and qrels; a
+    sweep runs on it with no converter and no code, and the dense arm's Hit@10 equals a brute force
+    computed here."""
+    from beir.datasets.data_loader import GenericDataLoader
+    from beir.util import write_to_json, write_to_tsv
+    from mlflow.tracking import MlflowClient
+
+    sciq = load_dataset({"loader": "sciq", "n_questions": 30})
+    boolq = load_dataset({"loader": "boolq", "n_questions": 40})
+    corpus = {f"sciq-{u}": {"title": "", "text": sciq.unit(u).text} for u in sciq.pools["global"]}
+    corpus.update({f"wiki-{u}": {"title": "Wikipedia", "text": boolq.unit(u).text} for u in boolq.pools["global"]})
+    queries = {q.qid: q.text for q in sciq.questions}
+    qrels = {q.qid: {f"sciq-{g}": 1 for g in q.gold_unit_ids} for q in sciq.questions}
+    first = sciq.questions[0].qid
+    qrels[first]["wiki-" + boolq.pools["global"][0]] = 0  # judged, not relevant
+    folder = tmp_path / "sciq_beir"
+    (folder / "qrels").mkdir(parents=True)
+    write_to_json(str(folder / "corpus.jsonl"), corpus)
+    write_to_json(str(folder / "queries.jsonl"), queries)
+    write_to_tsv(str(folder / "qrels" / "test.tsv"), qrels)
+
+    b_corpus, b_queries, b_qrels = GenericDataLoader(data_folder=str(folder)).load(split="test")
+    ds = load_dataset({"loader": "beir", "path": str(folder)})
+    assert set(ds.pools["global"]) == set(b_corpus)
+    for uid, doc in b_corpus.items():  # BEIR's evaluation text: title + " " + text when there is a title
+        assert ds.unit(uid).text == (f"{doc['title']} {doc['text']}" if doc["title"] else doc["text"])
+    assert {q.qid: q.text for q in ds.questions} == {q: b_queries[q] for q in b_qrels}
+    assert {q.qid: set(q.gold_unit_ids) for q in ds.questions} == {
+        q: {d for d, s in rel.items() if s > 0} for q, rel in b_qrels.items()}
+
+    env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "cache")}
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    cmd = [sys.executable, "-m", "harness", "-m", "dataset=beir", f"dataset.path={folder}", "experiment=none",
+           "policy=ridge,random", f"tracking.uri={uri}"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    client = MlflowClient(tracking_uri=uri)
+    runs = [r for r in client.search_runs([e.experiment_id for e in client.search_experiments()], max_results=50)
+            if r.data.tags.get("route_bench.role") == "job"]
+    assert sorted(r.data.tags["route_bench.policy"] for r in runs) == ["random", "ridge"]
+    assert {r.info.status for r in runs} == {"FINISHED"}
+    assert all(r.data.metrics["table/n_questions"] == len(ds.questions) for r in runs)
+
+    from harness.retrieval.table import build_outcome_table
+
+    table = build_outcome_table(ds, {"precision": "fp32"}, {"name": "maxsim"}, cache_dir=tmp_path / "cache" / "tables",
+                                progress=False)  # the sweep's table, read from the cache it built
+    assert {r.data.tags["route_bench.table_key"] for r in runs} == {table.key}
     got = dict(zip(table.frame["qid"].astype(str), table.frame["dense.hit@10"].astype(float)))
     assert got == _brute_force_dense_hits(ds)
