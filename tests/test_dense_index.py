@@ -96,3 +96,11 @@ def test_bad_hnsw_settings_name_the_key(hnsw, key):
         check_retrieval_settings({"dense_index": "hnsw", "hnsw": hnsw, "encoder": {}})
     with pytest.raises(ConfigError, match="arms.dense_index"):
         check_retrieval_settings({"dense_index": "ivf", "encoder": {}})
+
+
+def test_recall_becomes_a_run_metric_only_for_hnsw():
+    from harness.app import dense_index_facts
+
+    assert dense_index_facts({"kind": "exact"}) == {}
+    assert dense_index_facts({"kind": "hnsw", "recall@10_vs_exact": 0.97, "recall_questions": 64}) == {
+        "table/dense_recall@10_vs_exact": 0.97, "table/dense_recall_questions": 64.0}
