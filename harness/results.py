@@ -263,7 +263,12 @@ def _artifact_frame(client: Any, run_id: str, path: str):
 
     import pandas as pd
 
+    from harness.tracking.sweep_jobs import local_artifact
+
     try:
+        own = local_artifact(client.get_run(run_id), path, getattr(client, "tracking_uri", None))
+        if own is not None:  # a copied store reads its own copy (``artifact_root``)
+            return pd.read_csv(own)
         with tempfile.TemporaryDirectory() as tmp:
             local = client.download_artifacts(run_id, path, tmp)
             return pd.read_csv(local)
