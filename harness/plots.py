@@ -27,6 +27,16 @@ FIXED = "fixed"
 POINT_COLUMNS = ["realized_usage", "outcome", "random_matched", "oracle_matched"]
 RANDOM_LABEL = "random (expectation)"
 ORACLE_LABEL = "oracle (matched usage)"
+# the fixed decisions: a marker and a colour each, so keep-everywhere and extra-everywhere are
+# told apart at a glance (and in greyscale); a plugin's fixed decision takes the next free style
+FIXED_STYLES = {"always_keep": ("s", "tab:green"), "always_extra": ("D", "tab:red")}
+OTHER_FIXED_STYLES = (("^", "tab:purple"), ("v", "tab:brown"), ("P", "tab:olive"), ("X", "tab:cyan"))
+
+
+def fixed_style(name: str, i: int = 0) -> tuple[str, str]:
+    """(marker, colour) of a fixed decision: its own for always_keep / always_extra, else the
+    ``i``-th of ``OTHER_FIXED_STYLES``."""
+    return FIXED_STYLES.get(name, OTHER_FIXED_STYLES[i % len(OTHER_FIXED_STYLES)])
 
 
 def frontier_points(frontiers: pd.DataFrame) -> pd.DataFrame:
@@ -127,7 +137,8 @@ def plot_frontiers(frontiers: pd.DataFrame, path: str | Path, *, metric: str = "
         for _, row in pts[pts["frontier"] == FIXED].iterrows():
             usage = float(row["realized_usage"])
             which = "extra" if usage >= 0.5 else "base"
-            ax.plot([usage], [float(row["outcome"])], "*", color="tab:red", markersize=12, linestyle="none",
+            marker, color = fixed_style("always_extra" if which == "extra" else "always_keep")
+            ax.plot([usage], [float(row["outcome"])], marker=marker, color=color, markersize=9, linestyle="none",
                     clip_on=False, label=f"fixed decision (always {which})")
             y_all.append(float(row["outcome"]))
         ax.set_xlabel("extra-arm usage (share of questions)")
@@ -151,3 +162,86 @@ def plot_frontiers(frontiers: pd.DataFrame, path: str | Path, *, metric: str = "
         if own:
             plt.close(fig)
     return path
+
+
+# ---------------------------------------------------------------- a sweep's frontiers, small multiples
+
+Curve = list[tuple[float, float, float]]  # (realized usage, outcome, sd over splits; NaN: none)
+HIGHLIGHT = "tab:blue"
+OTHERS = "0.78"  # light grey: the other policies behind each panel
+PANEL_COLUMNS = 4
+
+
+def panel_grid(n: int, columns: int = PANEL_COLUMNS) -> tuple[int, int]:
+    """(rows, columns) of ``n`` small panels."""
+    cols = max(1, min(columns, n))
+    return -(-max(n, 1) // cols), cols
+
+
+def draw_policy_panels(axes, panels: list[tuple[str, dict[str, Curve]]], *, main: str, second: str | None,
+                       references: dict[str, tuple[list[tuple[float, float]], str, str]],
+                       fixed: list[tuple[str, float, float]], ylabel: str) -> list[float]:
+    """One panel per policy (``panels``: label -> {frontier: curve}), in the order given: the
+    policy's ``main`` frontier in colour with its band (+- sd over splits), its ``second``
+    frontier dashed, every other policy's ``main`` frontier in light grey behind it, the
+    ``references`` (label -> (points, line style, colour)) and the ``fixed`` decisions (name,
+    usage, outcome), each with its own marker. Ten curves on one axis merge into one mass; a
+    panel each keeps every policy readable against the rest. Unused axes are hidden. Returns
+    every y drawn (for shared limits)."""
+    y_all: list[float] = []
+    flat = list(np.ravel(axes))
+    for ax, (label, curves) in zip(flat, panels):
+        for other, others in panels:
+            pts = others.get(main)
+            if other != label and pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], color=OTHERS, lw=0.9, zorder=1,
+                        label="other policies")
+        pts = curves.get(main)
+        if pts:
+            xs, ys, sds = (list(v) for v in zip(*pts))
+            if any(not np.isnan(v) for v in sds):
+                sd = [0.0 if np.isnan(v) else v for v in sds]
+                lo, hi = [y - d for y, d in zip(ys, sd)], [y + d for y, d in zip(ys, sd)]
+                ax.fill_between(xs, lo, hi, color=HIGHLIGHT, alpha=0.18, linewidth=0, zorder=2,
+                                label=f"{main} +- sd over splits")
+                y_all += lo + hi
+            ax.plot(xs, ys, marker="o", ms=3, color=HIGHLIGHT, lw=1.8, zorder=4, label=f"{main} frontier")
+            y_all += ys
+        pts = curves.get(second) if second else None
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle="--", color=HIGHLIGHT, lw=1.0, zorder=3,
+                    label=f"{second} frontier")
+            y_all += [p[1] for p in pts]
+        for name, (ref, ls, color) in references.items():
+            if ref:
+                ax.plot([p[0] for p in ref], [p[1] for p in ref], linestyle=ls, color=color, lw=1.2, zorder=3,
+                        label=name)
+                y_all += [p[1] for p in ref]
+        for i, (name, x, y) in enumerate(fixed):
+            marker, color = fixed_style(name, i)
+            ax.plot([x], [y], marker=marker, ms=8, linestyle="none", color=color, clip_on=False, zorder=5,
+                    markeredgecolor="black", markeredgewidth=0.6, label=f"{name} (fixed, usage {x:g})")
+            y_all.append(y)
+        ax.set_title(label, fontsize=9)
+        ax.set_xlim(0, 1)
+        ax.grid(alpha=0.3)
+    for ax in flat[len(panels):]:
+        ax.set_visible(False)
+    rows, cols = np.shape(np.atleast_2d(axes)) if np.ndim(axes) == 2 else (1, len(flat))
+    for k, ax in enumerate(flat[: len(panels)]):
+        if k % cols == 0:
+            ax.set_ylabel(ylabel, fontsize=9)
+        if k + cols >= len(panels):
+            ax.set_xlabel("extra-arm usage", fontsize=9)
+    return y_all
+
+
+def legend_handles(axes) -> dict:
+    """label -> one artist, over every panel, in first-drawn order (one legend for the figure)."""
+    handles: dict = {}
+    for ax in np.ravel(axes):
+        for artist in [*ax.get_lines(), *ax.collections]:
+            label = artist.get_label()
+            if label and not label.startswith("_"):
+                handles.setdefault(label, artist)
+    return handles

@@ -6,6 +6,11 @@ computing, applied to the items still to do. Items found finished on disk (reuse
 chunks) count as done but not towards the rate, so a resumed build does not look faster than
 it is. Until something was computed there is no estimate, and the line says so.
 
+Before the first item is computed, a short warm-up on this machine (``warm_up_rate``: a small
+piece of the same work, timed on its second run so that loading models is not counted) gives the
+up-front estimate and the rate of the first lines, named as such; the measured rate replaces it
+as soon as items are computed.
+
 A line is printed at most every ``interval_s`` seconds, after each part when asked
 (``force``), and at the end; where it goes is the caller's choice (``emit``), e.g. only when
 stdout is not a terminal (a terminal has tqdm's bars).
@@ -32,8 +37,10 @@ class Progress:
     """Progress of ``total`` items of one build (``label``): done, elapsed, rate, time left."""
 
     def __init__(self, label: str, total: int, unit: str, *, emit: bool = True, interval_s: float | None = None,
-                 clock: Callable[[], float] = time.perf_counter, out: Callable[[str], None] | None = None):
+                 clock: Callable[[], float] = time.perf_counter, out: Callable[[str], None] | None = None,
+                 warm_up_rate: float | None = None):
         self.label, self.total, self.unit, self.emit = label, int(total), unit, bool(emit)
+        self.warm_up_rate = warm_up_rate if warm_up_rate and math.isfinite(warm_up_rate) else None
         self.interval_s = INTERVAL_S if interval_s is None else float(interval_s)
         self.clock = clock
         self.out = out or (lambda line: print(line, flush=True))
@@ -57,9 +64,13 @@ class Progress:
         self.computed += int(n)
 
     @property
+    def measured(self) -> bool:
+        return bool(self.computed and self.compute_s > 0)
+
+    @property
     def rate(self) -> float | None:
-        """Items computed per second of computing; None before any was."""
-        return self.computed / self.compute_s if self.computed and self.compute_s > 0 else None
+        """Items computed per second of computing; before any was, the warm-up's rate (or None)."""
+        return self.computed / self.compute_s if self.measured else self.warm_up_rate
 
     def remaining_s(self) -> float | None:
         rate = self.rate
@@ -75,7 +86,8 @@ class Progress:
         left = self.remaining_s()
         if left is None:
             return f"{head}; time left: measured once the first {self.unit} are computed"
-        return f"{head}, about {duration(left)} left ({self.rate:.3g} {self.unit}/s measured here)"
+        how = "measured here" if self.measured else "in a warm-up here"
+        return f"{head}, about {duration(left)} left ({self.rate:.3g} {self.unit}/s {how})"
 
     def report(self, force: bool = False) -> str | None:
         """Print the line when ``force``, at the end, or ``interval_s`` after the last one."""
@@ -86,3 +98,25 @@ class Progress:
         text = self.line()
         self.out(text)
         return text
+
+
+def warm_up_rate(work: Callable[[], object], units: int, *,
+                 clock: Callable[[], float] = time.perf_counter) -> float | None:
+    """``units`` per second of ``work`` on this machine now: run once untimed (what loads lazily,
+    models and their first-call setup, is not the rate), then once timed. None when ``units`` is
+    0 or the run took no measurable time."""
+    if units <= 0:
+        return None
+    work()
+    t0 = clock()
+    work()
+    seconds = clock() - t0
+    return units / seconds if seconds > 0 else None
+
+
+def expect_text(total: int, unit: str, rate: float | None) -> str:
+    """The up-front estimate: "expect about 4m10s (2.0 units/s in a warm-up here)", or what
+    there is instead of one."""
+    if rate is None or not math.isfinite(rate) or rate <= 0:
+        return "the time left is measured as the work is done"
+    return f"expect about {duration(total / rate)} ({rate:.3g} {unit}/s in a warm-up here)"

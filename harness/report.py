@@ -16,28 +16,37 @@ Choices (docs/metrics.md is silent on reporting):
   questions can resolve.
 - Metric names are read as the tracker logs them (``harness.tracking.mlflow_tracker.mlflow_name``:
   ``@`` -> ``_at_``, so ``heldout/hit@10`` is ``heldout/hit_at_10``) and shown with ``@``.
-- Frontier plots use the logged series ``frontier/<frontier>/<metric>`` (step = budget in %)
-  against ``frontier/<frontier>/realized_usage`` at the same step; where a run lacks the series
-  the scalar metrics ``budget/<rho>/<frontier>/...`` are used; for the exact frontier without a
+- Frontier plot: small multiples, one panel per policy, the leaders (highest mean deployable
+  outcome) first; in each the policy's deployable frontier in colour, its exact frontier dashed,
+  every other policy in grey behind it (ten curves on one axis merge into one mass). Points: the
+  logged series ``frontier/<frontier>/<metric>`` (step = budget in %) against
+  ``frontier/<frontier>/realized_usage`` at the same step; where a run lacks the series the
+  scalar metrics ``budget/<rho>/<frontier>/...`` are used; for the exact frontier without a
   usage series, usage = budget (the exact frontier spends floor(rho * n) calls). Bands: +- the
   logged sd over splits (``budget/<rho>/<frontier>/<metric>_std``) where present; references:
   random and oracle at the exact frontier's usage (mean over jobs); fixed decisions
-  (``budget/fixed/...``) as points; x from 0 to 1, y holding the references.
+  (``budget/fixed/...``) as points, always_keep and always_extra each with its own marker
+  (``harness.plots.FIXED_STYLES``); x from 0 to 1, y holding the references; one legend.
 - ``--latest``: the sweep with the newest job run, within one experiment (that run's, or
   ``--experiment``'s); the report and stdout say which and why, and name the other experiments
   holding sweeps.
 - Warnings (report and stdout): the base arm at ceiling on held-out (``heldout/base/<metric>``
   >= 0.999 in a job), and a held-out set that cannot resolve any hit difference vs always-base
   (``heldout/extra_vs_base/min_p`` > the job's ``protocol.alpha``).
-- The HTML embeds the PNG as a data URI (one self-contained file to share); the Markdown links
-  the PNG next to it.
-- After the jobs' table, one section per protocol that has a sweep stage
-  (``Protocol.aggregate``, ``harness.protocols.sweep_stage``), recomputed from the jobs'
-  artifacts, in the order the jobs ran them: protocol A's "Policy vs policy", B's decision table,
-  C's gain comparison, and any plugin protocol's own table. The decision table is included whole; ``--budget`` and / or ``--cost`` restrict it to those values (the fixed
-  decisions of the selected cost stay, as references) and print it, every column, to stdout.
-  A value the sweep does not have is one error line naming the flag and the values it has
-  (exit 2), and nothing is written.
+- Layout (the first screen answers): title, one line of context, the contents, then the
+  verdicts (each sweep stage's ``lead``: protocol B's verdict per cost and budget) with the
+  warnings; then one section per protocol that has a sweep stage (``Protocol.aggregate``,
+  ``harness.protocols.sweep_stage``), recomputed from the jobs' artifacts, those with a lead
+  first (B's decision table: one short table per budget, every column folded), then in the
+  sweep's order (A's "Policy vs policy", C's gain comparison, a plugin protocol's table); the
+  conclusions; the frontiers; the per-job table last, folded (``<details>``); where the report
+  came from. The HTML has a small inline stylesheet (wide tables scroll sideways) and embeds
+  the PNG as a data URI (one self-contained file to share); the Markdown links the PNG.
+- ``--budget`` and / or ``--cost`` restrict the decision table to those values (the fixed
+  decisions of the selected cost stay, as references) and print it to stdout, every column as
+  ``key: value`` lines, one block per row (no line over 100 characters). A value the sweep
+  does not have is one error line naming the flag and the values it has (exit 2), and nothing
+  is written.
 """
 
 from __future__ import annotations
@@ -552,73 +561,54 @@ def fixed_points(rep: SweepReport) -> list[tuple[str, float, float]]:
     return out
 
 
-LINE_STYLES = ("-", "--", "-.", ":")
+def frontier_panels(rep: SweepReport) -> list[tuple[str, dict[str, list[tuple[float, float, float]]]]]:
+    """(label, {frontier: points}) per distinct curve label (``frontier_lines``), the leaders
+    first: by the mean outcome of the deployable frontier (the exact one where a job logged no
+    deployable frontier), highest first."""
+    by_label: dict[str, dict[str, list]] = {}
+    for fr in FRONTIERS_PLOTTED:
+        for label, pts in _curves(rep, fr):
+            by_label.setdefault(label, {})[fr] = pts
 
+    def lead(item) -> float:
+        pts = item[1].get("deployable") or item[1].get("exact") or []
+        ys = [y for _, y, _ in pts if not math.isnan(y)]
+        return -sum(ys) / len(ys) if ys else math.inf
 
-def line_style(i: int) -> tuple:
-    """Colour and line style of the i-th curve: tab10's qualitative colours, then the same
-    colours with the next line style (so curves 1 and 11 differ by style)."""
-    import matplotlib.pyplot as plt
-
-    return plt.get_cmap("tab10")(i % 10), LINE_STYLES[(i // 10) % len(LINE_STYLES)]
+    return sorted(by_label.items(), key=lead)
 
 
 def draw_frontiers(rep: SweepReport, axes) -> bool:
-    """Draw the panels (one per frontier in FRONTIERS_PLOTTED) into ``axes``; False if no data.
+    """Draw one panel per policy (``frontier_panels``, ``harness.plots.draw_policy_panels``) into
+    ``axes`` (at least as many as panels; the rest are hidden): its deployable frontier with a
+    band of +- the logged sd over splits (``budget/<rho>/deployable/<outcome>_std``), its exact
+    frontier dashed, the other policies in grey, random and the oracle at matched usage, the
+    fixed decisions as single points with a marker each; x from 0 to 1 and one y-range that
+    holds the references, shared by the panels. False if no data."""
+    import numpy as np
 
-    Per curve: the mean over splits with a band of +- the logged sd over splits (where the job
-    logged ``budget/<rho>/<frontier>/<outcome>_std``); references random and oracle at matched
-    usage; fixed decisions as single points; x from 0 to 1 and a y-range that holds the
-    references (shared by the panels)."""
-    from harness.plots import padded_limits
+    from harness.plots import draw_policy_panels, padded_limits
 
     if rep.outcome_metric is None:
         return False
-    data = {fr: _curves(rep, fr) for fr in FRONTIERS_PLOTTED}
+    panels = frontier_panels(rep)
     fixed = fixed_points(rep)
-    if not any(data.values()) and not fixed:
+    if not panels and not fixed:
         return False
     refs = {"random (matched usage)": (reference_points(rep, "random_matched"), ":", "dimgray"),
             "oracle (matched usage)": (reference_points(rep, "oracle_matched"), "-.", "black")}
-    labels = list(dict.fromkeys(label for lines in data.values() for label, _ in lines))
-    style = {lab: line_style(i) for i, lab in enumerate(labels)}
-    y_all: list[float] = []
-    for ax, fr in zip(axes, FRONTIERS_PLOTTED):
-        for label, pts in data[fr]:
-            xs, ys, sds = zip(*pts)
-            color, ls = style[label]
-            if any(not math.isnan(v) for v in sds):
-                sd = [0.0 if math.isnan(v) else v for v in sds]
-                lo, hi = [y - d for y, d in zip(ys, sd)], [y + d for y, d in zip(ys, sd)]
-                ax.fill_between(xs, lo, hi, color=color, alpha=0.15, linewidth=0)
-                y_all += lo + hi
-            ax.plot(xs, ys, marker="o", ms=3.5, color=color, linestyle=ls, label=label)
-            y_all += list(ys)
-        for name, (pts, ls, color) in refs.items():
-            if pts:
-                xs, ys = zip(*pts)
-                ax.plot(xs, ys, linestyle=ls, color=color, lw=1.6, label=name)
-                y_all += list(ys)
-        for policy, x, y in fixed:
-            ax.plot([x], [y], marker="*", ms=12, linestyle="none", color="tab:red", clip_on=False,
-                    label=f"{policy} (fixed, usage {x:g})")
-            y_all.append(y)
-        banded = bool(ax.collections)
-        ax.set_title(f"{fr} frontier" + (" (bands: +- sd over splits)" if banded else ""), fontsize=10)
-        ax.set_xlabel("realized usage of the extra arm")
-        ax.set_xlim(0, 1)
-        ax.grid(alpha=0.3)
+    y_all = draw_policy_panels(axes, panels or [("fixed decisions", {})], main="deployable", second="exact",
+                               references=refs, fixed=fixed, ylabel=display_name(rep.outcome_metric))
     lim = padded_limits(y_all)
     if lim is not None:
-        for ax in axes:
+        for ax in np.ravel(axes):
             ax.set_ylim(*lim)
-    axes[0].set_ylabel(display_name(rep.outcome_metric))
     return True
 
 
 def plot_report_frontiers(rep: SweepReport, path: Path) -> bool:
-    """Write the frontier PNG (one panel per frontier, one line per distinct curve, the legend
-    beside the panels); False if no data."""
+    """Write the frontier PNG (small multiples, one panel per policy, one legend under them);
+    False if no data."""
     if rep.outcome_metric is None:
         return False
     import matplotlib
@@ -626,16 +616,21 @@ def plot_report_frontiers(rep: SweepReport, path: Path) -> bool:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(FRONTIERS_PLOTTED), figsize=(12, 4.6), sharey=True)
+    from harness.plots import legend_handles, panel_grid
+
+    rows, cols = panel_grid(max(1, len(frontier_panels(rep))))
+    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.9 * rows + 0.6), sharex=True, sharey=True,
+                             squeeze=False)
     try:
         if not draw_frontiers(rep, axes):
             return False
-        handles = {h.get_label(): h for ax in axes for h in ax.get_lines()}
-        fig.legend(list(handles.values()), list(handles), loc="center left", bbox_to_anchor=(1.0, 0.5),
-                   fontsize=8, frameon=False)
-        fig.suptitle(f"sweep {rep.sweep_id} ({rep.experiment})")
+        handles = legend_handles(axes)
+        fig.suptitle(f"sweep {rep.sweep_id} ({rep.experiment}): {display_name(rep.outcome_metric)} against "
+                     f"extra-arm usage, one panel per policy, leaders first", fontsize=10)
         fig.tight_layout()
-        atomic_write(path, lambda p: fig.savefig(p, format="png", dpi=110, bbox_inches="tight"))
+        fig.legend(list(handles.values()), list(handles), loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                   ncol=min(4, len(handles)), fontsize=8, frameon=False)
+        atomic_write(path, lambda p: fig.savefig(p, format="png", dpi=100, bbox_inches="tight"))
     finally:
         plt.close(fig)
     return True
@@ -650,97 +645,156 @@ def _md_escape(s: str) -> str:
     return md_escape(s)
 
 
+STYLE = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;font-size:15px;
+ line-height:1.45;color:#1f2328;max-width:1280px;margin:0 auto;padding:0 18px 48px}
+h1{font-size:1.55em;margin:.6em 0 .15em}h2{font-size:1.25em;margin-top:1.5em;padding-bottom:.15em;
+ border-bottom:1px solid #d0d7de}h3{font-size:1.02em;margin:1em 0 .3em}
+p.meta,nav{color:#57606a;font-size:.9em;margin:.2em 0}nav a{margin-right:.9em;white-space:nowrap}
+table{border-collapse:collapse;font-size:.88em;margin:.3em 0}
+th,td{border:1px solid #c4c9cf;padding:3px 7px;text-align:left;vertical-align:top}
+thead th{background:#eaeef2}tbody tr:nth-child(even){background:#f6f8fa}
+td.best{font-weight:bold;background:#dcf3dc}
+tr.deploy td:nth-child(3){color:#116329;font-weight:600}tr.cannot-tell td:nth-child(3){color:#6e4c00}
+.scroll{overflow-x:auto;max-width:100%}.decision-budget td:not(:last-child){white-space:nowrap}
+pre{overflow-x:auto;background:#f6f8fa;padding:8px 10px;font-size:.85em}
+p.warning{background:#fff3cd;border-left:4px solid #d4a72c;padding:5px 9px}p.legend{font-size:.85em;color:#57606a}
+details{margin:.5em 0}details>summary{cursor:pointer;font-weight:600}img{max-width:100%;height:auto}
+code{font-size:.9em}
+""".strip()
+
+
+def _slug(title: str) -> str:
+    """The anchor GitHub gives a Markdown heading (lower case, punctuation dropped, spaces -> -)."""
+    return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+
+
+def _ordered_results(rep: SweepReport) -> list[tuple[str, object]]:
+    """The sweep stages' results, those with a lead (the answer, e.g. verdicts) first, then the
+    others in the sweep's order."""
+    items = list(rep.results.items())
+    return [i for i in items if i[1].lead_as_markdown()] + [i for i in items if not i[1].lead_as_markdown()]
+
+
+NO_VERDICT = ("No verdict: no job of this sweep ran protocol B (budget), which decides per cost and budget; "
+              "each protocol's own results follow.")
+JOBS_NOTE = ("Best value per column marked (highest, or lowest for violation rates) when one job holds it; "
+             "a mark is a position, not a verdict: see the sections above for which differences are real.")
+
+
+def _about(rep: SweepReport) -> list[tuple[str, str]]:
+    rows = [("experiment", rep.experiment), ("tracking URI", rep.tracking_uri),
+            ("parent run", rep.parent_run_id or "(none)"), ("jobs", str(len(rep.rows)))]
+    return rows + ([("picked", rep.picked)] if rep.picked else [])
+
+
+def _job_cells(rep: SweepReport, best: dict, r: JobRow) -> list[tuple[str, str, bool]]:
+    """(column key, text, best?) per cell of a job's row."""
+    cells = [("", x, False) for x in (r.run_name, r.policy, r.cost, r.status)]
+    for c in rep.columns:
+        is_best = c.key in best and c.key in r.metrics and r.metrics[c.key] == best[c.key]
+        cells.append((c.key, cell_text(r, c), is_best))
+    return cells
+
+
 def render_markdown(rep: SweepReport, plot_name: str | None) -> str:
+    """The report in Markdown: the verdicts first, then each protocol's section (decision tables
+    first), the conclusions, the frontiers, the per-job table folded at the end."""
     best = best_values(rep)
     head = ["job", "policy", "cost", "status"] + [c.header for c in rep.columns]
+    results = _ordered_results(rep)
+    concluded = conclusion_lines(rep.results)
+    toc = ["Verdicts", *[r.title for _, r in results], *(["Conclusions"] if concluded else []), "Frontiers",
+           "Jobs", "About this report"]
     lines = [
         f"# Sweep {rep.sweep_id}",
         "",
-        f"- experiment: `{rep.experiment}`",
-        f"- tracking URI: `{rep.tracking_uri}`",
-        f"- parent run: `{rep.parent_run_id or '(none)'}`",
-        f"- jobs: {len(rep.rows)}",
-        *([f"- {rep.picked}"] if rep.picked else []),
+        f"experiment `{rep.experiment}` · {len(rep.rows)} jobs · parent run `{rep.parent_run_id or '(none)'}`",
         "",
-        *[line for w in rep.warnings for line in (f"> **warning:** {_md_escape(w)}", "")],
-        "Best value per column in **bold** (highest, or lowest for violation rates) when one job holds it; "
-        "see \"Policy vs policy\" for which differences are real.",
+        "Contents: " + " · ".join(f"[{_md_escape(t)}](#{_slug(t)})" for t in toc),
         "",
-        "| " + " | ".join(_md_escape(h) for h in head) + " |",
-        "|" + "---|" * len(head),
+        "## Verdicts",
+        "",
     ]
-    for r in rep.rows:
-        cells = [r.run_name, r.policy, r.cost, r.status]
-        for c in rep.columns:
-            t = cell_text(r, c)
-            if c.key in best and c.key in r.metrics and r.metrics[c.key] == best[c.key]:
-                t = f"**{t}**"
-            cells.append(t)
-        lines.append("| " + " | ".join(_md_escape(x) for x in cells) + " |")
-    lines.append("")
-    for result in rep.results.values():  # each protocol's sweep stage, in the sweep's order
+    leads = [r.lead_as_markdown() for _, r in results if r.lead_as_markdown()]
+    lines += [lead for lead in leads] if leads else [NO_VERDICT, ""]
+    lines += [line for w in rep.warnings for line in (f"> **warning:** {_md_escape(w)}", "")]
+    for _, result in results:  # each protocol's sweep stage: the ones with a verdict first
         lines += [result.as_markdown()]
-    concluded = conclusion_lines(rep.results)
     if concluded:
         lines += ["## Conclusions", "", *[f"- {_md_escape(x)}" for x in concluded], ""]
-    if plot_name:
-        lines += ["## Frontiers", "", f"![frontiers]({plot_name})", ""]
-    else:
-        lines += ["No frontier series were logged for this sweep.", ""]
-    return "\n".join(lines)
+    lines += ["## Frontiers", ""]
+    lines += [f"![frontiers]({plot_name})", ""] if plot_name else ["No frontier series were logged for this sweep.", ""]
+    lines += ["## Jobs", "", f"<details><summary>One row per job ({len(rep.rows)} jobs, {len(head)} columns)"
+              "</summary>", "", JOBS_NOTE, "",
+              "| " + " | ".join(_md_escape(h) for h in head) + " |", "|" + "---|" * len(head)]
+    for r in rep.rows:
+        cells = [f"**{t}**" if is_best else t for _, t, is_best in _job_cells(rep, best, r)]
+        lines.append("| " + " | ".join(_md_escape(x) for x in cells) + " |")
+    lines += ["", "</details>", "", "## About this report", ""]
+    lines += [f"- {k}: `{_md_escape(v)}`" if k != "picked" else f"- {_md_escape(v)}" for k, v in _about(rep)]
+    return "\n".join(lines + [""])
 
 
 def render_html(rep: SweepReport, plot_bytes: bytes | None) -> str:
+    """The report as one self-contained HTML page (inline stylesheet, the plot as a data URI),
+    in the order of ``render_markdown``; every name and value escaped."""
     e = html.escape
     best = best_values(rep)
     head = ["job", "policy", "cost", "status"] + [c.header for c in rep.columns]
+    results = _ordered_results(rep)
+    concluded = conclusion_lines(rep.results)
+    ids = {name: "protocol-" + re.sub(r"[^A-Za-z0-9_-]", "-", name) for name, _ in results}
+    toc = [("verdicts", "Verdicts"), *[(ids[n], r.title) for n, r in results],
+           *([("conclusions", "Conclusions")] if concluded else []), ("frontiers", "Frontiers"), ("jobs", "Jobs"),
+           ("about", "About this report")]
     out = [
         "<!DOCTYPE html>",
         '<html lang="en">',
         "<head>",
         '<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>Sweep {e(rep.sweep_id)}</title>",
-        "<style>table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:3px 6px}"
-        "td.best{font-weight:bold;background:#e6f4e6}p.warning{background:#fff3cd;padding:4px 8px}</style>",
+        f"<style>\n{STYLE}\n</style>",
         "</head>",
         "<body>",
         f"<h1>Sweep {e(rep.sweep_id)}</h1>",
-        "<ul>",
-        f"<li>experiment: <code>{e(rep.experiment)}</code></li>",
-        f"<li>tracking URI: <code>{e(rep.tracking_uri)}</code></li>",
-        f"<li>parent run: <code>{e(rep.parent_run_id or '(none)')}</code></li>",
-        f"<li>jobs: {len(rep.rows)}</li>",
-        *([f"<li>{e(rep.picked)}</li>"] if rep.picked else []),
-        "</ul>",
-        *[f'<p class="warning"><strong>warning:</strong> {e(w)}</p>' for w in rep.warnings],
-        "<p>Best value per column marked (highest, or lowest for violation rates) when one job holds it; "
-        "see Policy vs policy for which differences are real.</p>",
-        '<table id="comparison">',
-        "<thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr></thead>",
-        "<tbody>",
+        f'<p class="meta">experiment <code>{e(rep.experiment)}</code> · {len(rep.rows)} jobs · parent run '
+        f"<code>{e(rep.parent_run_id or '(none)')}</code></p>",
+        '<nav aria-label="contents">Contents: ' + "".join(f'<a href="#{i}">{e(t)}</a>' for i, t in toc) + "</nav>",
+        '<section id="verdicts">',
+        "<h2>Verdicts</h2>",
     ]
-    for r in rep.rows:
-        cells = [f"<td>{e(x)}</td>" for x in (r.run_name, r.policy, r.cost, r.status)]
-        for c in rep.columns:
-            is_best = c.key in best and c.key in r.metrics and r.metrics[c.key] == best[c.key]
-            cls = ' class="best"' if is_best else ""
-            cells.append(f'<td data-key="{e(c.key)}"{cls}>{e(cell_text(r, c))}</td>')
-        out.append("<tr>" + "".join(cells) + "</tr>")
-    out += ["</tbody>", "</table>"]
-    out += [result.as_html() for result in rep.results.values()]
-    concluded = conclusion_lines(rep.results)
+    leads = [r.lead_as_html() for _, r in results if r.lead_as_html()]
+    out += [f'<div class="scroll">\n{lead}</div>' for lead in leads] if leads else [f"<p>{e(NO_VERDICT)}</p>"]
+    out += [f'<p class="warning"><strong>warning:</strong> {e(w)}</p>' for w in rep.warnings]
+    out.append("</section>")
+    for name, result in results:
+        out += [f'<section id="{ids[name]}">', result.as_html(), "</section>"]
     if concluded:
-        out += ["<h2>Conclusions</h2>", "<ul>", *[f"<li>{e(x)}</li>" for x in concluded], "</ul>"]
+        out += ['<section id="conclusions">', "<h2>Conclusions</h2>", "<ul>",
+                *[f"<li>{e(x)}</li>" for x in concluded], "</ul>", "</section>"]
+    out += ['<section id="frontiers">', "<h2>Frontiers</h2>"]
     if plot_bytes:
         b64 = base64.b64encode(plot_bytes).decode("ascii")
-        out += [
-            "<h2>Frontiers</h2>",
-            f'<p><img alt="frontiers" src="data:image/png;base64,{b64}"></p>',
-            f'<p><a href="{PLOT_NAME}">{PLOT_NAME}</a></p>',
-        ]
+        out += [f'<p><img alt="frontiers" src="data:image/png;base64,{b64}"></p>',
+                f'<p><a href="{PLOT_NAME}">{PLOT_NAME}</a></p>']
     else:
         out.append("<p>No frontier series were logged for this sweep.</p>")
-    out += ["</body>", "</html>", ""]
+    out += ["</section>", '<section id="jobs">', "<h2>Jobs</h2>",
+            f"<details><summary>One row per job ({len(rep.rows)} jobs, {len(head)} columns)</summary>",
+            f"<p>{e(JOBS_NOTE)}</p>", '<div class="scroll">', '<table id="comparison">',
+            "<thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr></thead>", "<tbody>"]
+    for r in rep.rows:
+        cells = []
+        for key, text, is_best in _job_cells(rep, best, r):
+            attrs = (f' data-key="{e(key)}"' if key else "") + (' class="best"' if is_best else "")
+            cells.append(f"<td{attrs}>{e(text)}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out += ["</tbody>", "</table>", "</div>", "</details>", "</section>", '<section id="about">',
+            "<h2>About this report</h2>", "<ul>",
+            *[f"<li>{e(k)}: <code>{e(v)}</code></li>" if k != "picked" else f"<li>{e(v)}</li>" for k, v in _about(rep)],
+            "</ul>", "</section>", "</body>", "</html>", ""]
     return "\n".join(out)
 
 
@@ -897,10 +951,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for w in rep.warnings:
         print(f"warning: {w}")
     if rep.decision_filter:
-        from harness.protocols.decision_table import format_text
+        from harness.protocols.decision_table import format_keyvalue
 
-        print(f"Decision table of sweep {rep.sweep_id} ({rep.decision_filter})")
-        print(format_text(rep.decision_table))
+        print(f"Decision table of sweep {rep.sweep_id} ({rep.decision_filter}), one block per row")
+        print(format_keyvalue(rep.decision_table))
     for kind, path in paths.items():
         print(f"{kind}: {path}")
     return 0

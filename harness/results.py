@@ -9,6 +9,11 @@ formatted. ``tests/test_results_page.py`` regenerates a page from fresh runs and
 cited value from the tracking store itself (MLflow's client, not this module) to check each
 number; the papers' figures come from ``harness.published``, each with the passage it quotes.
 
+The page opens on a one-screen summary (``harness.results_summary``): each seed paper's finding
+on each dataset, "reproduced" / "partly" / "not reproduced" by a rule applied to our logged
+numbers (the sections record the claims as they cite the numbers; the sidecar keeps each claim's
+rule and inputs), the reasons and setting differences collapsed into lettered footnotes.
+
 Which runs (choices where nothing else says):
 - A named experiment's runs live in MLflow experiments ``<experiment.name>/<dataset>/<base>-vs-
   <extra>`` (``harness.tracking.mlflow_tracker.experiment_name``): one per dataset it was run on.
@@ -38,6 +43,7 @@ from harness.errors import HarnessError
 from harness.io import atomic_write_text
 from harness.protocols.threshold import CEILING  # the base arm at ceiling: nothing can be rescued
 from harness.published import PAPERS, figure
+from harness.results_summary import Claim, both_include_zero, more_than, positive_and_significant, share_above, summary_lines
 
 DEFAULT_OUT = "docs/results.md"
 EXPERIMENTS = (  # page order: (experiment name, seed paper, title)
@@ -90,6 +96,8 @@ class Page:
         self.lines: list[str] = []
         self.cites: list[Cite] = []
         self.missing: list[list[str]] = []  # [run_id, metric] asked for but not logged: shown as n/a
+        self.claims: list[Claim] = []  # each paper finding judged on each dataset: the page's summary
+        self.dataset = ""  # the dataset of the section being written
 
     def add(self, *lines: str) -> None:
         self.lines.extend(lines)
@@ -263,7 +271,12 @@ def _artifact_frame(client: Any, run_id: str, path: str):
 
     import pandas as pd
 
+    from harness.tracking.sweep_jobs import local_artifact
+
     try:
+        own = local_artifact(client.get_run(run_id), path, getattr(client, "tracking_uri", None))
+        if own is not None:  # a copied store reads its own copy (``artifact_root``)
+            return pd.read_csv(own)
         with tempfile.TemporaryDirectory() as tmp:
             local = client.download_artifacts(run_id, path, tmp)
             return pd.read_csv(local)
@@ -382,6 +395,15 @@ def section_000(page: Page, view: SweepView) -> None:
                  + interval_words(_m(r, "heldout/diff_vs_extra/utility/ci_low"), _m(r, "heldout/diff_vs_extra/utility/ci_high"),
                                   "the adaptive policy", "always-hybrid") + ".")
     page.add("- The paper: \"The 95% intervals both include zero\" (one split of 60 papers).", "")
+    r0 = ridge[costs[0]] if costs else None
+    page.claims += [
+        both_include_zero("000", "the adaptive router cannot be told from always-keep or always-hybrid", page.dataset,
+                          _m(r0, "heldout/diff_vs_base/utility/ci_low"), _m(r0, "heldout/diff_vs_base/utility/ci_high"),
+                          _m(r0, "heldout/diff_vs_extra/utility/ci_low"), _m(r0, "heldout/diff_vs_extra/utility/ci_high"),
+                          names=("adaptive minus always-keep", "adaptive minus always-hybrid")),
+        more_than("000", "hybrid retrieval rescues more questions than it harms", page.dataset,
+                  _m(r0, "table/rescues"), _m(r0, "table/harms"), what="rescues and harms are"),
+    ]
     _policy_table_000(page, view, costs, heads, m, metric)
 
 
@@ -489,6 +511,10 @@ def section_003(page: Page, view: SweepView, client: Any) -> None:
         ["questions", "2,000", "2,000", page.metric(any_run, "table/n_questions", decimals=0)],
     ])
     cost0 = view.costs()[0]
+    n = _m(any_run, "table/n_questions")  # as cited: shares of the questions
+    page.claims.append(more_than("003", "retrieval rescues more questions than it harms", page.dataset,
+                                 _m(any_run, "table/rescues") / n if n else math.nan,
+                                 _m(any_run, "table/harms") / n if n else math.nan, what="rescues and harms are"))
     page.add(f"At the 50% budget (protocol B, {view.param('budget.n_splits', '5')} calibration/test splits; "
              "accuracy in %, usage = realized share of questions sent to RAG; the paper's Qwen2.5-1.5B figures):", "")
     rows = []
@@ -522,6 +548,11 @@ def section_003(page: Page, view: SweepView, client: Any) -> None:
                  f"{page.metric(best[0], f'budget/0.50/exact/{m}', **pct)}% ({names}{', tied' if len(best) > 1 else ''}; random "
                  f"{page.metric(view.find('random', cost0), f'budget/0.50/exact/{m}', **pct)}%, oracle "
                  f"{page.metric(view.find('oracle', cost0), f'budget/0.50/exact/{m}', **pct)}%).")
+    rates = [_m(r, "budget/0.50/deployable/violation_rate") for r in routers if r is not None]
+    rates = [v for v in rates if math.isfinite(v)]
+    page.claims.append(share_above("003", "nominal 50% thresholds overspend in most router x split combinations",
+                                   page.dataset, sum(rates) / len(rates) if rates else math.nan,
+                                   what="the thresholds overspend"))
     page.add(f"- Violation rate of the nominal 50% thresholds over router x split combinations: paper "
              f"{figure('s3.violation50').text}, ours "
              f"{page.mean([(r, 'budget/0.50/deployable/violation_rate') for r in routers], **pct)}%.")
@@ -639,6 +670,10 @@ def section_002(page: Page, view: SweepView, client: Any) -> None:
     predictors = [(p, view.find(p, cost0)) for p, _, _ in PREDICTORS_002 if p not in ("oracle", "random")]
     predictors = [(p, r) for p, r in predictors if r is not None and math.isfinite(_m(r, "gain/pearson_p"))]
     alpha = float(view.param("protocol.alpha", "0.05") or 0.05)
+    sup = view.find("qpp_ridge", cost0)
+    page.claims.append(positive_and_significant(
+        "002", "a supervised post-retrieval predictor correlates with the gain of RAG", page.dataset,
+        _m(sup, "gain/pearson"), _m(sup, "gain/pearson_p"), alpha=alpha, what="its Pearson correlation"))
     nominal = [p for p, r in predictors if _m(r, "gain/pearson_p") < alpha]
     strict = [p for p, r in predictors if _m(r, "gain/pearson_p") < alpha / max(1, len(predictors))]
     page.add(f"- Correlations told from 0 (Pearson p < {alpha:g}, each on its own): "
@@ -801,7 +836,7 @@ def build_page(client: Any, *, variant: str = "full", uri_label: str = "") -> tu
         names = ", ".join(n + suffix for n, _, _ in EXPERIMENTS)
         raise NoRuns(f"no finished sweep of {names} in the tracking store {uri_label or ''}; run "
                      f"`python -m harness -m experiment=<name>` first")
-    page.add("# Results: the seed papers, reproduced",
+    page.add("# Results: the seed papers' findings, re-run on our data and models",
              "",
              "<!-- generated by `python -m harness results`; do not edit: rerun it -->",
              "",
@@ -821,6 +856,7 @@ def build_page(client: Any, *, variant: str = "full", uri_label: str = "") -> tu
         for view in views:
             dataset = view.experiment.split("/")[1] if "/" in view.experiment else view.experiment
             page.add(f"### On {dataset}", "")
+            page.dataset = dataset
             _provenance(page, view)
             if paper == "000":
                 section_000(page, view)
@@ -830,12 +866,15 @@ def build_page(client: Any, *, variant: str = "full", uri_label: str = "") -> tu
                 section_002(page, view, client)
         page.add("Why our numbers differ from the paper's:", "")
         page.add(*(f"- {line}" for line in DIFFERENCES[paper]), "")
+    first = next(i for i, line in enumerate(page.lines) if line.startswith("## "))
+    page.lines[first:first] = summary_lines(page.claims)  # the page opens on the findings, judged
     text = "\n".join(page.lines).rstrip() + "\n"
     sidecar = {
         "generated_by": "python -m harness results",
         "git_commit": git_commit(),
         "variant": variant,
         "numbers": [asdict(c) for c in page.cites],
+        "claims": [asdict(c) for c in page.claims],
         "missing": page.missing,
     }
     return text, sidecar

@@ -58,3 +58,45 @@ def test_table_build_off_a_terminal_prints_the_time_left(tmp_path, capsys):
     assert len(progress) >= 2, out
     assert all(" left (" in line and "units/s measured here" in line for line in progress[:-1])
     assert progress[-1].endswith(", done")
+
+
+def test_the_warm_up_times_its_second_run_and_gives_the_first_estimate():
+    from harness.progress import expect_text, warm_up_rate
+
+    clock, runs = Clock(), []
+
+    def work():  # the first run also loads the models: 10 s; then 2 s for 50 units
+        clock.t += 10.0 if not runs else 2.0
+        runs.append(1)
+
+    assert warm_up_rate(work, 50, clock=clock) == pytest.approx(25.0) and len(runs) == 2
+    assert warm_up_rate(work, 0, clock=clock) is None
+    assert expect_text(1000, "units", 25.0) == "expect about 40s (25 units/s in a warm-up here)"
+    assert expect_text(1000, "units", None) == "the time left is measured as the work is done"
+    lines = []
+    p = Progress("table x", 1000, "units", clock=clock, out=lines.append, warm_up_rate=25.0)
+    assert p.line().endswith("about 40s left (25 units/s in a warm-up here)")  # before anything is computed
+    clock.t += 10.0
+    p.advance(100)  # then the rate measured by the build itself: 10 units/s
+    assert p.line().endswith("about 1m30s left (10 units/s measured here)")
+
+
+def test_a_cold_table_build_warms_up_on_one_pool_and_keeps_the_same_table(tmp_path, capsys):
+    from harness.retrieval.table import build_outcome_table
+    from harness.retrieval.warm_up import warm_up_pool
+    from tests.test_retrieval_table import ARMS_CFG, MAXSIM, FakeEncoder, tiny_dataset
+
+    data = tiny_dataset(extra_docs=60)  # 304 units: a 5-unit pool is under the warm-up's share
+    pool = warm_up_pool(data, [[p] for p in sorted(data.pools)], tmp_path / "none", 304)
+    assert pool == ["d0"]  # the median pool of the first shard to compute (one pool per shard here)
+    warm = build_outcome_table(data, ARMS_CFG, MAXSIM, cache_dir=tmp_path / "a", encoder=FakeEncoder())
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("[route-bench] building outcome table ") and "units/s in a warm-up here)" in first
+    assert "expect about " in first
+    quiet = build_outcome_table(data, ARMS_CFG, MAXSIM, cache_dir=tmp_path / "b", encoder=FakeEncoder(), progress=False)
+    assert capsys.readouterr().out == ""  # progress=False: no warm-up, no line
+    same = [c for c in warm.frame.columns if not c.endswith("_ms") and "seconds" not in c]
+    assert warm.key == quiet.key and warm.frame[same].equals(quiet.frame[same])  # the warm-up's rows are discarded
+    # a pool too large for a warm-up (the tiny table: 19 units, pools of 4-5): measured as shards are done
+    build_outcome_table(tiny_dataset(), ARMS_CFG, MAXSIM, cache_dir=tmp_path / "c", encoder=FakeEncoder())
+    assert capsys.readouterr().out.splitlines()[0].endswith("the time left is measured as the work is done")

@@ -318,65 +318,120 @@ def test_warnings_ceiling_and_unresolvable_heldout(tmp_path, capsys):
     assert w.startswith(report.NO_DIFFERENCE)
 
 
-def test_sweep_plot_bands_references_fixed_points_and_limits():
-    import math
+def _plot_rows(n_policies: int = 1) -> list:
+    """ridge-like rows with exact and deployable series (deployable sd logged), policy i a bit
+    lower than policy i-1, plus the two fixed decisions."""
+    from harness.report import JobRow
 
+    steps, usage = (25, 50, 75), (0.25, 0.5, 0.75)
+    rows = []
+    for i in range(n_policies):
+        hits = tuple(h - 0.01 * i for h in (0.735, 0.745, 0.757))
+        metrics = {f"budget/{step / 100:.2f}/deployable/hit_at_10_std": 0.004 for step in steps}
+        series = {
+            "frontier/exact/hit_at_10": list(zip(steps, (h + 0.002 for h in hits))),
+            "frontier/exact/realized_usage": list(zip(steps, usage)),
+            "frontier/exact/random_matched": [(s, 0.70 + 0.1 * u) for s, u in zip(steps, usage)],
+            "frontier/exact/oracle_matched": [(s, min(1.0, 0.70 + 0.3 * u)) for s, u in zip(steps, usage)],
+            "frontier/deployable/hit_at_10": list(zip(steps, hits)),
+            "frontier/deployable/realized_usage": list(zip(steps, usage)),
+        }
+        name = "ridge" if i == 0 else f"p{i}"
+        rows.append(JobRow(name, name, "FINISHED", name, "0", metrics, series))
+    # listed last-first so the leaders-first order is the report's doing
+    rows.reverse()
+    rows += [
+        JobRow("b", "always_keep", "FINISHED", "always_keep", "0",
+               {"budget/fixed/hit_at_10": 0.70, "budget/fixed/realized_usage": 0.0}),
+        JobRow("e", "always_extra", "FINISHED", "always_extra", "0",
+               {"budget/fixed/hit_at_10": 0.80, "budget/fixed/realized_usage": 1.0}),
+    ]
+    return rows
+
+
+def test_sweep_plot_bands_references_fixed_points_and_limits():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.collections import PolyCollection
 
-    from harness.report import JobRow, SweepReport, draw_frontiers
+    from harness.report import SweepReport, draw_frontiers
 
-    steps, usage = (25, 50, 75), (0.25, 0.5, 0.75)
-    hits = (0.735, 0.745, 0.757)
-    metrics = {}
-    for step, h in zip(steps, hits):
-        metrics[f"budget/{step / 100:.2f}/exact/hit_at_10_std"] = 0.004
-    series = {
-        "frontier/exact/hit_at_10": list(zip(steps, hits)),
-        "frontier/exact/realized_usage": list(zip(steps, usage)),
-        "frontier/exact/random_matched": [(s, 0.70 + 0.1 * u) for s, u in zip(steps, usage)],
-        "frontier/exact/oracle_matched": [(s, min(1.0, 0.70 + 0.3 * u)) for s, u in zip(steps, usage)],
-        "frontier/deployable/hit_at_10": list(zip(steps, hits)),
-        "frontier/deployable/realized_usage": list(zip(steps, usage)),
-    }
-    rows = [
-        JobRow("r", "ridge", "FINISHED", "ridge", "0", metrics, series),
-        JobRow("b", "always_keep", "FINISHED", "always_keep", "0",
-               {"budget/fixed/hit_at_10": 0.70, "budget/fixed/realized_usage": 0.0}),
-        JobRow("e", "always_extra", "FINISHED", "always_extra", "0",
-               {"budget/fixed/hit_at_10": 0.80, "budget/fixed/realized_usage": 1.0}),
-    ]
-    rep = SweepReport("s", "uri", "exp", None, rows, [], "hit_at_10")
-    fig, axes = plt.subplots(1, 2, sharey=True)
+    rep = SweepReport("s", "uri", "exp", None, _plot_rows(), [], "hit_at_10")
+    fig, axes = plt.subplots(1, 2, sharey=True, squeeze=False)
     try:
         assert draw_frontiers(rep, axes)
-        exact, deployable = axes
-        lines = {ln.get_label(): ln for ln in exact.get_lines()}
-        (band,) = [c for c in exact.collections if isinstance(c, PolyCollection)]
+        panel, spare = axes[0]
+        assert panel.get_title() == "ridge" and not spare.get_visible()  # one policy: one panel
+        lines = {ln.get_label(): ln for ln in panel.get_lines()}
+        (band,) = [c for c in panel.collections if isinstance(c, PolyCollection)]
         ys = np.concatenate([p.vertices[:, 1] for p in band.get_paths()])
         assert ys.min() == pytest.approx(0.735 - 0.004) and ys.max() == pytest.approx(0.757 + 0.004)
-        # the deployable frontier logged no _std: no band
-        assert not [c for c in deployable.collections if isinstance(c, PolyCollection)]
+        assert np.allclose(lines["deployable frontier"].get_ydata(), (0.735, 0.745, 0.757))
+        exact = lines["exact frontier"]
+        assert exact.get_linestyle() == "--" and np.allclose(exact.get_ydata(), (0.737, 0.747, 0.759))
         rnd, orc = lines["random (matched usage)"], lines["oracle (matched usage)"]
-        assert np.allclose(rnd.get_xdata(), usage) and np.allclose(rnd.get_ydata(), [0.725, 0.75, 0.775])
+        assert np.allclose(rnd.get_xdata(), (0.25, 0.5, 0.75)) and np.allclose(rnd.get_ydata(), [0.725, 0.75, 0.775])
         assert np.allclose(orc.get_ydata(), [0.775, 0.85, 0.925])
-        fixed = {ln.get_label(): ln for ln in exact.get_lines() if "(fixed" in ln.get_label()}
+        fixed = {ln.get_label(): ln for ln in panel.get_lines() if "(fixed" in ln.get_label()}
         assert sorted((float(ln.get_xdata()[0]), float(ln.get_ydata()[0])) for ln in fixed.values()) == [
             (0.0, 0.70), (1.0, 0.80)]
         assert all(ln.get_linestyle() == "None" for ln in fixed.values())
-        for ax in axes:
-            assert ax.get_xlim() == (0.0, 1.0)
-            lo, hi = ax.get_ylim()
-            assert lo <= 0.70 and hi >= 0.925  # references and fixed points, not only the band
-        assert not math.isnan(lo)
+        assert panel.get_xlim() == (0.0, 1.0)
+        lo, hi = panel.get_ylim()
+        assert lo <= 0.70 and hi >= 0.925  # references and fixed points, not only the band
     finally:
         plt.close(fig)
 
 
-def test_line_styles_distinct_beyond_ten():
-    styles = [report.line_style(i) for i in range(25)]
-    assert len(set((tuple(c), ls) for c, ls in styles)) == 25
-    assert len({tuple(c) for c, _ in styles[:10]}) == 10
+def test_the_two_fixed_decisions_have_distinct_markers_and_one_legend(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from harness.plots import legend_handles
+    from harness.report import SweepReport, draw_frontiers
+
+    rep = SweepReport("s", "uri", "exp", None, _plot_rows(), [], "hit_at_10")
+    fig, axes = plt.subplots(1, 1, squeeze=False)
+    try:
+        draw_frontiers(rep, axes)
+        handles = legend_handles(axes)
+        keep = handles["always_keep (fixed, usage 0)"]
+        extra = handles["always_extra (fixed, usage 1)"]
+        assert keep.get_marker() != extra.get_marker()
+        assert keep.get_color() != extra.get_color()
+        assert "*" not in (keep.get_marker(), extra.get_marker())  # not the old shared red star
+    finally:
+        plt.close(fig)
+    # the written figure carries the legend with both (one legend for the figure)
+    assert report.plot_report_frontiers(rep, tmp_path / "f.png")
+    assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_ten_policies_get_a_panel_each_leaders_first():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from harness.plots import OTHERS, panel_grid
+    from harness.report import SweepReport, draw_frontiers, frontier_panels
+
+    rep = SweepReport("s", "uri", "exp", None, _plot_rows(10), [], "hit_at_10")
+    labels = [label for label, _ in frontier_panels(rep)]
+    assert labels == ["ridge", *[f"p{i}" for i in range(1, 10)]]  # highest mean deployable outcome first
+    rows, cols = panel_grid(len(labels))
+    assert rows * cols >= 10 and cols <= 4
+    fig, axes = plt.subplots(rows, cols, squeeze=False)
+    try:
+        assert draw_frontiers(rep, axes)
+        shown = [ax for ax in axes.ravel() if ax.get_visible()]
+        assert [ax.get_title() for ax in shown] == labels
+        for ax in shown:  # the panel's policy in colour, the nine others in grey behind it
+            grey = [ln for ln in ax.get_lines() if ln.get_label() == "other policies"]
+            assert len(grey) == 9 and all(ln.get_color() == OTHERS for ln in grey)
+    finally:
+        plt.close(fig)

@@ -185,6 +185,7 @@ def test_fast_page_numbers_are_the_runs_values(fast_store):
     sidecar = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
     assert _check_cites(page, sidecar, MlflowClient(tracking_uri=uri)) > 100
     _ours_cells_are_cited(page, sidecar)
+    _summary_is_its_claims(page, sidecar)
     assert sidecar["missing"] == [], sidecar["missing"]  # every metric the page reads was logged
     # the three experiments are on it, each with its paper's figures beside ours
     for title in ("seed 000", "seed 003", "seed 002"):
@@ -240,6 +241,31 @@ def test_results_refuse_an_empty_or_missing_store(tmp_path):
     assert "--tracking-uri" in proc.stderr and not (tmp_path / "r.md").exists()
 
 
+def _summary_is_its_claims(page: str, sidecar: dict) -> None:
+    """The page opens on the summary; each claim's status is its rule re-applied to its recorded
+    inputs, each input is a number the page cites, and the table is the claims rendered."""
+    from harness import results_summary as rs
+
+    headings = [line for line in page.splitlines() if line.startswith("## ")]
+    assert headings[0] == "## Summary"
+    summary = page[page.index("## Summary"):page.index(headings[1])]
+    assert len(summary.splitlines()) <= 40  # one screen
+    assert max(len(line) for line in summary.splitlines() if line.startswith("|")) <= 140
+    cited = [c["value"] for c in sidecar["numbers"]]
+    claims = []
+    for c in sidecar["claims"]:
+        settings = {k: tuple(v) if isinstance(v, list) else v for k, v in c["settings"].items()}
+        again = getattr(rs, c["rule"])(c["seed"], c["finding"], c["dataset"], *c["args"], **settings)
+        assert (again.status, again.reasons) == (c["status"], c["reasons"]), c
+        for x in (x for x in c["args"] if x == x):  # a NaN input is a number not logged, nothing cited
+            assert any(math.isclose(x, v, rel_tol=1e-12) for v in cited if v == v), (c["finding"], x)
+        claims.append(again)
+    assert claims and "\n".join(rs.summary_lines(claims)).strip() in page
+    for line in summary.splitlines():  # words only in the table: no column mixes units
+        if line.startswith("| ") and not line.startswith("| finding"):
+            assert not re.search(r"\d", "|".join(line.split("|")[2:])), line
+
+
 # ---- the committed page -------------------------------------------------------------------------
 def test_committed_page_matches_its_sidecar():
     assert PAGE.is_file() and SIDECAR.is_file(), "docs/results.md and docs/results.json are generated together"
@@ -255,6 +281,7 @@ def test_committed_page_matches_its_sidecar():
         pos = at + len(cite["text"])
     assert sidecar.get("missing") == [], "metrics the page asked for but the runs do not have"
     _ours_cells_are_cited(page, sidecar)
+    _summary_is_its_claims(page, sidecar)
     assert re.search(r"Dataset fingerprint: `[0-9a-f]{8,}", page)
     for f in FIGURES:  # every published figure we can compare is on the page
         assert f.text in page, f.key

@@ -153,36 +153,60 @@ def decision_table_result(table, filtered: str = "") -> SweepResult | None:
     """Protocol B's sweep stage from its decision table: ``decision_table.csv`` (every column,
     full precision), ``.json`` (the MLflow UI's table view), ``.md`` and ``.html``, the compact
     console text; ``filtered`` (e.g. "budget 0.25") titles a restricted table (the report's
-    ``--budget`` / ``--cost``). None when no job ran protocol B."""
+    ``--budget`` / ``--cost``). The report's section: the verdicts as its lead, then one short
+    table per budget and every column folded under them. None when no job ran protocol B."""
     import html
 
     from harness.protocols import verdict as vd
     from harness.protocols.decision_table import (
-        budget_markdown, conclusions, format_console, format_html, format_markdown, open_comparisons,
+        budget_html, budget_markdown, conclusions, format_console, format_html, format_markdown, legend,
+        open_comparisons,
     )
 
     if table is None or not len(table):
         return None
+    e = html.escape
     title = "Decision table" + (f" ({filtered})" if filtered else "")
     verdicts = vd.verdicts(table, table.attrs.get("fixed_comparisons", []))
     files = {f"{DECISION_TABLE}.md": f"# Decision table\n\n{format_markdown(table)}\n",
              f"{DECISION_TABLE}.html": format_html(table, standalone=True)}
-    for budget in sorted(set(table["budget"].dropna().astype(float))):  # one small page per budget
+    budgets = sorted(set(table["budget"].dropna().astype(float)))
+    for budget in budgets:  # one small page per budget
         files[f"{DECISION_TABLE}_rho{budget:g}.md"] = budget_markdown(table, budget)
     tables = {DECISION_TABLE: table}
     headline = vd.format_console(verdicts)
-    page = ""
+    lead_md = lead_html = None
     if len(verdicts):
         tables[VERDICTS] = verdicts
-        page = f"## Verdicts\n\n{vd.format_markdown(verdicts)}\n\n"
+        words = vd.legend_text(verdicts)
+        lead_md = f"{vd.format_markdown(verdicts)}\n\n{words}\n"
+        lead_html = f"{vd.format_html(verdicts)}\n<p class=\"legend\">{e(words)}</p>\n"
         files[f"{VERDICTS}.md"] = f"# Verdicts\n\n{vd.format_markdown(verdicts)}\n\n{headline}\n"
+    per_budget = [f'<h3>Budget {b:g}</h3>\n<div class="scroll">\n{budget_html(table, b)}\n</div>' for b in budgets]
+    page = "\n".join([f"<h2>{e(title)}</h2>", *per_budget, f'<p class="legend">{e(legend(table))}</p>',
+                      f"<details><summary>Every column ({len(table)} rows, as decision_table.csv)</summary>",
+                      f'<div class="scroll">\n{format_html(table)}\n</div>', "</details>", ""])
     return SweepResult(
         title=title, text=format_console(table), tables=tables, ui_tables=(DECISION_TABLE,), files=files,
-        markdown=f"{page}## {title}\n\n{format_markdown(table)}\n",
-        html=f"<h2>{html.escape(title)}</h2>\n{format_html(table)}\n", raw=table, conclusion=conclusions(table),
+        markdown=_decision_markdown(table, title, budgets), html=page, raw=table, conclusion=conclusions(table),
         open_comparisons=open_comparisons(table), headline=headline, params=vd.mlflow_params(verdicts),
-        metrics=vd.mlflow_metrics(verdicts),
+        metrics=vd.mlflow_metrics(verdicts), lead_markdown=lead_md, lead_html=lead_html,
     )
+
+
+def _decision_markdown(table, title: str, budgets: list[float]) -> str:
+    """The report's decision table in Markdown: one short table per budget (the parent run's
+    ``decision_table_rho<budget>.md`` without its title), every column folded under them."""
+    from harness.protocols.decision_table import budget_markdown, format_markdown, legend, md_escape
+
+    parts = [f"## {title}", ""]
+    for b in budgets:
+        body = budget_markdown(table, b).split("\n", 2)[2]  # drop its own "# ..." title
+        parts += [f"### Budget {b:g}", "", body.split("\n\n")[0], ""]
+    parts += [md_escape(legend(table)), ""] if budgets else []
+    parts += [f"<details><summary>Every column ({len(table)} rows, as decision_table.csv)</summary>", "",
+              format_markdown(table), "", "</details>", ""]
+    return "\n".join(parts)
 
 
 # protocol A warns on its held-out questions (ThresholdResult.summary); B and C warn on their test

@@ -654,18 +654,18 @@ def format_markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines + ["", md_escape(legend(table))])
 
 
-def budget_markdown(table: pd.DataFrame, budget: float) -> str:
-    """The decision table at one budget as a small Markdown table that the MLflow UI renders
-    whole (``decision_table_rho<budget>.md`` on the parent run): per cost, the reference first
-    (``ref``, named by how it was chosen), then the policies by utility, then the fixed
-    decisions; the columns a decision needs (every column: ``decision_table.csv``)."""
+BUDGET_HEADER = ("cost", "policy", "mark", "utility", "usage", "over budget", "policy - ref [95%]", "Holm p", "note")
+
+
+def budget_cells(table: pd.DataFrame, budget: float) -> list[list[str]]:
+    """The decision table at one budget, the columns a decision needs (``BUDGET_HEADER``; every
+    column: ``decision_table.csv``): per cost, the reference first (``ref``, named by how it was
+    chosen), then the policies by utility, then the fixed decisions."""
     from harness.protocols.verdict import ref_name
 
     pm = "±"
     at = table[((table["budget"].astype(float) - budget).abs() <= 1e-9) | (table["kind"] == "fixed")]
-    lines = [f"# Decision table at budget {budget:g}", "",
-             "| cost | policy | mark | utility | usage | over budget | policy - ref [95%] | Holm p | note |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    rows = []
     for r in at.itertuples():
         mark = r.mark
         if r.mark == "ref":
@@ -681,10 +681,53 @@ def budget_markdown(table: pd.DataFrame, budget: float) -> str:
             diff = f"{r.diff_vs_ref:+.3f}{ci}"
         over = "" if r.kind == "fixed" or r.violation_rate != r.violation_rate else (
             f"{int(round(r.violation_rate * r.n_runs))} of {int(r.n_runs)}")
-        cells = [f"{r.cost:g}", r.policy, mark, f"{r.utility:.3f}{pm}{r.utility_sd:.3f}", f"{r.usage:.2f}", over, diff,
-                 _num(r.p_holm_table, 3), r.note]
-        lines.append("| " + " | ".join(md_escape(c) for c in cells) + " |")
+        rows.append([f"{r.cost:g}", str(r.policy), str(mark), f"{r.utility:.3f}{pm}{r.utility_sd:.3f}",
+                     f"{r.usage:.2f}", over, diff, _num(r.p_holm_table, 3), str(r.note)])
+    return rows
+
+
+def budget_markdown(table: pd.DataFrame, budget: float) -> str:
+    """The decision table at one budget as a small Markdown table that the MLflow UI renders
+    whole (``decision_table_rho<budget>.md`` on the parent run; ``budget_cells``)."""
+    lines = [f"# Decision table at budget {budget:g}", "", "| " + " | ".join(BUDGET_HEADER) + " |",
+             "|" + "---|" * len(BUDGET_HEADER)]
+    lines += ["| " + " | ".join(md_escape(c) for c in cells) + " |" for cells in budget_cells(table, budget)]
     return "\n".join(lines + ["", md_escape(legend(table)), ""])
+
+
+def budget_html(table: pd.DataFrame, budget: float) -> str:
+    """``budget_cells`` as an HTML table (the report's decision table at one budget)."""
+    import html
+
+    e = html.escape
+    out = [f'<table class="decision-budget" data-budget="{budget:g}">',
+           "<thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in BUDGET_HEADER) + "</tr></thead>", "<tbody>"]
+    out += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in cells) + "</tr>" for cells in budget_cells(table, budget)]
+    return "\n".join(out + ["</tbody>", "</table>"])
+
+
+def format_keyvalue(table: pd.DataFrame, width: int = 100) -> str:
+    """Every column as ``key: value`` lines, one block per row (the report command's stdout for
+    ``--budget`` / ``--cost``: a row of every column is hundreds of characters wide); no line
+    longer than ``width``; empty values left out; the legend last, wrapped."""
+    import textwrap
+
+    header, rows = _text_cells(table)
+    lead = ("cost", "budget", "policy", "kind", "mark")
+    at = {c: i for i, c in enumerate(COLUMNS)}
+    pad = max(len(h) for h in header) + 2
+    lines: list[str] = []
+    for cells in rows:
+        where = ", ".join(f"{c} {cells[at[c]]}" for c in ("cost", "budget") if cells[at[c]])
+        mark = f", mark {cells[at['mark']]}" if cells[at["mark"]] else ""
+        lines += ["", *textwrap.wrap(f"{cells[at['policy']]} ({where}; {cells[at['kind']]}{mark})", width)]
+        for col, name, value in zip(COLUMNS, header, cells):
+            if col in lead or value == "":
+                continue
+            lines += textwrap.wrap(value, width, initial_indent=f"  {name + ':':<{pad}}", subsequent_indent=" " * (pad + 2),
+                                   break_long_words=True)
+    legend_lines = textwrap.wrap(legend(table), width, subsequent_indent="  ")
+    return "\n".join([*lines[1:], "", *legend_lines])
 
 
 def format_html(table: pd.DataFrame, *, standalone: bool = False) -> str:

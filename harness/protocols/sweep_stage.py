@@ -25,6 +25,8 @@ Where a result goes:
   question, e.g. protocol B's verdict per cost and budget (``harness.protocols.verdict``):
   what the sweep's console prints instead of the full ``text`` (``verbose=true`` prints both),
   and the first thing of the parent run's description;
+- ``lead_markdown`` / ``lead_html``: the report's opening section, the answer before the tables
+  (e.g. protocol B's verdicts as a table); default: the ``headline`` in a code block, or nothing;
 - ``params``: parent-run params (short texts, sortable columns of the runs table), e.g.
   ``verdict/c0.02/b0.25``.
 A result whose artifact or metric names clash with another protocol's is refused
@@ -113,6 +115,8 @@ class SweepResult:
     conclusion: str = ""
     headline: str = ""
     params: dict[str, str] = field(default_factory=dict)
+    lead_markdown: str | None = None
+    lead_html: str | None = None
     # the comparisons that could not tell a policy from its reference (``harness.paired.closing_line``)
     open_comparisons: list[dict] = field(default_factory=list)
 
@@ -133,6 +137,17 @@ class SweepResult:
         if self.html is not None:
             return self.html
         return f"<h2>{html_lib.escape(self.title)}</h2>\n<pre>{html_lib.escape(self.text)}</pre>\n"
+
+
+    def lead_as_markdown(self) -> str:
+        if self.lead_markdown is not None:
+            return self.lead_markdown
+        return f"```\n{self.headline}\n```\n" if self.headline else ""
+
+    def lead_as_html(self) -> str:
+        if self.lead_html is not None:
+            return self.lead_html
+        return f"<pre>{html_lib.escape(self.headline)}</pre>\n" if self.headline else ""
 
 
 def failed_result(name: str, exc: BaseException) -> SweepResult:

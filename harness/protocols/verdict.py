@@ -278,7 +278,6 @@ def format_console(frame: pd.DataFrame, width: int = WIDTH) -> str:
     the flags."""
     if frame.empty:
         return ""
-    alpha, family = frame.attrs.get("alpha", 0.05), frame.attrs.get("family", len(frame))
     header = ["cost", "rho", "verdict", "policy - fixed [95%]", "usage", "over budget"]
     body = []
     for r in frame.itertuples():
@@ -299,10 +298,7 @@ def format_console(frame: pd.DataFrame, width: int = WIDTH) -> str:
             lines.append(line)
     refs = " / ".join(sorted({r.chosen for r in frame.itertuples() if r.chosen})) or "best on calibration"
     title = f"Verdict per cost and budget (protocol B, test halves; the router: the policy {refs})"
-    alpha = alpha if isinstance(alpha, (int, float)) else "per cell (protocol.alpha)"
-    legend = (f"policy - fixed: the router's utility minus always_keep's (or always_extra's where usage 1 fits the "
-              f"budget), 95% interval unadjusted; verdicts at Holm alpha {alpha} over the {family} distinct "
-              f"comparisons of {len(frame)} cells.")
+    legend = legend_text(frame)
     flags = [f"! {'the split choice *' if str(r.policy).startswith('best on ') else r.policy} at c={_g(r.cost)}, "
              f"rho={_g(r.budget)}: {r.flag}" for r in frame.itertuples() if r.flag]
     if len(flags) > 2:
@@ -315,6 +311,15 @@ def format_console(frame: pd.DataFrame, width: int = WIDTH) -> str:
     if len(notes) > 2:
         notes = [f"{len(notes)} cells chose their router from a tie on calibration (verdicts.csv, note)"]
     return "\n".join([*wrap(title, width), *lines, *[w for f in [legend, *flags, *notes] for w in wrap(f, width)]])
+
+
+def legend_text(frame: pd.DataFrame) -> str:
+    """What "policy - fixed" means and the test behind the verdicts (console, report)."""
+    alpha, family = frame.attrs.get("alpha", 0.05), frame.attrs.get("family", len(frame))
+    alpha = alpha if isinstance(alpha, (int, float)) else "per cell (protocol.alpha)"
+    return (f"policy - fixed: the router's utility minus always_keep's (or always_extra's where usage 1 fits the "
+            f"budget), 95% interval unadjusted; verdicts at Holm alpha {alpha} over the {family} distinct "
+            f"comparisons of {len(frame)} cells.")
 
 
 def wrap(text: str, width: int = WIDTH) -> list[str]:
@@ -342,6 +347,23 @@ def format_markdown(frame: pd.DataFrame) -> str:
         lines.append(f"| {_g(r.cost)} | {_g(r.budget)} | {md_escape(r.verdict)} | {md_escape(r.chosen)} | "
                      f"{md_escape(extra)} |")
     return "\n".join(lines)
+
+
+def format_html(frame: pd.DataFrame) -> str:
+    """The verdicts as an HTML table (the report's first section), each kind a CSS class
+    (``deploy``, ``no-router``, ``cannot-tell``) so a reader finds the decisions by colour."""
+    import html
+
+    e = html.escape
+    out = ['<table id="verdicts">',
+           "<thead><tr><th>cost</th><th>budget</th><th>verdict</th><th>router chosen</th><th>flag</th></tr></thead>",
+           "<tbody>"]
+    for r in frame.itertuples():
+        extra = "; ".join(x for x in (r.flag, r.note) if x)
+        kind = str(r.kind).replace(" ", "-")
+        out.append(f'<tr class="{e(kind)}"><td>{_g(r.cost)}</td><td>{_g(r.budget)}</td><td>{e(str(r.verdict))}</td>'
+                   f"<td>{e(str(r.chosen))}</td><td>{e(extra)}</td></tr>")
+    return "\n".join(out + ["</tbody>", "</table>"])
 
 
 def _key(cost: float, budget: float) -> str:

@@ -12,7 +12,8 @@ written atomically, and the build holds ``<key>/.lock`` so two processes cannot 
 interrupted build resumes from the shards already written. ``table.parquet`` only appears once
 all shards are done, so a failed build never leaves a table behind.
 
-A cold build first prints one line (units, shards); tqdm bars show progress on a terminal, and
+A cold build first prints one line (units, shards, and the time to expect at the rate of a
+one-pool warm-up on this machine, ``harness.retrieval.warm_up``); tqdm bars show progress on a terminal, and
 where stdout is not a terminal (a log file, CI) plain progress lines do (``harness.progress``):
 after every computed shard and at most one per 30 s otherwise, each with the units done, the
 time elapsed and the time left at the rate measured on this machine so far (from the first
@@ -43,7 +44,8 @@ from harness.io import (
     move_aside,
     verify_file,
 )
-from harness.progress import Progress
+from harness.progress import Progress, expect_text
+from harness.retrieval.warm_up import table_rate
 from harness.retrieval.arms import ARMS, ArmParams, batch_independent, compute_shard
 from harness.retrieval.bm25 import BM25Params
 from harness.retrieval.dense_index import DenseIndexParams
@@ -334,13 +336,16 @@ def build_outcome_table(
         bar_pools = tqdm(total=sum(map(len, shards)), desc="pools encoded", unit="pool", disable=not show)
         bar_q = tqdm(total=len(dataset.questions), desc="questions reranked", unit="q", disable=not show)
         reused = computed = 0
-        fwd0 = forward_seconds_of(encoder) + forward_seconds_of(reranker)
         n_units = int(sum(len(dataset.pools[p]) for s in shards for p in s))
+        rate = None
         if progress is not False:  # the notice shows on a terminal too; progress lines only off it
+            rate = table_rate(dataset, shards, folder, n_units, encoder, reranker, params)  # this machine, now
             print(f"[route-bench] building outcome table {key[:12]} for {dataset.name}: {n_units} units in "
-                  f"{len(shards)} shards (shards already on disk are reused; the time left is measured as "
-                  "shards are computed)", flush=True)
-        eta = Progress(f"outcome table {key[:12]}", n_units, "units", emit=_progress_lines(progress))
+                  f"{len(shards)} shards (shards already on disk are reused); {expect_text(n_units, 'units', rate)}",
+                  flush=True)
+        fwd0 = forward_seconds_of(encoder) + forward_seconds_of(reranker)
+        eta = Progress(f"outcome table {key[:12]}", n_units, "units", emit=_progress_lines(progress),
+                       warm_up_rate=rate)
         t_start = time.perf_counter()
         try:
             frames = []

@@ -131,12 +131,12 @@ def resolve_tracking_uri(tracking: Mapping[str, Any], launch_dir: str | os.PathL
 
 
 def artifact_location(uri: str) -> str | None:
-    """Artifacts of a SQLite store go to ``artifacts/`` next to the database file; other stores
-    (a server, a file store) decide themselves (None)."""
-    if uri.startswith("sqlite:///"):
-        db = Path(uri[len("sqlite:///"):])
-        return (db.parent / "artifacts").resolve().as_uri()
-    return None
+    """Artifacts of a SQLite store go to ``artifacts/`` next to the database file, found there
+    again after the store folder is copied or moved (``harness.tracking.artifact_root``); other
+    stores (a server, a file store) decide themselves (None)."""
+    from harness.tracking.artifact_root import own_root
+
+    return own_root(uri)
 
 
 def experiment_name(cfg: Mapping[str, Any]) -> str:
@@ -497,6 +497,15 @@ class Tracker:
         GenAI views (traces, evaluation runs) it guesses for an experiment of unknown kind."""
         from mlflow.exceptions import MlflowException
 
+        from harness.tracking.artifact_root import ROOT_NAME, ROOT_TAG, own_root, relocate
+
+        if artifact_location is not None and artifact_location == own_root(self.uri):
+            # the store's own artifacts/ folder: tagged as relative to the store, and a copied
+            # store's recorded roots rewritten to it before any run is created (``artifact_root``)
+            self._retry(lambda: relocate(self.uri))
+            own_root = {ROOT_TAG: ROOT_NAME}
+        else:
+            own_root = {}
         exp = self._retry(lambda: self.client.get_experiment_by_name(name))
         if exp is None:
             try:
@@ -509,7 +518,9 @@ class Tracker:
         else:
             exp_id = exp.experiment_id
         tags = dict(exp.tags) if exp is not None else {}
-        for key, value in EXPERIMENT_TAGS.items():
+        if exp is not None and own_root and exp.artifact_location.rstrip("/") != artifact_location.rstrip("/"):
+            own_root = {}  # an experiment with a root of its own (made elsewhere) keeps it, untagged
+        for key, value in {**EXPERIMENT_TAGS, **own_root}.items():
             if key not in tags:  # a kind the user chose in the UI stays
                 self._retry(lambda k=key, v=value: self.client.set_experiment_tag(exp_id, k, v))
         return exp_id

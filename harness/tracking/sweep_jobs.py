@@ -12,21 +12,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from harness.protocols.sweep_stage import SweepJob
 
 PROGRESS_ENV = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
 
 
-def local_artifact(run: Any, name: str) -> Path | None:
-    """The artifact's own file when the run's artifacts live on this machine, else None."""
-    uri = str(getattr(run.info, "artifact_uri", "") or "")
-    parsed = urlparse(uri)
-    if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
-        return None
-    path = Path(unquote(parsed.path)) / name
-    return path if path.is_file() else None
+def local_artifact(run: Any, name: str, tracking_uri: str | None = None) -> Path | None:
+    """The artifact's own file when the run's artifacts live on this machine, else None; in a
+    local SQLite store, found in the store's own folder first (``artifact_root``: a copied
+    store reads its copy, not the folder the run recorded)."""
+    from harness.tracking.artifact_root import run_artifact_dir
+
+    folder = run_artifact_dir(tracking_uri, run.info.run_id, str(getattr(run.info, "artifact_uri", "") or ""))
+    path = None if folder is None else folder / name
+    return path if path is not None and path.is_file() else None
 
 
 def download_artifact(client: Any, run_id: str, name: str, folder: Path) -> Path | None:
@@ -54,7 +54,7 @@ def sweep_job(client: Any, run: Any, folder: Path) -> SweepJob:
 
     def open_artifact(name: str) -> Path | None:
         if name not in fetched:
-            fetched[name] = local_artifact(run, name) or download_artifact(client, run_id, name, folder / run_id)
+            fetched[name] = local_artifact(run, name, getattr(client, "tracking_uri", None)) or download_artifact(client, run_id, name, folder / run_id)
         return fetched[name]
 
     return SweepJob(run_id=run_id, run_name=run.info.run_name or run_id, status=run.info.status,
