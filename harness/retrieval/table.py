@@ -339,7 +339,10 @@ def build_outcome_table(
         n_units = int(sum(len(dataset.pools[p]) for s in shards for p in s))
         rate = None
         if progress is not False:  # the notice shows on a terminal too; progress lines only off it
-            rate = table_rate(dataset, shards, folder, n_units, encoder, reranker, params)  # this machine, now
+            # this machine, now; the encoder itself, not the embedding cache (its second, timed run
+            # would read the vectors the first one stored)
+            plain = encoder.inner if isinstance(encoder, CachedEncoder) else encoder
+            rate = table_rate(dataset, shards, folder, n_units, plain, reranker, params)
             print(f"[route-bench] building outcome table {key[:12]} for {dataset.name}: {n_units} units in "
                   f"{len(shards)} shards (shards already on disk are reused); {expect_text(n_units, 'units', rate)}",
                   flush=True)
