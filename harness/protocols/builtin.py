@@ -158,7 +158,7 @@ def decision_table_result(table, filtered: str = "") -> SweepResult | None:
 
     from harness.protocols import verdict as vd
     from harness.protocols.decision_table import (
-        budget_markdown, conclusions, format_console, format_html, format_markdown, open_comparisons,
+        budget_markdown, conclusions, format_console, format_html, format_markdown, md_code_block, open_comparisons,
     )
 
     if table is None or not len(table):
@@ -175,7 +175,8 @@ def decision_table_result(table, filtered: str = "") -> SweepResult | None:
     if len(verdicts):
         tables[VERDICTS] = verdicts
         page = f"## Verdicts\n\n{vd.format_markdown(verdicts)}\n\n"
-        files[f"{VERDICTS}.md"] = f"# Verdicts\n\n{vd.format_markdown(verdicts)}\n\n{headline}\n"
+        # the console text below the table: as typed, never read as Markdown or HTML
+        files[f"{VERDICTS}.md"] = f"# Verdicts\n\n{vd.format_markdown(verdicts)}\n\n{md_code_block(headline)}\n"
     return SweepResult(
         title=title, text=format_console(table), tables=tables, ui_tables=(DECISION_TABLE,), files=files,
         markdown=f"{page}## {title}\n\n{format_markdown(table)}\n",
