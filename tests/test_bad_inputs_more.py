@@ -13,7 +13,6 @@ folder that is a FIFO). Each case runs the CLI entry in-process with the fixture
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 from pathlib import Path
@@ -125,7 +124,7 @@ MORE_CASES = [
 
 
 @pytest.fixture
-def more(workdir):
+def more(workdir):  # noqa: F811 - the fixture of test_bad_inputs, by name
     data, run, cache = workdir
     for name, body in MORE_FILES.items():
         (data / name).parent.mkdir(parents=True, exist_ok=True)
