@@ -118,6 +118,8 @@ MORE_CASES = [
                              f"dataset.path={Q}", "arms.extra=bm25"], "$HARNESS_CACHE_DIR"),
     ("misc-cache-dir-under-device", ["@env:HARNESS_CACHE_DIR=/dev/null/cache", "table", "build", "dataset=qasper",
                                      f"dataset.path={Q}", "arms.extra=bm25"], "$HARNESS_CACHE_DIR"),
+    ("misc-plugin-scores-differ", [SYN, "policy=always_keep", "policy._target_=tests.bad_plugins.ScoresDiffer"],
+     "tests.bad_plugins.ScoresDiffer (tests.bad_plugins.ScoresDiffer): score() gave other scores on a second call"),
     ("misc-export-unknown-flag", ["data", "export", "--bogus"], "--bogus"),
     ("misc-data-unknown-flag-first", ["data", "--bogus", "qasper"], "--bogus"),
 ]
