@@ -100,6 +100,21 @@ def refuse_repeated_keys(overrides: Sequence[str]) -> None:
         seen[key] = item
 
 
+def refuse_undecodable(argv: Sequence[str]) -> str | None:
+    """The one error line for an argument that is no valid UTF-8 (Python keeps such bytes as lone
+    surrogates: no YAML parser, file name or store can take them), else None."""
+    from harness.errors import UsageError, one_line
+
+    for i, arg in enumerate(argv, start=1):
+        at = next((k for k, ch in enumerate(arg) if "\ud800" <= ch <= "\udfff"), -1)
+        if at >= 0:
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            key = arg.partition("=")[0] if "=" in arg[:at] else None
+            where = f"the value of {key!r}" if key else f"argument {i}"
+            return one_line(UsageError(f"{where} is not valid UTF-8 at character {at}: '{shown}'"))
+    return None
+
+
 def table_main(argv: Sequence[str]) -> int:
     """``table [build|show] [overrides...]``: build (or load from cache) the outcome table of the
     composed config (e.g. ``dataset=synthetic``) and print the outcome metric in use
@@ -255,6 +270,10 @@ def app_main(argv: Sequence[str]) -> int:
     parser.error = error  # type: ignore[method-assign]
     args = parser.parse_args(list(argv))
     refuse_repeated_keys(args.overrides or [])
+    if args.config_dir is not None:  # before Hydra reads a YAML there (a FIFO would block)
+        from harness.config import check_config_dir
+
+        check_config_dir(args.config_dir)
     if args.help:
         print(usage())
         print("== The Hydra app: config groups and the composed config ==")
@@ -275,6 +294,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = bool(argv) and argv[0] == "--debug"
     if debug:
         argv = argv[1:]
+    not_utf8 = refuse_undecodable(argv)
+    if not_utf8:
+        print(not_utf8, file=sys.stderr)
+        return 2
     if argv and argv[0] in SUBCOMMANDS:
         cmd, rest = argv[0], argv[1:]
         if cmd == "data" and rest[:1] == ["power"]:  # builds outcome tables: above the data layer

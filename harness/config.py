@@ -293,6 +293,14 @@ def _check_arms(arms: Any, synthetic: bool) -> None:
                                    + (f", arm blocks add {', '.join(sorted(plugged))}" if plugged else ""))
     if base == extra:
         raise ConfigError("arms.extra", f"must differ from arms.base (both are {base!r}): the task compares two arms")
+    if synthetic and (arms.get("blocks") or base not in ARMS or extra not in ARMS):
+        from harness.arm_blocks import blocks_for
+        from harness.generation.arms import AnswerArm
+
+        for block in blocks_for(arms, list(ARMS)):  # found now, not after the store and the table are opened
+            if isinstance(block, AnswerArm):
+                raise ConfigError("dataset", f"arm block {block.name!r} generates answers from the questions' text; "
+                                             "the synthetic table has none (use a real dataset, e.g. dataset=qasper_yesno)")
     if base not in ARMS or extra not in ARMS:
         from harness.arm_blocks import blocks_for
 
@@ -414,6 +422,25 @@ def _not_regular(path: "Path") -> str | None:
 SQL_SCHEMES = ("postgresql", "mysql", "mssql")
 
 
+def _cannot_create(path: "Path", what: str) -> str | None:
+    """Why ``path`` (not there yet) cannot be created, found by creating and removing a probe file
+    in its nearest existing folder (permission bits say nothing for root or /proc), else None;
+    MLflow would otherwise retry its connection for minutes and end in SQLAlchemy noise."""
+    import os
+    import tempfile
+
+    parent = next((p for p in path.absolute().parents if os.path.lexists(p)), None)
+    if parent is None or not parent.is_dir():
+        return f"{what} {path} cannot be made: {parent} is not a folder"
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".route-bench-probe-", dir=parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return f"{what} {path} cannot be made: its folder {parent} is not writable ({exc.strerror or exc})"
+    return None
+
+
 def _store_target_problem(text: str, base: str) -> str | None:
     """Why the store a known scheme names cannot be opened, found before any work: a SQLite URI
     naming no file or something that is no regular file, a file store that is no folder, a SQL
@@ -427,12 +454,30 @@ def _store_target_problem(text: str, base: str) -> str | None:
             return (f"{text!r} names no database file (an in-memory store keeps no run); give "
                     "sqlite:///<path>/mlflow.db")
         kind = _not_regular(Path(path))
-        return f"the SQLite store {path} is {kind}, expected an SQLite database file" if kind else None
+        if kind:
+            return f"the SQLite store {path} is {kind}, expected an SQLite database file"
+        return None if Path(path).exists() else _cannot_create(Path(path), "the SQLite store")
     if base in ("", "file"):
         path = Path(text[len("file://"):] if text.startswith("file://") else text.removeprefix("file:"))
         kind = _not_regular(path)
         if path.exists() and kind != "a folder":
             return f"the file store {path} is {kind or 'a file'}, expected a folder"
+        import os
+
+        if os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").strip().lower() not in ("true", "1"):
+            return (f"{text!r} is a folder (file) store, which this MLflow refuses unless MLFLOW_ALLOW_FILE_STORE=true; "
+                    "give sqlite:///<path>/mlflow.db")
+        return None
+    if base in ("http", "https"):
+        from urllib.parse import urlparse
+
+        try:
+            parsed = urlparse(text)
+            parsed.port  # noqa: B018 - raises on a port outside 0..65535
+        except ValueError as exc:
+            return f"{text!r} is no server URL ({exc})"
+        if not parsed.hostname:
+            return f"{text!r} names no host (expected http://HOST:PORT)"
         return None
     if base in SQL_SCHEMES:
         try:
@@ -446,6 +491,41 @@ def _store_target_problem(text: str, base: str) -> str | None:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             return f"cannot use {text!r}: {first}"
     return None
+
+
+MAX_CONF_FILES = 10_000  # YAML files one --config-dir may hold (each is stat-ed before Hydra reads any)
+
+
+def check_config_dir(folder: str, option: str = "--config-dir") -> None:
+    """A ``--config-dir`` (``-cd``) Hydra would search: a folder whose every YAML file is a regular
+    file under the size cap. Checked before Hydra opens any: reading a FIFO there blocks forever,
+    /dev/zero never ends. A UsageError (or DataError of the file) names the option and the file."""
+    import os
+
+    from harness.data.validate import check_regular
+    from harness.errors import DataError, UsageError
+
+    from pathlib import Path
+
+    path = Path(folder).expanduser()
+    if not path.exists():
+        raise UsageError(f"{option} {folder!r}: not found (expected a folder of YAML configs)")
+    if not path.is_dir():
+        raise UsageError(f"{option} {folder!r}: not a folder (expected a folder of YAML configs)")
+    seen = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            if not name.endswith((".yaml", ".yml")):
+                continue
+            seen += 1
+            if seen > MAX_CONF_FILES:
+                raise UsageError(f"{option} {folder!r}: holds more than {MAX_CONF_FILES} YAML files")
+            file = Path(root) / name
+            try:
+                check_regular(file, "YAML config file")
+            except DataError as exc:
+                problem = exc.problem.rsplit(": ", 1)[0] if exc.problem.endswith(str(file)) else exc.problem
+                raise UsageError(f"{option} {folder!r}: {file.relative_to(path)}: {problem}") from None
 
 
 def check_store_dir(tracking: Any) -> None:
@@ -469,6 +549,10 @@ def check_store_dir(tracking: Any) -> None:
     kind = _not_regular(folder / "mlflow.db")
     if kind:
         raise ConfigError("tracking.store_dir", f"{folder / 'mlflow.db'} is {kind}, expected an SQLite database file")
+    if not (folder / "mlflow.db").exists():
+        problem = _cannot_create(folder / "mlflow.db", "the MLflow store")
+        if problem:
+            raise ConfigError("tracking.store_dir", problem)
 
 
 def validate(cfg: Any) -> None:

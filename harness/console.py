@@ -90,7 +90,9 @@ def check_sweep_size(overrides: Sequence[Any]) -> None:
         total *= max(n, 1)
     if total > MAX_SWEEP_JOBS:
         key = max(counts, key=lambda k: counts[k])
-        raise ConfigError(key, f"the sweep has {total} jobs ({counts[key]} values of {key}); at most "
+        swept = sorted((k for k in counts if counts[k] > 1), key=lambda k: -counts[k])
+        product = " x ".join(f"{counts[k]} values of {k}" for k in swept) or f"{counts[key]} values of {key}"
+        raise ConfigError(key, f"the sweep has {total} jobs ({product}); at most "
                                f"{MAX_SWEEP_JOBS} in one sweep (split it, e.g. seed=range(0,1000) then "
                                "seed=range(1000,2000))")
 

@@ -34,7 +34,16 @@ def cache_root() -> Path:
     """Root folder of all cached artifacts: $HARNESS_CACHE_DIR, else ~/.cache/rag-route-bench."""
     env = os.environ.get(CACHE_ENV)
     root = Path(env).expanduser() if env else Path.home() / ".cache" / "rag-route-bench"
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        if os.path.lexists(root) and not root.is_dir():
+            raise FileExistsError(17, "exists and is no folder (a file, FIFO or device)", str(root))
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file, FIFO or device in the way, or no permission: name the setting
+        from harness.errors import StoreError
+
+        where = f"${CACHE_ENV}" if env else "the default cache folder"
+        why = exc.strerror if isinstance(exc, FileExistsError) else (exc.strerror or str(exc)).lower()
+        raise StoreError(f"{where} {str(root)!r} cannot be the cache folder: {why}") from None
     return root
 
 

@@ -645,6 +645,13 @@ def _md_escape(s: str) -> str:
     return md_escape(s)
 
 
+def _md_code(s: object) -> str:
+    """A name shown as typed in Markdown (a code span; ``_md_escape`` would show ``&lt;`` there)."""
+    from harness.protocols.decision_table import md_code
+
+    return md_code(s)
+
+
 STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;font-size:15px;
  line-height:1.45;color:#1f2328;max-width:1280px;margin:0 auto;padding:0 18px 48px}
@@ -707,9 +714,9 @@ def render_markdown(rep: SweepReport, plot_name: str | None) -> str:
     toc = ["Verdicts", *[r.title for _, r in results], *(["Conclusions"] if concluded else []), "Frontiers",
            "Jobs", "About this report"]
     lines = [
-        f"# Sweep {rep.sweep_id}",
+        f"# Sweep {_md_escape(rep.sweep_id)}",
         "",
-        f"experiment `{rep.experiment}` · {len(rep.rows)} jobs · parent run `{rep.parent_run_id or '(none)'}`",
+        f"experiment {_md_code(rep.experiment)} · {len(rep.rows)} jobs · parent run {_md_code(rep.parent_run_id or '(none)')}",
         "",
         "Contents: " + " · ".join(f"[{_md_escape(t)}](#{_slug(t)})" for t in toc),
         "",
@@ -732,7 +739,7 @@ def render_markdown(rep: SweepReport, plot_name: str | None) -> str:
         cells = [f"**{t}**" if is_best else t for _, t, is_best in _job_cells(rep, best, r)]
         lines.append("| " + " | ".join(_md_escape(x) for x in cells) + " |")
     lines += ["", "</details>", "", "## About this report", ""]
-    lines += [f"- {k}: `{_md_escape(v)}`" if k != "picked" else f"- {_md_escape(v)}" for k, v in _about(rep)]
+    lines += [f"- {k}: {_md_code(v)}" if k != "picked" else f"- {_md_escape(v)}" for k, v in _about(rep)]
     return "\n".join(lines + [""])
 
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from harness.errors import HarnessError
+from harness.protocols.decision_table import md_code, md_escape
 from harness.io import atomic_write_text
 from harness.protocols.threshold import CEILING  # the base arm at ceiling: nothing can be rescued
 from harness.published import PAPERS, figure
@@ -307,12 +308,13 @@ def _provenance(page: Page, view: SweepView) -> None:
     commits = view.tag_values("route_bench.git_commit") or ["unknown"]
     expected = view.expected_jobs()
     page.add(
-        f"- Command: `{view.command()}`",
-        f"- Runs: MLflow experiment `{view.experiment}`, sweep `{view.sweep_id}` (parent run "
-        f"`{view.parent.info.run_id}`, started {start:%Y-%m-%d %H:%M} UTC), {len(view.runs)} job runs",
-        f"- Dataset fingerprint: `{', '.join(view.tag_values('route_bench.dataset_fingerprint')) or 'n/a'}`; "
-        f"outcome table: `{', '.join(view.tag_values('route_bench.table_sha256')) or 'n/a'}`",
-        f"- Code: git commit `{', '.join(commits)}`, version `{', '.join(view.tag_values('route_bench.code_version'))}`",
+        f"- Command: {md_code(view.command())}",
+        f"- Runs: MLflow experiment {md_code(view.experiment)}, sweep {md_code(view.sweep_id)} (parent run "
+        f"{md_code(view.parent.info.run_id)}, started {start:%Y-%m-%d %H:%M} UTC), {len(view.runs)} job runs",
+        f"- Dataset fingerprint: {md_code(', '.join(view.tag_values('route_bench.dataset_fingerprint')) or 'n/a')}; "
+        f"outcome table: {md_code(', '.join(view.tag_values('route_bench.table_sha256')) or 'n/a')}",
+        f"- Code: git commit {md_code(', '.join(commits))}, version "
+        f"{md_code(', '.join(view.tag_values('route_bench.code_version')))}",
         "",
     )
     if expected is not None and expected != len(view.runs):
@@ -414,7 +416,7 @@ def _policy_table_000(page: Page, view: SweepView, costs: list[str], heads: list
              "repeats, development sets overlap other repeats' held-out documents):", "")
     rows = []
     for policy in view.policies():
-        row = [policy]
+        row = [md_escape(policy)]
         for c in costs:
             r = view.find(policy, c)
             row.append(f"{page.metric(r, 'heldout/utility')} ({page.metric(r, 'heldout/diff_vs_base/utility')} "
@@ -450,7 +452,7 @@ def _best_by_development(page: Page, view: SweepView, costs: list[str], heads: l
         (best, r), rest = cands[0], cands[1:]
         label = head.split(" (")[0]
         verdict = interval_words(_m(r, "heldout/diff_vs_base/utility/ci_low"), _m(r, "heldout/diff_vs_base/utility/ci_high"),
-                                 best, base)
+                                 md_escape(best), base)
         if rest:
             runner, r2 = rest[0]
             margin = _m(r, "dev/nested_utility") - _m(r2, "dev/nested_utility")
@@ -458,13 +460,14 @@ def _best_by_development(page: Page, view: SweepView, costs: list[str], heads: l
             if margin <= noise:
                 close = [p for p, q in rest if _m(r, "dev/nested_utility") - _m(q, "dev/nested_utility") <= noise]
                 picks.append(None)
-                page.add(f"- {label}: highest nested development utility: {best}, but {', '.join(close)} "
+                page.add(f"- {label}: highest nested development utility: {md_escape(best)}, but "
+                         f"{', '.join(md_escape(p) for p in close)} "
                          f"{'is' if len(close) == 1 else 'are'} within noise of it (closer than the standard error "
                          "over repeats, or one development question's worth of utility): development data cannot "
                          f"choose between them; on held-out, {verdict}.")
                 continue
         picks.append(best)
-        page.add(f"- {label}: best by nested development utility: **{best}** (ahead of the runner-up by more than the "
+        page.add(f"- {label}: best by nested development utility: **{md_escape(best)}** (ahead of the runner-up by more than the "
                  f"noise); on held-out, {verdict}.")
     if len(picks) == 2:
         if None in picks:
@@ -473,7 +476,8 @@ def _best_by_development(page: Page, view: SweepView, costs: list[str], heads: l
         else:
             page.add("- The measured cost " + ("does not change the policy chosen on development data."
                                                if picks[0] == picks[1] else "changes the policy chosen on development "
-                                               f"data: {picks[0]} at the abstract cost, {picks[1]} at the measured one."))
+                                               f"data: {md_escape(picks[0])} at the abstract cost, {md_escape(picks[1])} "
+                                               "at the measured one."))
     page.add("Fixed decisions (always-keep, always-extra) are not candidates here: their development utility is not "
              "logged; the held-out intervals above compare the chosen policy with them.", "")
 
@@ -541,7 +545,7 @@ def section_003(page: Page, view: SweepView, client: Any) -> None:
     if ranked:
         top = max(_m(r, f"budget/0.50/exact/{m}") for r in ranked)
         best = [r for r in ranked if abs(_m(r, f"budget/0.50/exact/{m}") - top) <= 1e-12]
-        names = ", ".join(r.data.tags.get("route_bench.policy", "?") for r in best)
+        names = ", ".join(md_escape(r.data.tags.get("route_bench.policy", "?")) for r in best)
         page.add(f"- Exact 50% usage, the best router (a maximum over routers on the test halves, optimistic, as in the "
                  f"paper): SmolLM2-1.7B in the paper {figure('s3.smol_exact50_best').text} (random "
                  f"{figure('s3.smol_exact50_random').text}, oracle {figure('s3.smol_exact50_oracle').text}); ours "
@@ -593,21 +597,21 @@ def _decision_003(page: Page, view: SweepView, client: Any) -> None:
             path = "decision_table.csv"
             pid = view.parent.info.run_id
             mark = str(r["mark"]) if isinstance(r["mark"], str) else ""
-            rows.append([page.cell(pid, path, frame, match, "cost", decimals=5), r["policy"], mark or "",
+            rows.append([page.cell(pid, path, frame, match, "cost", decimals=5), md_escape(r["policy"]), mark or "",
                          page.cell(pid, path, frame, match, "utility"), page.cell(pid, path, frame, match, "usage", decimals=3),
                          page.cell(pid, path, frame, match, "diff_vs_ref") if mark != "ref" else "",
                          page.cell(pid, path, frame, match, "p_holm", decimals=3) if mark != "ref" else ""])
         marks = set(sub["mark"].fillna("").astype(str))
         # the reference column: a policy, or the per-split calibration choice when the splits chose differently
-        ref = [v for v in sub["reference"].fillna("").astype(str) if v]
+        ref = [md_escape(v) for v in sub["reference"].fillna("").astype(str) if v]
         if ref:
             worse = sorted(sub[sub["mark"] == "<"]["policy"].tolist())
             better = sorted(sub[sub["mark"] == ">"]["policy"].tolist())
             untested = sorted(sub[~sub["mark"].isin(["ref", "=", "<", ">"])]["policy"].tolist())
             verdicts.append(f"- c = {fmt(cost, decimals=5)}: reference {ref[0]}; "
-                            + (f"worse than it: {', '.join(worse)}; " if worse else "")
-                            + (f"better than it: {', '.join(better)}; " if better else "")
-                            + (f"not tested: {', '.join(untested)}; " if untested else "")
+                            + (f"worse than it: {', '.join(md_escape(x) for x in worse)}; " if worse else "")
+                            + (f"better than it: {', '.join(md_escape(x) for x in better)}; " if better else "")
+                            + (f"not tested: {', '.join(md_escape(x) for x in untested)}; " if untested else "")
                             + ("every other router: cannot be told apart from it on these test questions."
                                if marks <= {"ref", "=", ""} else "the rest cannot be told apart from it."))
     page.table(["cost", "router", "mark", "utility", "usage", "diff vs ref", "p (Holm)"], rows)
@@ -630,7 +634,7 @@ def _cost_003(page: Page, view: SweepView, cost0: str) -> None:
         r = view.find(policy, cost0)
         if r is None:
             continue
-        rows.append([f"{label}", r.data.tags.get("route_bench.router_family", ""),
+        rows.append([f"{label}", md_escape(r.data.tags.get("route_bench.router_family", "")),
                      page.metric(r, "cost/0.5/deployable/prompt_tokens", decimals=1),
                      page.metric(r, "cost/0.5/deployable/output_tokens", decimals=1),
                      page.metric(r, "cost/0.5/deployable/ms", decimals=1)])
@@ -744,7 +748,7 @@ def section_002(page: Page, view: SweepView, client: Any) -> None:
         for policy, label, _ in PREDICTORS_002:
             if view.find(policy, costs[0]) is None:
                 continue
-            row = [policy]
+            row = [md_escape(policy)]
             for c in costs:
                 r = view.find(policy, c)
                 row.append(f"{page.metric(r, 'heldout/utility')} ({page.metric(r, 'heldout/diff_vs_base/utility')} "
@@ -884,6 +888,25 @@ def sidecar_path(out: Path) -> Path:
     return out.with_suffix(".json")
 
 
+def check_out(out: str) -> None:
+    """``--out`` names a page that can be written: not a folder, FIFO or device, its parent (when
+    there) a folder; a UsageError naming the option otherwise."""
+    import os
+    import stat
+
+    from harness.errors import UsageError
+
+    path = Path(out).expanduser()
+    if os.path.lexists(path):
+        mode = os.stat(path).st_mode if path.exists() else 0
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "no regular file (a FIFO, device or broken link)"
+            raise UsageError(f"--out {out!r}: is {kind}, expected the path of a Markdown page")
+    parent = next((p for p in path.absolute().parents if os.path.lexists(p)), None)
+    if parent is not None and not parent.is_dir():
+        raise UsageError(f"--out {out!r}: {parent} is not a folder")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from harness.errors import argument_parser
 
@@ -897,6 +920,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--variant", default="full", choices=("full", "fast"),
                         help="which variant's runs: full (experiment=NAME) or fast (experiment=NAME_fast)")
     args = parser.parse_args(list(argv) if argv is not None else None)
+    check_out(args.out)  # before the store is read: a FIFO there would block the write
     from harness.report import existing_store_uri
 
     uri = existing_store_uri(args.tracking_uri)  # a bad or missing store: one line naming where it came from

@@ -142,7 +142,11 @@ def _naming_method(name: str, method: Callable, origin: str, label: str) -> Call
     @functools.wraps(method)
     def call(self, *args, **kwargs):
         try:
-            return method(self, *args, **kwargs)
+            out = method(self, *args, **kwargs)
+            if name == "score" and not type(self).__dict__.get("_score_repeat_checked"):
+                type(self)._score_repeat_checked = True  # once per plugin class and process
+                _check_repeatable_score(self, method, args, kwargs, out, f"policy plugin {origin} ({label})")
+            return out
         except HarnessError:
             raise
         except Exception as exc:  # noqa: BLE001 - said with the plugin named, the cause kept
@@ -152,6 +156,30 @@ def _naming_method(name: str, method: Callable, origin: str, label: str) -> Call
                               + (f": {first}" if first else "")) from exc
 
     return call
+
+
+def _check_repeatable_score(policy: Any, method: Callable, args: tuple, kwargs: dict, first: Any, who: str) -> None:
+    """A second ``score`` on copies of the same rows must give the same scores (the harness scores
+    a policy more than once and compares the results): a PluginError naming the plugin otherwise.
+    Scores that are not numbers are left to the checks that read them."""
+    import copy
+
+    import numpy as np
+
+    again = method(policy, *copy.deepcopy(args), **copy.deepcopy(kwargs))
+    try:
+        a, b = np.asarray(first, dtype=float), np.asarray(again, dtype=float)
+    except (TypeError, ValueError):
+        return
+    same = a.shape == b.shape and bool(((a == b) | (np.isnan(a) & np.isnan(b))).all())
+    if not same:
+        if a.shape != b.shape:
+            detail = f"{b.shape} scores after {a.shape}"
+        else:
+            i = int(np.flatnonzero(~((a == b) | (np.isnan(a) & np.isnan(b))))[0])
+            detail = f"first difference at row {i}: {float(a.flat[i])!r} then {float(b.flat[i])!r}"
+        raise PluginError(f"{who}: score() gave other scores on a second call with the same rows ({detail}); "
+                          "a policy must score deterministically (draw any randomness from the seed it is given)")
 
 
 _NAMING_CLASSES: dict[tuple[type, str], type] = {}

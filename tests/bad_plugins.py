@@ -37,3 +37,12 @@ class NotAPolicy:
 class BoomInInit(AlwaysBase):
     def __init__(self, **params):
         raise TypeError("boom in init\nsecond line of the error")
+
+
+class ScoresDiffer(AlwaysBase):
+    """Scores drawn afresh on every call (unseeded): a second score of the same rows differs."""
+
+    def score(self, X, ctx):
+        import numpy as np
+
+        return np.random.default_rng().random(len(X))

@@ -526,14 +526,14 @@ def workdir(tmp_path, monkeypatch, isolated_cache):
         monkeypatch.delenv(var, raising=False)
     # "permission denied" without depending on the user (root reads everything): the reader sees
     # the error a chmod 000 file gives
-    real_read_bytes = Path.read_bytes
+    real_open = Path.open
 
-    def read_bytes(self):
+    def path_open(self, *args, **kwargs):
         if self.name == DENIED:
             raise PermissionError(13, "Permission denied", str(self))
-        return real_read_bytes(self)
+        return real_open(self, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(Path, "open", path_open)
     return data, run, isolated_cache
 
 

@@ -422,6 +422,54 @@ def test_killed_table_build_resumes_with_identical_numbers(tmp_path, sig, big_qa
     pd.testing.assert_frame_equal(a[cols], reference[cols])
 
 
+@pytest.mark.slow
+def test_sigterm_of_a_sweep_during_its_base_table_build_resumes_and_leaves_no_run_running(tmp_path, big_qasper):
+    """SIGTERM to a sweep while it builds its base table (the same 48-shard QASPER copy), once the
+    first shard is on disk: exit 143 with one error line, no finished table, no half-written
+    shard and no run left RUNNING (the parent is opened only after the table); the rerun reuses
+    the shards written whole, finishes every job, and its table equals the uninterrupted one."""
+    import pandas as pd
+
+    args, reference = big_qasper
+    data = next(a for a in args if a.startswith("dataset.path="))
+    sweep = ["-m", "dataset=qasper", data, "arms.shard_size=1", "experiment=none", "protocol=threshold",
+             "policy=always_keep", "cost.c=0,0.02"]
+    proc = start(sweep, tmp_path)
+    deadline = time.monotonic() + CEILING_S
+    while not list((tmp_path / "cache").glob("tables/*/shards/shard-00000.parquet")):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no shard written in time"
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=CEILING_S)
+    assert proc.returncode == 143, out[-2000:] + err[-2000:]
+    lines = error_lines(err)
+    assert len(lines) == 1 and lines[0].startswith("error: Interrupted: SIGTERM") and "Traceback" not in err, err[-2000:]
+    folder = _table_folder(tmp_path / "cache")
+    assert not list(folder.rglob("*.tmp")), "no half-written file"
+    if (tmp_path / "mlruns" / "mlflow.db").exists():  # the store is opened before the table
+        client = MlflowClient(tracking_uri=store_uri(tmp_path))
+        runs = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
+        assert not [r for r in runs if r.info.status == "RUNNING"], [(r.info.run_id, r.info.status) for r in runs]
+    finished_table = (folder / "table.parquet").exists()  # the signal may land once the table is whole
+    written = len(list((folder / "shards").glob("shard-*.parquet"))) if (folder / "shards").is_dir() else 48
+    for shard in (folder / "shards").glob("shard-*.parquet") if not finished_table else []:
+        pd.read_parquet(shard)  # every shard on disk is whole
+    rerun = run(sweep, tmp_path)
+    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    assert "2 jobs, 0 failed -> parent run FINISHED" in rerun.stdout
+    if not finished_table:
+        info = json.loads((folder / "info.json").read_text())
+        assert info["counts"]["shards_reused"] >= written - 1
+        assert info["counts"]["shards_reused"] + info["counts"]["shards_computed"] == 48
+    client = MlflowClient(tracking_uri=store_uri(tmp_path))
+    runs = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
+    assert runs and not [r for r in runs if r.info.status == "RUNNING"]
+    a = pd.read_parquet(folder / "table.parquet")
+    cols = [c for c in a.columns if "_ms" not in c]
+    pd.testing.assert_frame_equal(a[cols], reference[cols])
+
+
 #: a real answer build (no_retrieval vs rag_keep on the packaged SmolLM2-135M GGUF, llama.cpp):
 #: short answers and one RAG unit keep it small; 18 questions are 2 chunks (16 + 2) per block
 ANSWER_BUILD = ["table", "build", "arms=noret_rag", "dataset=qasper", "arms.blocks.0.max_tokens=8",
@@ -458,11 +506,13 @@ def _answers(folder: Path):
 
 
 @pytest.mark.slow
-def test_kill9_of_a_real_llama_cpp_generation_resumes_with_identical_answers(tmp_path):
-    """kill -9 of a real answer build (llama.cpp generating) once its first answer chunk is on
-    disk: no finished block and no half-written file is left, the rerun reuses every chunk
-    written whole, and the answers (text, units, token counts) equal a build that was never
-    interrupted. A build that finished before the kill landed is valid too, and must be whole."""
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "sigterm"])
+def test_kill_of_a_real_llama_cpp_generation_resumes_with_identical_answers(tmp_path, sig):
+    """kill -9 or SIGTERM of a real answer build (llama.cpp generating) once its first answer
+    chunk is on disk: no finished block and no half-written file or chunk is left (SIGTERM: exit
+    143 and one error line), the rerun reuses every chunk written whole, and the answers (text,
+    units, token counts) equal a build that was never interrupted. A build that finished before
+    the signal landed is valid too, and must be whole."""
     import shutil
 
     import pandas as pd
@@ -483,7 +533,7 @@ def test_kill9_of_a_real_llama_cpp_generation_resumes_with_identical_answers(tmp
     while not list((killed / "cache").glob(first)) and proc.poll() is None:
         assert time.monotonic() < deadline, "no answer chunk written in time"
         time.sleep(0.01)
-    proc.kill()
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=CEILING_S)
     cache = killed / "cache"
     if proc.returncode == 0:  # the build finished before the kill landed: it must be whole
@@ -492,8 +542,16 @@ def test_kill9_of_a_real_llama_cpp_generation_resumes_with_identical_answers(tmp
         for name in ANSWER_BLOCKS:
             assert (_block_folder(cache, name) / "block.parquet").exists()
     else:
-        assert proc.returncode == -signal.SIGKILL, out[-2000:] + err[-2000:]
+        code, line = INTERRUPTED_BUILD[sig]
+        assert proc.returncode == code, out[-2000:] + err[-2000:]
+        if line is not None:
+            assert error_lines(err) == [x for x in err.splitlines() if x.startswith(line)] and len(error_lines(err)) == 1, err
+            assert "Traceback" not in err, err[-2000:]
         assert not list(cache.rglob("*.tmp")), "no half-written file"
+        from harness.io import verify_file
+
+        for digest in cache.glob("blocks/*/*/chunks/chunk-*.parquet.sha256"):  # a chunk it vouches for is whole
+            verify_file(digest.with_name(digest.name.removesuffix(".sha256")))
         written = {}
         for name in ANSWER_BLOCKS:
             folder = cache / "blocks" / name

@@ -16,7 +16,7 @@ import contextlib
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from harness.data.base import NO_LICENCE, REQUIRED, DatasetLoader
+from harness.data.base import NO_LICENCE, REQUIRED, DatasetLoader, check_question_count
 from harness.data.registry import COMMON_OPTIONS, dataset_names, is_builtin, loader_class, make_loader
 from harness.data.schema import Dataset, Question, Unit, subset
 from harness.errors import ConfigError, DataSizeError, HarnessError, did_you_mean
@@ -62,9 +62,7 @@ def check_dataset_config(cfg: Any) -> dict:
     name = d.get("name") or loader
     if not isinstance(name, str):
         raise ConfigError("dataset.name", f"expected a string, got {type(name).__name__}")
-    max_q = d.get("max_questions")
-    if max_q is not None and (isinstance(max_q, bool) or not isinstance(max_q, int) or max_q < 1):
-        raise ConfigError("dataset.max_questions", f"expected a positive integer or null, got {max_q!r}")
+    check_question_count(d.get("max_questions"), "max_questions")
     options = sorted(set(COMMON_OPTIONS) | set(cls.options))
     for key in d:
         if key not in options:

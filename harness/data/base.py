@@ -58,6 +58,21 @@ class DatasetLoader(abc.ABC):
         """The dataset the options describe, called ``name``."""
 
 
+MAX_QUESTIONS = 10_000_000  # dataset.max_questions / n_questions: far above any dataset read here
+
+
+def check_question_count(value: Any, key: str) -> None:
+    """``dataset.<key>`` (a number of questions to keep) is null or an integer in [1, MAX_QUESTIONS]:
+    a typo'd zero too many is named, not read as "all of them"."""
+    from harness.errors import ConfigError
+
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_QUESTIONS:
+        raise ConfigError(f"dataset.{key}", f"expected a positive integer (at most {MAX_QUESTIONS}) or null, "
+                                            f"got {value!r}")
+
+
 def check_path(opts: Mapping[str, Any], key: str, *, nullable: bool = False) -> None:
     """``dataset.<key>`` is a non-empty path string (or, ``nullable``, null)."""
     value = opts.get(key)
@@ -65,3 +80,8 @@ def check_path(opts: Mapping[str, Any], key: str, *, nullable: bool = False) -> 
         return
     if not (isinstance(value, str) and value.strip()):
         raise ConfigError(f"dataset.{key}", f"expected a path{' or null' if nullable else ''}, got {value!r}")
+    path = Path(value).expanduser()
+    if path.exists() and not path.is_dir():  # a device, FIFO or oversized file: said before any work starts
+        from harness.data.validate import check_regular
+
+        check_regular(path)

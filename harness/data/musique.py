@@ -98,6 +98,8 @@ def parse_musique(path: Path) -> tuple[list[Item], int, str]:
         if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
             raise DataError(where, "answer_aliases", "expected a list of strings")
         answers = tuple(dict.fromkeys(a.strip() for a in [answer, *aliases] if a.strip()))
+        if not answer:  # the same rule as HotpotQA's and 2WikiMultiHopQA's empty ``answer``
+            raise DataError(where, "answer", "empty answer; an answerable question needs its reference answer")
         if not gold:
             raise DataError(where, "paragraphs", "an answerable question with no paragraph is_supporting: true")
         items.append(Item(qid, text, answers, answer_type(answer), paragraphs, gold,

@@ -175,6 +175,10 @@ def paper_questions(
             first_type = first_type or a_type
             refs.extend(texts)
             evidence.extend(str_list(require(ans, "evidence", list, source, f"{a_where}.answer.evidence"), source, f"{a_where}.answer.evidence"))
+        if not refs:  # the official evaluator raises on an annotation without an answer
+            raise DataError(source, f"{where}.answers", f"none of its {len(answers)} annotator(s) gives an answer "
+                                                        "(not unanswerable, no extractive span, no free-form answer, "
+                                                        "yes_no null): no reference to score against")
         gold, counts = matcher.match(evidence)
         questions.append(
             Question(

@@ -102,12 +102,13 @@ def check_regular(path: str | Path, what: str = "file") -> int:
 def read_bytes(path: str | Path, what: str = "file") -> bytes:
     """THE reader of every dataset file (JSON, wheel): its bytes, or a DataError naming the file
     (missing, a directory, a device or FIFO, above the size cap, permission denied, unreadable).
-    A file that grew above the cap after the check is refused the same way."""
+    A file that grows while it is read (another process appending) is read at most to the cap
+    plus one byte: the cap holds on the bytes read, not only on ``stat``'s size before."""
     path = Path(path)
     check_regular(path, what)
     cap = max_file_bytes()
     try:
-        data = path.read_bytes() if path.stat().st_size else _read_capped(path, cap)
+        data = _read_capped(path, cap)
     except OSError as exc:
         raise os_problem(exc, path, what) from None
     if len(data) > cap:
@@ -117,9 +118,10 @@ def read_bytes(path: str | Path, what: str = "file") -> bytes:
 
 
 def _read_capped(path: Path, cap: int) -> bytes:
-    """At most ``cap + 1`` bytes of a file whose size ``stat`` does not tell (0: a /proc file,
-    one another process writes), so an endless one ends at the cap, not in the memory."""
-    with open(path, "rb") as f:
+    """At most ``cap + 1`` bytes of ``path``, whatever ``stat`` said (0 for a /proc file; less
+    than is there by now for one another process writes): an endless one ends at the cap, not in
+    the memory."""
+    with path.open("rb") as f:
         return f.read(cap + 1)
 
 

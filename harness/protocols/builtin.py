@@ -160,7 +160,7 @@ def decision_table_result(table, filtered: str = "") -> SweepResult | None:
     from harness.protocols import verdict as vd
     from harness.protocols.decision_table import (
         budget_html, budget_markdown, conclusions, format_console, format_html, format_markdown, legend,
-        open_comparisons,
+        md_code_block, open_comparisons,
     )
 
     if table is None or not len(table):
@@ -181,7 +181,8 @@ def decision_table_result(table, filtered: str = "") -> SweepResult | None:
         words = vd.legend_text(verdicts)
         lead_md = f"{vd.format_markdown(verdicts)}\n\n{words}\n"
         lead_html = f"{vd.format_html(verdicts)}\n<p class=\"legend\">{e(words)}</p>\n"
-        files[f"{VERDICTS}.md"] = f"# Verdicts\n\n{vd.format_markdown(verdicts)}\n\n{headline}\n"
+        # the console text below the table: as typed, never read as Markdown or HTML
+        files[f"{VERDICTS}.md"] = f"# Verdicts\n\n{vd.format_markdown(verdicts)}\n\n{md_code_block(headline)}\n"
     per_budget = [f'<h3>Budget {b:g}</h3>\n<div class="scroll">\n{budget_html(table, b)}\n</div>' for b in budgets]
     page = "\n".join([f"<h2>{e(title)}</h2>", *per_budget, f'<p class="legend">{e(legend(table))}</p>',
                       f"<details><summary>Every column ({len(table)} rows, as decision_table.csv)</summary>",

@@ -646,6 +646,29 @@ def md_escape(text: object) -> str:
     return html.escape(" ".join(str(text).splitlines()), quote=False).replace("|", "\\|")
 
 
+def md_code(text: object) -> str:
+    """``text`` as an inline Markdown code span shown as typed (an experiment name holding a
+    backtick or ``<b>``): the delimiter is longer than any run of backticks inside it."""
+    import re
+
+    body = " ".join(str(text).splitlines())
+    longest = max((len(m) for m in re.findall(r"`+", body)), default=0)
+    tick = "`" * (longest + 1)
+    pad = " " if body.startswith("`") or body.endswith("`") else ""
+    return f"{tick}{pad}{body}{pad}{tick}"
+
+
+def md_code_block(text: object) -> str:
+    """``text`` as a fenced Markdown code block shown as typed (a console table holding names such
+    as ``<script>``): the fence is longer than any run of backticks inside it."""
+    import re
+
+    body = str(text)
+    longest = max((len(m) for m in re.findall(r"`+", body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{body}\n{fence}"
+
+
 def format_markdown(table: pd.DataFrame) -> str:
     header, rows = _text_cells(table)
     esc = md_escape

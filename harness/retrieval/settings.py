@@ -56,19 +56,29 @@ def model_positions(folder: Path, key: str = "arms.encoder.model") -> int | None
     from harness.data.validate import check_regular
     from harness.errors import DataError
 
-    for cfg in [folder / "config.json", *sorted(folder.glob("*/config.json"))]:
-        if not cfg.exists() and not cfg.is_symlink():
-            continue
+    configs = [cfg for cfg in [folder / "config.json", *sorted(folder.glob("*/config.json"))]
+               if cfg.exists() or cfg.is_symlink()]
+    if not configs:  # no transformer inside: the encoder would fail (or guess) minutes later
+        raise ConfigError(key, f"model folder {folder} holds no config.json (at its top or in a module subfolder): "
+                               "not a Hugging Face / sentence-transformers model folder")
+    for cfg in configs:
         try:
             check_regular(cfg, "model config file")
         except DataError as exc:
             raise ConfigError(key, exc.problem) from None
         try:
-            value = json.loads(cfg.read_text(encoding="utf-8")).get("max_position_embeddings")
-        except (OSError, ValueError, AttributeError):
+            body = json.loads(cfg.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(key, f"{cfg} is not readable JSON ({type(exc).__name__}: "
+                                   f"{(str(exc).splitlines() or [''])[0][:120]})") from None
+        if not isinstance(body, dict):
+            raise ConfigError(key, f"{cfg} is not a JSON object")
+        value = body.get("max_position_embeddings")
+        if value is None:
             continue
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
+        if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+            raise ConfigError(key, f"{cfg}: max_position_embeddings must be a positive integer, got {value!r}")
+        return value
     return None
 
 
@@ -166,7 +176,11 @@ def check_retrieval_settings(arms: Mapping[str, Any], *, synthetic: bool = False
     if synthetic and k != synthetic_k:
         raise ConfigError("arms.k", f"the synthetic table's metrics are @{synthetic_k} (it ranks nothing), got "
                                     f"{k}; drop arms.k or use a real dataset")
-    _integer("arms.candidates", arms.get("candidates", 30), k, MAX_CANDIDATES)
+    candidates = arms.get("candidates", 30)
+    if isinstance(candidates, int) and not isinstance(candidates, bool) and candidates < k:
+        raise ConfigError("arms.candidates", f"got {candidates}, below arms.k={k}: the first stage must rank at least k "
+                                             f"candidates (raise arms.candidates to {k} or more, or lower arms.k)")
+    _integer("arms.candidates", candidates, k, MAX_CANDIDATES)
     _integer("arms.rrf_k", arms.get("rrf_k", 60), 1, MAX_RRF_K)  # the fusion constant: > 0
     _integer("arms.qpp_k", arms.get("qpp_k", 5), 1, MAX_QPP_K)
     _integer("arms.shard_size", arms.get("shard_size", 32), 1, MAX_SHARD)
@@ -185,6 +199,9 @@ def check_retrieval_settings(arms: Mapping[str, Any], *, synthetic: bool = False
     if synthetic:
         refuse_ignored_on_synthetic(arms)
     else:
+        from harness.retrieval.precision import resolve_precision
+
+        resolve_precision(arms.get("precision", "fp32"), "arms.precision")  # before any work, not at the encoder
         check_encoder(enc)
 
 
