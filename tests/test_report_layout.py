@@ -102,7 +102,7 @@ def test_names_are_html_escaped():
 def test_markdown_opens_on_the_verdicts_and_folds_the_jobs():
     md = report.render_markdown(_sweep(), None)
     headings = [line for line in md.splitlines() if line.startswith("#")]
-    assert headings[0] == "# Sweep sw-<1>" and headings[1] == "## Verdicts" and headings[2] == "## Decision table"
+    assert headings[0] == "# Sweep sw-&lt;1&gt;" and headings[1] == "## Verdicts" and headings[2] == "## Decision table"
     jobs = md[md.index("## Jobs"):]
     assert jobs.index("<details>") < jobs.index("| job | policy |") < jobs.index("</details>")
     assert "[Verdicts](#verdicts)" in md and "[Decision table](#decision-table)" in md
