@@ -650,6 +650,9 @@ def validate(cfg: Any) -> None:
     _check_cost_source(cfg.cost, cfg.arms, synthetic=dataset.get("loader") == "synthetic")
     if "name" not in cfg.policy:
         raise ConfigError("policy.name", "missing (each policy config names itself)")
+    from policies.registry import make_policy
+
+    make_policy(cfg.policy)  # a bad _target_, plugin or parameter is named before the store is opened
 
 
 register_configs()

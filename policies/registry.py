@@ -23,6 +23,8 @@ in one sweep; ``policy.<param>=...`` without ``+`` for a parameter with a defaul
 
 from __future__ import annotations
 
+import logging
+
 import inspect
 import sys
 import warnings
@@ -286,6 +288,9 @@ def make_policy(cfg: Mapping[str, Any]) -> Policy:
     target_path = plain.get("_target_")
     if not isinstance(target_path, str) or not target_path:
         raise ConfigError("policy._target_", "missing: name the Policy class, e.g. policies.learned.RidgePolicy")
+    quiet = logging.getLogger("hydra.utils")  # it logs the failed import in 3 lines; ours is one
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)
     try:
         target = get_object(target_path)
     except Exception as exc:
@@ -296,6 +301,8 @@ def make_policy(cfg: Mapping[str, Any]) -> Policy:
         first = (str(root).strip().splitlines() or [""])[0]
         raise ConfigError("policy._target_", f"cannot import {target_path!r}: {type(root).__name__}"
                                              + (f": {first}" if first else "")) from exc
+    finally:
+        quiet.setLevel(level)
     params = {k: v for k, v in plain.items() if k != "_target_"}
     for key in params:
         if key.startswith("_"):
