@@ -85,6 +85,30 @@ class SweepOutcome:
     status: str
     results: dict = field(default_factory=dict)  # protocol -> SweepResult
     notes: list[str] = field(default_factory=list)  # what could not be logged
+    warnings: list[str] = field(default_factory=list)  # what the tables themselves cannot show
+
+
+def table_warnings(runs: list, metric: str) -> list[str]:
+    """The sweep's data warnings, once per outcome table its finished jobs read: nothing to route
+    (the two arms agree on every question) and a base arm at ceiling (nothing can be rescued)."""
+    from harness.protocols.threshold import ceiling_warning
+    from harness.tracking.mlflow_tracker import mlflow_name
+
+    out: list[str] = []
+    seen: set[str] = set()
+    for r in runs:
+        m, key = r.data.metrics, r.data.tags.get("route_bench.table_key", "")
+        if r.info.status != "FINISHED" or key in seen or "table/rescues" not in m:
+            continue
+        seen.add(key)
+        if m["table/rescues"] + m.get("table/harms", 0.0) == 0:
+            out.append(f"warning: nothing to route: the arms agree on every question of table {key[:12]} "
+                       "(0 rescues, 0 harms)")
+        base = m.get(f"table/base/{mlflow_name(metric)}")
+        line = ceiling_warning(metric, base, f"table {key[:12]}") if base is not None else None
+        if line:
+            out.append(line)
+    return list(dict.fromkeys(out))
 
 
 def collect(runs: list, records: list[dict], metric: str) -> SweepOutcome:
@@ -94,7 +118,8 @@ def collect(runs: list, records: list[dict], metric: str) -> SweepOutcome:
     runless = [rec for rec in records if rec.get("status") == "FAILED" and not rec.get("run_id")]
     failed = (int((frame["status"] == "FAILED").sum()) if len(frame) else 0) + len(runless)
     unfinished = int((~frame["status"].isin(["FINISHED", "FAILED"])).sum()) if len(frame) else 0
-    return SweepOutcome(frame, runless, failed, "FAILED" if failed or unfinished else "FINISHED")
+    return SweepOutcome(frame, runless, failed, "FAILED" if failed or unfinished else "FINISHED",
+                        warnings=table_warnings(runs, metric))
 
 
 def sweep_stages(client: Any, runs: list, configured: list[str], alpha: float, n_boot: int, metric: str,
@@ -245,6 +270,7 @@ def print_outcome(outcome: SweepOutcome, sweep_id: str, uri: str | None, *, verb
             lines += result.text.splitlines()
     closing = conclusion_lines({"": _closing_only(outcome.results)})
     lines += [w for line in closing for w in wrap(line)]
+    lines += [w for line in outcome.warnings for w in wrap(line)]
     if lines:
         print("\n" + "\n".join(lines))
     for note in outcome.notes:
