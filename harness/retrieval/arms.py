@@ -301,9 +301,8 @@ def _row(s: QuestionState, arm_objs, pairs: PairScores, params: ArmParams, unit_
         row[f"{name}.marginal.rerank_pairs"] = r.marginal["rerank_pairs"]
     keep_top_pos = [int(np.flatnonzero(s.pool_units == uidx[u])[0]) for u in results["keep"].ranked]
     kinds = _KindsOf(units, s.pool_units)
-    dense_for_qpp = s.dense if s.dense_corpus is None else s.dense[s.dense_order]
     feats = all_features(q.text, s.dense, s.dense_order, s.bm25, keep_top_pos, kinds, params.qpp_k,
-                         dense_corpus=s.dense_corpus, dense_for_qpp=dense_for_qpp)
+                         dense_corpus=s.dense_corpus)
     for name in FEATURE_SETS["all"]:
         row[column(name)] = float(feats[name])
     return row

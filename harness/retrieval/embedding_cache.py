@@ -157,7 +157,7 @@ class CachedEncoder:
         self.encoded_texts += len(missing)
         self.cached_texts += len(set(shas)) - len(missing)
         if not texts:
-            return EncodedTexts(np.zeros((0, 0), np.float32), [], np.zeros(0, dtype=np.int64), 0.0)
+            return EncodedTexts(np.zeros((0, 0), np.float32), [], np.zeros(0, dtype=np.int64), 0.0)  # as DenseEncoder
         got = [self._loaded[s] for s in shas]
         self._loaded = {}  # held only for this call: a corpus of papers never sits in memory whole
         return EncodedTexts(

@@ -135,15 +135,14 @@ def all_features(
     unit_kinds: Sequence[str],
     qpp_k: int = QPP_TOP_K,
     dense_corpus: float | None = None,
-    dense_for_qpp: np.ndarray | None = None,
 ) -> dict[str, float]:
     """Every feature of FEATURE_SETS['all'] for one question (names without the feat. prefix).
 
-    ``dense_for_qpp`` / ``dense_corpus``: the scores an approximate dense search returned and the
-    pool's exact mean score (harness.retrieval.dense_index); by default the whole pool's scores."""
+    ``dense_corpus``: the pool's exact mean score when an approximate dense search scored only the
+    units of ``dense_order`` (harness.retrieval.dense_index); the dense QPP then reads those."""
     feats = keep_features(dense_scores, dense_order, reranked_top, unit_kinds)
     feats.update(bm25_features(bm25_scores))
-    dense_qpp = dense_scores if dense_for_qpp is None else dense_for_qpp
+    dense_qpp = dense_scores if dense_corpus is None else np.asarray(dense_scores)[np.asarray(dense_order)]
     for src, scores, corpus in (("dense", dense_qpp, dense_corpus), ("bm25", bm25_scores, None)):
         for p, v in qpp(scores, qpp_k, corpus).items():
             feats[f"qpp_{p}_{src}"] = v
