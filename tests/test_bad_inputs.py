@@ -686,12 +686,19 @@ def test_end_to_end_one_line(argv, needle, tmp_path):
     assert _finished_runs(tmp_path) == 0 and _cached_files(tmp_path / "cache") == []
 
 
-def test_every_shipped_config_choice_still_validates():
-    """The checks refuse only bad values: every shipped group option composes and validates."""
+def test_every_shipped_config_choice_still_validates(tmp_path, monkeypatch):
+    """The checks refuse only bad values: every shipped group option composes and validates
+    (policy=plugin with a plugin installed for the test; an unknown plugin name is refused)."""
     from hydra import compose, initialize_config_dir
 
     from harness import app
     from harness.config import validate
+    from harness.errors import ConfigError
+    from tests.plugin_tools import activate, write_plugin
+
+    plugin = "class Named(AlwaysBase):\n    name = 'x'\n"
+    activate(monkeypatch, write_plugin(tmp_path / "site", "x_ext", "from policies.builtin import AlwaysBase\n" + plugin,
+                                       {"rag_route_bench.policies": {"x": "x_ext:Named"}}))
 
     choices = [f"arms={p.stem}" for p in (app.CONF_DIR / "arms").glob("*.yaml")]
     choices += [f"policy={p.stem}" for p in (app.CONF_DIR / "policy").glob("*.yaml") if p.stem != "plugin"]
@@ -706,6 +713,8 @@ def test_every_shipped_config_choice_still_validates():
         validate(compose(config_name="config", overrides=["dataset=hotpotqa", f"dataset.path={HOTPOT}"]))
         validate(compose(config_name="config", overrides=["arms=noret_rag", "protocol=answers"]))
         validate(compose(config_name="config", overrides=["policy=plugin", "policy.plugin=x", "budget.grid=[1.0]"]))
+        with pytest.raises(ConfigError, match=r"'policy.plugin': unknown policy 'y'"):
+            validate(compose(config_name="config", overrides=["policy=plugin", "policy.plugin=y", "budget.grid=[1.0]"]))
 
 
 # ---- issue 26: bounded in time and memory, named where it was not --------------------------------
