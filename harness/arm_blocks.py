@@ -126,6 +126,8 @@ BUILTIN_BLOCKS: dict[str, str] = {  # the harness's own entry points: name -> "m
     "rag_hybrid": "harness.generation.arms:RagHybridArm",
     "rag_bm25": "harness.generation.arms:RagBM25Arm",
     "gold_at_k": "harness.metric_blocks:GoldAtK",  # all@k, recall@k of the retrieval arms
+    "hidden_state": "harness.generation.hidden_state:HiddenStateFeatures",  # seed 002's prober features
+    "query_embedding": "harness.generation.hidden_state:QueryEmbeddingFeatures",  # MiniLM question vector
 }
 
 

@@ -118,6 +118,8 @@ FIGURES: tuple[Figure, ...] = (
            "| U_SMV | .199 | .183 | .189 | .151 | .116 | .146 | .091 | .081 | .108 |"),
     Figure("s2.r_bert_ret", "002", "Table 1, HotpotQA / Falcon / BM25", _S2, ".375 / .324 / .405",
            "| Bert-Ret | .450† | .285† | .428† | .447† | .292† | .312† | .375† | .324† | .405† |"),
+    Figure("s2.r_prober", "002", "Table 1, HotpotQA / Falcon / BM25", _S2, ".484 / .408 / .476",
+           "| Internal Prober | .530† | .446† | .484† | .603† | .372† | .416† | .484† | .408† | .476† |"),
     Figure("s2.r_uncertainty", "002", "Table 1, HotpotQA / Falcon / BM25", _S2, ".371 / .212 / .280",
            "| Uncertainty | .419 | .251 | .330 | .354 | -.022 | .168 | .371 | .212 | .280 |"),
     Figure("s2.bert_ret_sig", "002", "Section 6.0.2", _S2, "34 out of 36",

@@ -652,6 +652,11 @@ PREDICTORS_002 = (  # (policy config, paper's predictor, paper figure)
     ("bur_linear", "BUR-linear (uncertainty + BM25 + query)", None),
     ("signal_unc_max_entropy", "memory answer's max token entropy", None),
     ("unc_drop_rag_bm25", "Uncertainty (drop in max entropy, memory -> RAG answer)", "s2.r_uncertainty"),
+    ("probe_ridge", "Internal Prober (paper: LoRA-tuned; ours: frozen model, ridge on the final hidden state "
+                    "of the memory and RAG prompts)", "s2.r_prober"),
+    ("probe_memory_ridge", "Internal Prober, memory prompt only (frozen, ridge)", None),
+    ("query_encoder_ridge", "query encoder (MiniLM question embedding + ridge; stand-in for the BERT-based family)",
+     None),
     ("random", "random", None), ("oracle", "oracle (true gain)", None),
 )
 
@@ -665,12 +670,15 @@ def section_002(page: Page, view: SweepView, client: Any) -> None:
         r = view.find(policy, cost0)
         if r is None:  # the paper's figure stays on the page
             if fig:
-                rows.append([label + f" (`{policy}`)", figure(fig).text, NOT_RUN, "", "", ""])
+                rows.append([label + f" (`{policy}`)", figure(fig).text, NOT_RUN, "", "", "", ""])
             continue
+        interval = (f"[{page.metric(r, 'gain/pearson_ci_low', decimals=3)}, {page.metric(r, 'gain/pearson_ci_high', decimals=3)}]"
+                    if math.isfinite(_m(r, "gain/pearson_ci_low")) else "")
         rows.append([label + f" (`{policy}`)", figure(fig).text if fig else "", page.metric(r, "gain/pearson", decimals=3),
-                     page.metric(r, "gain/spearman", decimals=3), page.metric(r, "gain/kendall", decimals=3),
+                     interval, page.metric(r, "gain/spearman", decimals=3), page.metric(r, "gain/kendall", decimals=3),
                      page.metric(r, "gain/pearson_p", decimals=3)])
-    page.table(["predictor", "paper Pearson", "ours Pearson", "ours Spearman", "ours Kendall", "ours p (Pearson)"], rows)
+    page.table(["predictor", "paper Pearson", "ours Pearson", "ours 95% interval (documents resampled)", "ours Spearman",
+                "ours Kendall", "ours p (Pearson)"], rows)
     predictors = [(p, view.find(p, cost0)) for p, _, _ in PREDICTORS_002 if p not in ("oracle", "random")]
     predictors = [(p, r) for p, r in predictors if r is not None and math.isfinite(_m(r, "gain/pearson_p"))]
     alpha = float(view.param("protocol.alpha", "0.05") or 0.05)

@@ -103,14 +103,14 @@ class RoutingTask:
         )
 
     def feature_matrix(self, names: tuple[str, ...] | list[str]) -> pd.DataFrame:
-        """The named feature columns; a missing one is a FeatureError naming it and the table."""
-        missing = [n for n in names if n not in self.features.columns]
+        """The named feature columns (a pattern ``prefix*`` stands for every column starting with
+        the prefix, in name order); a missing one is a FeatureError naming it and the table."""
+        from harness.retrieval.feature_names import expand, shown
+
+        found, missing = expand(names, self.features.columns)
         if missing:
-            raise FeatureError(
-                f"feature(s) {missing} not in {self.source} "
-                f"(it has: {sorted(self.features.columns)})"
-            )
-        return self.features.loc[:, list(names)]
+            raise FeatureError(f"feature(s) {missing} not in {self.source} (it has: {shown(self.features.columns)})")
+        return self.features.loc[:, found]
 
     @classmethod
     def from_table(

@@ -61,6 +61,7 @@ import pandas as pd
 
 from harness.errors import HarnessError
 from harness.io import canonical_json
+from harness.retrieval.feature_names import expand
 from harness.task import RoutingTask
 from policies.base import Policy, ScoreContext, check_json_state
 
@@ -387,8 +388,9 @@ def _check_declared_features_only(policy: Policy, features, dev: _Part, test: _P
         shuffled = []
         for part in (dev, test):
             frame = part.wide.copy()
+            declared = set(expand(features, frame.columns)[0])  # a pattern "prefix*" declares its columns
             for col in frame.columns:
-                if col not in features:
+                if col not in declared:
                     frame[col] = frame[col].to_numpy()[rng.permutation(len(frame))]
             shuffled.append(frame)
         got = _score(_fit(_clone(policy), shuffled[0], dev.task, seed), shuffled[1], test.task, seed)

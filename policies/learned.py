@@ -162,6 +162,56 @@ class QPPRouter(RidgePolicy):
         super().__init__(features, alpha)
 
 
+#: the default penalties a cross-validated ridge chooses from: 10^-1 .. 10^5, half a decade apart
+DEFAULT_ALPHAS = tuple(float(10.0 ** (e / 2.0)) for e in range(-2, 11))
+
+
+class RidgeCVPolicy(RidgePolicy):
+    """Ridge on delta whose penalty is chosen inside the training questions: for wide feature
+    sets (a model's hidden state: 1,152 columns; a sentence embedding: 384) where a fixed penalty
+    fits noise or nothing. sklearn's RidgeCV with its efficient leave-one-out error (generalised
+    cross-validation) over ``alphas`` on the standardised training matrix; only the training
+    questions are seen, so the held-out ones judge the choice. Score = predicted delta.
+
+    Seed 002's Internal Prober with a frozen model (``policy=probe_ridge``, features from the
+    ``hidden_state`` block) and the query-encoder stand-in (``policy=query_encoder_ridge``).
+    """
+
+    name = "ridge_cv"
+    kind = "ridge_cv"
+    state_params = {**_Learned.state_params, "alphas": FLOATS}
+    fitted_attributes = {**RidgePolicy.fitted_attributes, "alpha": FLOAT}
+
+    def __init__(self, features="probe", alphas=DEFAULT_ALPHAS):
+        _Learned.__init__(self, features)
+        if isinstance(alphas, (str, bytes)) or not hasattr(alphas, "__iter__"):
+            raise ConfigError("policy.alphas", f"expected a list of positive numbers, got {alphas!r}")
+        values = [_positive(a, "policy.alphas", high=1e12) for a in alphas]
+        if not values:
+            raise ConfigError("policy.alphas", "must list at least one penalty")
+        self.alphas = tuple(float(a) for a in values)
+
+    def fit(self, X, delta, groups=None, seed: int = 0) -> "RidgeCVPolicy":
+        from sklearn.impute import SimpleImputer
+        from sklearn.linear_model import RidgeCV
+        from sklearn.pipeline import Pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        arr, d = self._prepare_fit(X, delta)
+        pipe = Pipeline([
+            ("impute", SimpleImputer(strategy="median", keep_empty_features=True)),
+            ("scale", StandardScaler()),
+            ("ridge", RidgeCV(alphas=list(self.alphas))),
+        ]).fit(arr, d)
+        self.medians_ = np.asarray(pipe["impute"].statistics_, dtype=float)
+        self.mean_ = np.asarray(pipe["scale"].mean_, dtype=float)
+        self.scale_ = np.asarray(pipe["scale"].scale_, dtype=float)
+        self.coef_ = np.asarray(pipe["ridge"].coef_, dtype=float).reshape(-1)
+        self.intercept_ = float(pipe["ridge"].intercept_)
+        self.alpha_ = float(pipe["ridge"].alpha_)
+        return self
+
+
 class _ClassScorer(_Learned):
     """Score = P(delta class +1) - P(delta class -1) (seed 003's BUR score), which is the
     expected delta under the predicted class probabilities (``estimates_gain``).

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from harness.errors import FeatureError, HarnessError
+from harness.retrieval.feature_names import expand, shown
 
 
 def feature_array(X: pd.DataFrame, features: Sequence[str], owner: str) -> np.ndarray:
@@ -23,13 +24,11 @@ def feature_array(X: pd.DataFrame, features: Sequence[str], owner: str) -> np.nd
     A missing column is a FeatureError naming the feature and the policy that asked for it
     (the harness normally catches this earlier via ``RoutingTask.feature_matrix``).
     """
-    missing = [f for f in features if f not in X.columns]
+    found, missing = expand(features, X.columns)
     if missing:
-        raise FeatureError(
-            f"policy {owner!r} reads feature(s) {missing} that the scored frame lacks "
-            f"(it has: {sorted(map(str, X.columns))})"
-        )
-    arr = X.loc[:, list(features)].to_numpy(dtype=float, na_value=np.nan).copy()
+        raise FeatureError(f"policy {owner!r} reads feature(s) {missing} that the scored frame lacks "
+                           f"(it has: {shown(X.columns)})")
+    arr = X.loc[:, found].to_numpy(dtype=float, na_value=np.nan).copy()
     arr[~np.isfinite(arr)] = np.nan
     return arr
 

@@ -416,3 +416,30 @@ def test_deterministic():
         assert a.metrics[k] == b.metrics[k] or (math.isnan(a.metrics[k]) and math.isnan(b.metrics[k])), k
     pd.testing.assert_frame_equal(a.tables["decisions"], b.tables["decisions"])
     assert a.summary() == b.summary()
+
+
+def test_pearson_interval_resamples_documents_like_a_brute_force_loop():
+    """The document-bootstrap interval of Pearson's r equals a loop that builds each resample
+    (the same draws) question by question and asks scipy for r; resampling documents of
+    correlated questions gives a wider interval than treating the questions as independent."""
+    from harness.protocols.gain import pearson_bootstrap
+    from harness.stats import bootstrap_draws
+
+    rng = np.random.default_rng(3)
+    groups = np.repeat([f"d{i:02d}" for i in range(30)], 4)
+    doc_effect = np.repeat(rng.normal(size=30), 4)
+    x = doc_effect + 0.3 * rng.normal(size=120)
+    y = 0.4 * doc_effect + rng.normal(size=120)
+    got = pearson_bootstrap(x, y, groups, n_boot=300, seed=7)
+    docs, doc_of = np.unique(groups, return_inverse=True)
+    rs = []
+    for draw in bootstrap_draws(len(docs), 300, 7):
+        idx = np.concatenate([np.flatnonzero(doc_of == d) for d in draw])
+        rs.append(sps.pearsonr(x[idx], y[idx])[0])
+    lo, hi = np.percentile(rs, [2.5, 97.5])
+    assert got["pearson_n_boot_used"] == 300
+    assert got["pearson_ci_low"] == pytest.approx(lo, abs=1e-9) and got["pearson_ci_high"] == pytest.approx(hi, abs=1e-9)
+    independent = pearson_bootstrap(x, y, np.arange(120), n_boot=300, seed=7)
+    assert hi - lo > independent["pearson_ci_high"] - independent["pearson_ci_low"]
+    flat = pearson_bootstrap(np.ones(120), y, groups, n_boot=50, seed=0)  # a constant score has no r
+    assert flat["pearson_n_boot_used"] == 0 and math.isnan(flat["pearson_ci_low"])

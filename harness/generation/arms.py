@@ -48,13 +48,13 @@ import pandas as pd
 from harness.arm_blocks import BASE, ArmBlock
 from harness.errors import ConfigError, HarnessError
 from harness.io import sha256_file
+from harness.retrieval.feature_names import OPTION_UNCERTAINTY as OPTION_FEATURES
 from harness.retrieval.feature_names import UNCERTAINTY as UNCERTAINTY_FEATURES
 
 PROMPT_VERSION = 1  # bump when harness.generation.prompts changes what a prompt says
 # generate: decode an answer (every question); options: yes/no questions are answered by scoring
 # the options "Yes" / "No" after the prompt (harness.generation.options), open ones decoded
 ANSWER_MODES = ("generate", "options")
-OPTION_FEATURES = ("unc_option_margin", "unc_option_mass")
 # the bounds of the answer arms' settings: (low, high, why); checked before any work
 TOP_UNITS = 10  # a RAG arm reads its retrieval arm's ``<arm>.top10``: more units do not exist
 MAX_TIMEOUT_S = 86_400.0  # one server request: a day

@@ -557,6 +557,16 @@ class TransformersGenerator(Generator):
             out.extend(replace(g, ms=ms) for g in chunk)
         return out
 
+    def final_hidden_state(self, messages: Sequence[Any]) -> np.ndarray:
+        """The base model's ``last_hidden_state`` (after the final norm: what the LM head reads)
+        at the last token of the prompt with the chat template's generation prompt; one prompt
+        per forward pass (no padding), float32 (``harness.generation.hidden_state``)."""
+        torch = self._torch
+        ids = torch.tensor([self._encode(check_messages(messages))], dtype=torch.long, device=self.device)
+        with torch.inference_mode():
+            out = self._lm.model(input_ids=ids)
+        return out.last_hidden_state[0, -1].float().cpu().numpy()
+
     def describe(self) -> dict:
         return {**super().describe(), "dtype": str(self._lm.dtype), "batch_size": self.batch_size, "device": self.device,
                 "n_threads": self._torch.get_num_threads()}

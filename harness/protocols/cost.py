@@ -19,7 +19,16 @@ arm's ``cost.total_ms``; no tokens) and p the probability the rule retrieves:
 | retrieval-score | retrieval scores | R + (1 - p) G0 + p G1 |
 | full | both | G0 + R + p G1 |
 | post-generation | the RAG answer itself (e.g. seed 002's drop in entropy) | G0 + R + G1 |
+| probe | the model's state on the memory and RAG prompts (seed 002's Internal Prober) | see below |
+| probe-memory | the model's state on the memory prompt only | see below |
 | oracle | the true outcome (an upper bound) | as query-only |
+
+A probe processes prompts without decoding, and the answer it then chooses continues from its
+processed prompt: in prompt tokens ``probe`` costs P0 + P1 (both prompts) and ``probe-memory``
+P0 + p P1; in output tokens both cost (1 - p) O0 + p O1 (P, O: the prompt and output tokens of
+G0, G1). Milliseconds are not measured split into prompt and output, so for milliseconds
+``probe`` is costed as ``full`` (G0 + R + p G1) and ``probe-memory`` as ``uncertainty``: upper
+bounds (a probe never decodes the answer it does not keep).
 
 in prompt tokens, output tokens and milliseconds (tokens are the same on every machine;
 milliseconds are this machine's measurement, frozen in the cached blocks). The family follows
@@ -36,7 +45,7 @@ import pandas as pd
 from harness.errors import ConfigError
 from harness.protocols.common import fmt, text_table
 from harness.protocols.registry import Protocol, ProtocolContext, ProtocolResult, Table
-from harness.retrieval.feature_names import FEATURE_SETS
+from harness.retrieval.feature_names import FEATURE_SETS, PROBE_MEMORY, PROBE_RAG
 
 UNITS = ("prompt_tokens", "output_tokens", "ms")
 RETRIEVAL_FEATURES = frozenset(FEATURE_SETS["baseline"] + FEATURE_SETS["bm25"] + FEATURE_SETS["qpp"])
@@ -49,13 +58,24 @@ def router_family(policy) -> str:
     feats = set(getattr(policy, "features", ()) or ())
     if any(f.startswith("rag_") and "_unc_" in f for f in feats):  # a RAG answer's own features
         return "post-generation"
+    if any(f.startswith(PROBE_RAG[0][:-1]) for f in feats):
+        return "probe"
+    if any(f.startswith(PROBE_MEMORY[0][:-1]) for f in feats):
+        return "probe-memory"
     unc = bool(feats & set(FEATURE_SETS["uncertainty"]))
     ret = bool(feats & RETRIEVAL_FEATURES)
     return "full" if unc and ret else "uncertainty" if unc else "retrieval-score" if ret else "query-only"
 
 
-def expected_cost(family: str, p: np.ndarray, g0: np.ndarray, g1: np.ndarray, r: np.ndarray) -> np.ndarray:
+def expected_cost(family: str, p: np.ndarray, g0: np.ndarray, g1: np.ndarray, r: np.ndarray,
+                  unit: str = "ms") -> np.ndarray:
     """Per question expected cost of one unit (module docstring's table)."""
+    if family in ("probe", "probe-memory"):
+        if unit == "prompt_tokens":
+            return g0 + g1 if family == "probe" else g0 + p * g1
+        if unit == "output_tokens":
+            return (1 - p) * g0 + p * g1
+        family = "full" if family == "probe" else "uncertainty"  # milliseconds: the upper bound
     if family in ("query-only", "oracle"):
         return (1 - p) * g0 + p * (r + g1)
     if family == "uncertainty":
@@ -117,7 +137,7 @@ class CostProtocol(Protocol):
             row = {"split": split, "budget": rho, "frontier": frontier, "family": family,
                    "usage": float(p.mean()), "outcome": float(outcome.mean())}
             for unit, (g0, g1, r) in costs.items():
-                row[unit] = float(expected_cost(family, p, g0[idx], g1[idx], r[idx]).mean())
+                row[unit] = float(expected_cost(family, p, g0[idx], g1[idx], r[idx], unit).mean())
             rows.append(row)
         per_split = pd.DataFrame(rows)
         table = (per_split.groupby(["frontier", "budget"], dropna=False, sort=True)

@@ -229,6 +229,43 @@ def selective_bootstrap(
     return out
 
 
+def pearson_bootstrap(scores, gain, groups, *, n_boot: int = 1000, seed: int = 0,
+                      alpha: float = 0.05) -> dict[str, float]:
+    """Document-bootstrap percentile interval of the Pearson correlation between the scores and
+    the gain: ``pearson_ci_low``, ``pearson_ci_high``, ``pearson_n_boot_used``.
+
+    Questions of one document are not independent, so the interval resamples documents (the
+    draws of ``selective_bootstrap``: same seed, same documents), not questions; a Fisher-z
+    interval would assume independent questions. Each resample's r comes from per-document sums
+    of x, y, x^2, y^2 and xy (x, y centred on their means first, which r ignores); resamples
+    where either side is constant are skipped."""
+    x = np.asarray(scores, dtype=float)
+    y = np.asarray(gain, dtype=float)
+    groups = np.asarray(groups)
+    if not (len(x) == len(y) == len(groups)) or len(x) == 0:
+        raise HarnessError("pearson_bootstrap: scores, gain and groups must align and be non-empty")
+    if n_boot < 1:
+        raise ConfigError("protocol.n_boot", f"must be >= 1, got {n_boot}")
+    x, y = x - x.mean(), y - y.mean()
+    docs, doc_of = np.unique(groups.astype(str), return_inverse=True)
+    n_docs = len(docs)
+    draws = bootstrap_draws(n_docs, n_boot, seed)
+    offsets = (np.arange(n_boot) * n_docs)[:, None]
+    counts = np.bincount((draws + offsets).ravel(), minlength=n_boot * n_docs).reshape(n_boot, n_docs).astype(float)
+    n, sx, sy, sxx, syy, sxy = (counts @ np.bincount(doc_of, weights=w, minlength=n_docs)
+                                for w in (np.ones(len(x)), x, y, x * x, y * y, x * y))
+    vx, vy = sxx - sx * sx / n, syy - sy * sy / n
+    ok = (vx > 1e-12 * np.maximum(sxx, 1e-300)) & (vy > 1e-12 * np.maximum(syy, 1e-300))
+    r = (sxy[ok] - sx[ok] * sy[ok] / n[ok]) / np.sqrt(vx[ok] * vy[ok])
+    out = {"pearson_n_boot_used": int(ok.sum())}
+    if ok.any():
+        lo, hi = np.percentile(np.clip(r, -1.0, 1.0), [100 * alpha / 2, 100 * (1 - alpha / 2)])
+        out["pearson_ci_low"], out["pearson_ci_high"] = float(lo), float(hi)
+    else:
+        out["pearson_ci_low"] = out["pearson_ci_high"] = math.nan
+    return out
+
+
 def compare_policies_williams(scores_a, scores_b, gain) -> dict[str, float]:
     """Williams' test: is corr(score_a, gain) different from corr(score_b, gain) on the same
     questions? Uses Pearson correlations; t > 0 means policy A predicts the gain better."""
@@ -343,6 +380,8 @@ def run_gain_protocol(
         r, p = fn(scores, gain)
         metrics[f"gain/{name}"] = r
         metrics[f"gain/{name}_p"] = p
+    ci = pearson_bootstrap(scores, gain, test.groups, n_boot=n_boot, seed=seed, alpha=alpha)
+    metrics.update({f"gain/{k}": v for k, v in ci.items()})
 
     s = "gain/selective/"
     ran = rule.decide(scores)

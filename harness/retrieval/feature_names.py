@@ -30,18 +30,61 @@ QUERY = ("q_len_words", "q_has_digit", "q_n_capitalised") + tuple(f"q_wh_{w}" fo
 # ``no_retrieval`` (harness/generation/arms.py): only in tables that hold it.
 UNCERTAINTY = ("unc_mean_entropy", "unc_max_entropy", "unc_min_confidence", "unc_answer_tokens")
 
+# The option distribution of an option-scored memory answer (``mode: options``): margin between
+# the two best options' log-likelihoods and the options' share of the next-token mass.
+OPTION_UNCERTAINTY = ("unc_option_margin", "unc_option_mass")
+# Internal states (harness/generation/hidden_state.py), one column per dimension, so named by a
+# pattern: "prefix*" stands for every feature column starting with the prefix, in name order
+# (the indices are zero-padded, so name order is dimension order).
+PROBE_MEMORY = ("probe_mem_*",)  # the generator's final hidden state for the memory prompt
+PROBE_RAG = ("probe_rag_*",)  # ... for the RAG prompt (question + retrieved units)
+QUERY_EMBEDDING = ("qemb_*",)  # the question's sentence embedding (packaged MiniLM)
+PATTERN = "*"
+
 FEATURE_SETS: dict[str, tuple[str, ...]] = {
     "baseline": BASELINE,
     "bm25": BM25,
     "qpp": QPP,
     "query": QUERY,
     "uncertainty": UNCERTAINTY,
+    "option_uncertainty": OPTION_UNCERTAINTY,
+    "probe_memory": PROBE_MEMORY,
+    "probe_rag": PROBE_RAG,
+    "probe": PROBE_MEMORY + PROBE_RAG,
+    "query_embedding": QUERY_EMBEDDING,
 }
 FEATURE_SETS["all"] = tuple(n for s in ("baseline", "bm25", "qpp", "query") for n in FEATURE_SETS[s])
 
 
 def column(name: str) -> str:
     return FEATURE_PREFIX + name
+
+
+def expand(names, available) -> tuple[list[str], list[str]]:
+    """(the feature names with every pattern ``prefix*`` replaced by the ``available`` names
+    starting with ``prefix``, sorted; the names and patterns not found). A pattern matching
+    nothing is missing, like a missing name."""
+    available = [str(a) for a in available]
+    have = set(available)
+    out: list[str] = []
+    missing: list[str] = []
+    for name in names:
+        name = str(name)
+        if name.endswith(PATTERN):
+            found = sorted(a for a in available if a.startswith(name[:-1]))
+            (out.extend(found) if found else missing.append(name))
+        elif name in have:
+            out.append(name)
+        else:
+            missing.append(name)
+    return list(dict.fromkeys(out)), missing
+
+
+def shown(columns, limit: int = 40) -> str:
+    """Column names for an error message: all of them, or the first ``limit`` and a count (a
+    table with embedding features has hundreds)."""
+    names = sorted(map(str, columns))
+    return str(names) if len(names) <= limit else f"{names[:limit]} and {len(names) - limit} more"
 
 
 def plugin_feature_sets() -> dict[str, tuple[str, ...]]:
