@@ -650,7 +650,7 @@ PREDICTORS_002 = (  # (policy config, paper's predictor, paper figure)
     ("qpp_ridge", "supervised post-retrieval (paper: Bert-Ret; ours: ridge on QPP features)", "s2.r_bert_ret"),
     ("uncertainty_ridge", "supervised on the memory answer's uncertainty", None),
     ("bur_linear", "BUR-linear (uncertainty + BM25 + query)", None),
-    ("signal_unc_max_entropy", "memory answer's max token entropy", None),
+    ("signal_unc_max_entropy", "memory answer's max entropy (the option entropy when options are scored)", None),
     ("unc_drop_rag_bm25", "Uncertainty (drop in max entropy, memory -> RAG answer)", "s2.r_uncertainty"),
     ("probe_ridge", "Internal Prober (paper: LoRA-tuned; ours: frozen model, ridge on the final hidden state "
                     "of the memory and RAG prompts)", "s2.r_prober"),
@@ -672,9 +672,10 @@ def section_002(page: Page, view: SweepView, client: Any) -> None:
             if fig:
                 rows.append([label + f" (`{policy}`)", figure(fig).text, NOT_RUN, "", "", "", ""])
             continue
+        r_text = page.metric(r, "gain/pearson", decimals=3)  # cited in page order: r, then its interval
         interval = (f"[{page.metric(r, 'gain/pearson_ci_low', decimals=3)}, {page.metric(r, 'gain/pearson_ci_high', decimals=3)}]"
                     if math.isfinite(_m(r, "gain/pearson_ci_low")) else "")
-        rows.append([label + f" (`{policy}`)", figure(fig).text if fig else "", page.metric(r, "gain/pearson", decimals=3),
+        rows.append([label + f" (`{policy}`)", figure(fig).text if fig else "", r_text,
                      interval, page.metric(r, "gain/spearman", decimals=3), page.metric(r, "gain/kendall", decimals=3),
                      page.metric(r, "gain/pearson_p", decimals=3)])
     page.table(["predictor", "paper Pearson", "ours Pearson", "ours 95% interval (documents resampled)", "ours Spearman",
@@ -798,16 +799,17 @@ DIFFERENCES = {
         "(10 to 18 times smaller), a weak reader: on QASPER yes/no its answers from BM25's evidence are worse than "
         "its answers from memory (the table above), and on HotpotQA it is right on a few questions either way, "
         "where the paper's models gain 7 to 28 points from retrieval.",
-        "Question types: QASPER's are yes/no questions, where a guess would be right about half the time (the 135M "
-        "model often gives no yes/no word, which counts as wrong), so answering from memory scores far above the "
-        "paper's 10-15%; HotpotQA's answers are entities, as in the paper.",
+        "Question types: QASPER's are yes/no questions, where a guess would be right about half the time (the named "
+        "experiments score the options Yes / No, so every answer is one of them), so answering from memory scores "
+        "far above the paper's 10-15%; HotpotQA's answers are entities, as in the paper.",
         "Metric: correct = EM or token F1 >= 0.8 (the paper: F1 above 0.80); for questions whose references are "
         "all yes or no (all of QASPER yes/no, and HotpotQA's yes/no comparison questions) correct = the first yes/no "
         "word of the answer matches, where the paper scores HotpotQA's yes/no questions by EM/F1 like any other: "
         "\"The answer is yes.\" is correct here and wrong there (F1 0.5).",
-        "Uncertainty: our token entropy is over the top 5 alternatives llama.cpp returns, renormalised, where the "
-        "paper's is over the full distribution; it understates flat steps (on \"What is the capital of France?\" a "
-        "mean of 0.28 nats against 0.60 exact, docs/generation.md), so the entropy router ranks by another score.",
+        "Uncertainty: on yes/no questions the exact entropy of the Yes / No option distribution (one decision; "
+        "mean = max entropy); on decoded answers (HotpotQA) the token entropy over the top 5 alternatives llama.cpp "
+        "returns, renormalised, where the paper's is over the full distribution; that understates flat steps (on "
+        "\"What is the capital of France?\" a mean of 0.28 nats against 0.60 exact, docs/generation.md).",
         "Retrieval: BM25 top 5 over the question's own candidates (HotpotQA) or paper (QASPER), as in the paper's "
         "main setting.",
     ],
@@ -822,13 +824,15 @@ DIFFERENCES = {
         "accuracy or token F1 (docs/metrics.md §7), with the same log-ratio gain; correlations on a different Q are not the "
         "same number.",
         "Predictors: the paper's supervised predictors fine-tune ModernBERT-large on 24,000 questions; ours are "
-        "ridge / logistic routers on a few features fitted on the development half; the paper's Internal Prober "
-        "and Bert-Gen need model internals and training we do not have.",
+        "ridge / logistic routers on a few features fitted on the development half; its Internal Prober trains LoRA "
+        "adapters on an 8-10B model, ours (probe_ridge) is a ridge on a frozen 135M model's final hidden states; "
+        "Bert-Gen is not built.",
         "Generator: Falcon3-10B / Llama-3.1-8B in the paper; the packaged SmolLM2-135M-Instruct here.",
-        "Uncertainty: our token entropy (the memory answer's entropy and the drop in max entropy) is over the top 5 "
-        "alternatives llama.cpp returns, renormalised, where the paper's is over the full distribution; it "
-        "understates flat steps (0.28 nats against 0.60 exact on one test question, docs/generation.md), so these "
-        "predictors read another score than the paper's.",
+        "Uncertainty: the named experiments score the options of a yes/no question, so the memory answer's entropy "
+        "(and the drop in it) is the exact entropy of the Yes / No distribution, one decision, where the paper's is "
+        "the max token entropy over a decoded answer; decoded answers (open questions) read llama.cpp's top 5 "
+        "alternatives renormalised, which understates flat steps (0.28 nats against 0.60 exact on one test "
+        "question, docs/generation.md). Either way these predictors read another score than the paper's.",
         "Retrieval: BM25 within each question's own paper (QASPER) or 10 candidates (HotpotQA: both supporting "
         "paragraphs always present), not over a Wikipedia dump; the QPP list length is fixed at 5 (arms.qpp_k), "
         "where the paper tunes it.",

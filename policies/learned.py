@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit, softmax
 
-from harness.errors import ConfigError, HarnessError
+from harness.errors import ConfigError, FeatureError, HarnessError
 from policies.base import FLOAT, FLOATS, INT, INTS, JSON, MATRIX, NAMES, STR, Codec, Policy, ScoreContext
 from policies.builtin import resolve_features
 from policies.preprocess import (
@@ -149,6 +149,9 @@ class RidgePolicy(_Learned):
 
     def score(self, X: pd.DataFrame, ctx: ScoreContext) -> np.ndarray:
         arr = self._prepare_score(X)
+        if arr.shape[1] != len(self.coef_):  # a pattern ("probe_mem_*") matched other columns than at fit
+            raise FeatureError(f"policy {self.name!r} was fitted on {len(self.coef_)} feature columns of "
+                               f"{list(self.features)}, the scored frame has {arr.shape[1]}")
         z = (impute(arr, self.medians_) - self.mean_) / self.scale_
         return linear_predictor(z, self.coef_, self.intercept_)
 

@@ -157,3 +157,13 @@ def test_query_embedding_is_the_encoders_sentence_vector(isolated_cache):
         [q.text for q in ds.questions], normalize_embeddings=True, batch_size=1)
     assert len(cols) == want.shape[1] == 384
     np.testing.assert_allclose(out[cols].to_numpy(), want, rtol=0, atol=1e-5)
+
+
+def test_a_pattern_matching_other_columns_at_score_time_is_named():
+    from policies.base import ScoreContext
+    from policies.learned import RidgeCVPolicy
+
+    X, y = _wide(d=8)
+    pol = RidgeCVPolicy(features="probe_memory", alphas=(1.0,)).fit(X, y)
+    with pytest.raises(FeatureError, match=r"fitted on 8 feature columns .* has 7"):
+        pol.score(X.drop(columns=["probe_mem_0003"]), ScoreContext(qids=np.arange(len(y))))

@@ -1,0 +1,65 @@
+"""BoolQ's answer-level experiment, fast variant (the first 120 questions and their passages):
+memory vs RAG over keep's top unit by the packaged model with option scoring. The sweep ends with
+the decision table; the table's correctness, rescues and harms are recounted from the cached
+answers and the dataset's labels; every answer is an option."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+def test_boolq_answers_fast_sweep_ends_with_the_decision_table(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from harness.app import build_table
+    from harness.config import compose_config
+    from harness.data import load_dataset
+    from harness.generation import score_answer
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-m", "harness", "-m", "experiment=boolq_answers_fast", f"tracking.uri={uri}"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert any(ln.startswith("[4/4]") for ln in lines)
+    verdicts = [ln for ln in lines if "deploy" in ln or "cannot tell" in ln]
+    assert verdicts, proc.stdout[-3000:]  # the decision table's one line per budget
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("boolq_answers_fast/boolq/no_retrieval-vs-rag_keep")
+    runs = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("route_bench.role") == "job"]
+    assert len(runs) == 4 and {r.info.status for r in runs} == {"FINISHED"}
+
+    os.environ["HARNESS_CACHE_DIR"] = env["HARNESS_CACHE_DIR"]  # the sweep's cache: read, not rebuilt
+    try:
+        cfg = compose_config(["experiment=boolq_answers_fast"])
+        from omegaconf import OmegaConf
+
+        plain = OmegaConf.to_container(cfg, resolve=True)
+        table = build_table(plain)
+        dataset = load_dataset(plain["dataset"])
+    finally:
+        os.environ.pop("HARNESS_CACHE_DIR", None)
+    assert {r.data.tags["route_bench.table_key"] for r in runs} == {table.key}  # the table the sweep's jobs read
+    frame = table.frame.set_index("qid")
+    assert len(frame) == 120
+    correct = {}
+    for arm in ("no_retrieval", "rag_keep"):
+        assert set(frame[f"{arm}.answer"]) <= {"Yes", "No"}  # option scoring: every answer is an option
+        assert (frame[f"{arm}.cost.output_tokens"] == 0).all()
+        correct[arm] = {q.qid: float(score_answer(frame.loc[q.qid, f"{arm}.answer"], list(q.answers), boolean=True).correct)
+                        for q in dataset.questions}
+        assert frame[f"{arm}.correct"].to_dict() == correct[arm]
+    rescues = sum(correct["rag_keep"][q] > correct["no_retrieval"][q] for q in correct["rag_keep"])
+    harms = sum(correct["rag_keep"][q] < correct["no_retrieval"][q] for q in correct["rag_keep"])
+    m = runs[0].data.metrics
+    assert (m["table/rescues"], m["table/harms"]) == (rescues, harms)
+    assert m["table/base/correct"] == pytest.approx(sum(correct["no_retrieval"].values()) / 120, abs=1e-12)
