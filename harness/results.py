@@ -678,7 +678,8 @@ def section_002(page: Page, view: SweepView, client: Any) -> None:
         rows.append([label + f" (`{policy}`)", figure(fig).text if fig else "", r_text,
                      interval, page.metric(r, "gain/spearman", decimals=3), page.metric(r, "gain/kendall", decimals=3),
                      page.metric(r, "gain/pearson_p", decimals=3)])
-    page.table(["predictor", "paper Pearson", "ours Pearson", "ours 95% interval (documents resampled)", "ours Spearman",
+    level = 100 * (1 - float(view.param("protocol.alpha", "0.05") or 0.05))
+    page.table(["predictor", "paper Pearson", "ours Pearson", f"ours {level:g}% interval (documents resampled)", "ours Spearman",
                 "ours Kendall", "ours p (Pearson)"], rows)
     predictors = [(p, view.find(p, cost0)) for p, _, _ in PREDICTORS_002 if p not in ("oracle", "random")]
     predictors = [(p, r) for p, r in predictors if r is not None and math.isfinite(_m(r, "gain/pearson_p"))]

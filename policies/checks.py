@@ -177,7 +177,7 @@ def _split(table: pd.DataFrame, features: tuple[str, ...], seed: int, missing_va
     task = RoutingTask.from_table(table, source="the check table")
     if missing_values and features and len(task.qids) >= 12:
         feats = task.features.copy()
-        for j, name in enumerate(features):
+        for j, name in enumerate(expand(features, feats.columns)[0]):  # patterns: every column they match
             col = feats[name].to_numpy(dtype=float, copy=True)
             col[[j % 3, 3 + j % 4]] = np.nan
             col[7 + j % 3] = np.inf

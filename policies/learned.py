@@ -18,6 +18,7 @@ import pandas as pd
 from scipy.special import expit, softmax
 
 from harness.errors import ConfigError, FeatureError, HarnessError
+from harness.retrieval.feature_names import expand
 from policies.base import FLOAT, FLOATS, INT, INTS, JSON, MATRIX, NAMES, STR, Codec, Policy, ScoreContext
 from policies.builtin import resolve_features
 from policies.preprocess import (
@@ -98,6 +99,10 @@ class _Learned(Policy):
         if not self.is_fitted():
             raise HarnessError(f"policy {self.name!r} ({type(self).__name__}) scored before fit() or set_state()")
         arr = feature_array(X, self.features, self.name)
+        fitted = getattr(self, "medians_", None)
+        if fitted is not None and arr.shape[1] != len(fitted):  # a pattern ("probe_mem_*") matched other columns
+            raise FeatureError(f"policy {self.name!r} was fitted on {len(fitted)} feature columns of "
+                               f"{list(self.features)}, the scored frame has {arr.shape[1]}")
         self.n_imputed_scored_ = count_missing(arr)  # values imputed in the last scored matrix
         return arr
 
@@ -149,9 +154,6 @@ class RidgePolicy(_Learned):
 
     def score(self, X: pd.DataFrame, ctx: ScoreContext) -> np.ndarray:
         arr = self._prepare_score(X)
-        if arr.shape[1] != len(self.coef_):  # a pattern ("probe_mem_*") matched other columns than at fit
-            raise FeatureError(f"policy {self.name!r} was fitted on {len(self.coef_)} feature columns of "
-                               f"{list(self.features)}, the scored frame has {arr.shape[1]}")
         z = (impute(arr, self.medians_) - self.mean_) / self.scale_
         return linear_predictor(z, self.coef_, self.intercept_)
 
@@ -167,14 +169,56 @@ class QPPRouter(RidgePolicy):
 
 #: the default penalties a cross-validated ridge chooses from: 10^-1 .. 10^5, half a decade apart
 DEFAULT_ALPHAS = tuple(float(10.0 ** (e / 2.0)) for e in range(-2, 11))
+RIDGE_CV_FOLDS = 5  # grouped folds (documents), fewer when there are fewer documents
+
+
+def grouped_folds(groups, n: int, k: int = RIDGE_CV_FOLDS) -> list[np.ndarray]:
+    """Held-out index sets of a grouped K-fold split (sklearn's GroupKFold, K = min(k, number of
+    groups)); each question its own group when ``groups`` is None. Empty when fewer than 2 groups."""
+    from sklearn.model_selection import GroupKFold
+
+    g = np.arange(n) if groups is None else np.asarray(groups).astype(str)
+    n_groups = len(np.unique(g))
+    if n_groups < 2:
+        return []
+    return [test for _, test in GroupKFold(n_splits=min(k, n_groups)).split(np.zeros((n, 1)), groups=g)]
+
+
+def ridge_cv_errors(arr: np.ndarray, d: np.ndarray, folds: list[np.ndarray], alphas) -> np.ndarray:
+    """Pooled squared error of the held-out questions for each penalty: in each fold the whole
+    pipeline (median imputation, standardisation, ridge with an unpenalised intercept) is fitted
+    on the other folds; the ridge for every penalty comes from one SVD of the fold's standardised
+    matrix, X = U S V', coef = V diag(s / (s^2 + alpha)) U' (y - mean y)."""
+    errors = np.zeros(len(alphas))
+    alphas = np.asarray(alphas, dtype=float)
+    for test in folds:
+        train = np.setdiff1d(np.arange(len(d)), test)
+        medians = column_medians(arr[train])
+        tr, te = impute(arr[train], medians), impute(arr[test], medians)
+        mean, scale = tr.mean(axis=0), tr.std(axis=0)
+        scale[scale == 0] = 1.0  # StandardScaler's rule for a constant column
+        ztr, zte = (tr - mean) / scale, (te - mean) / scale
+        zc = ztr - ztr.mean(axis=0)
+        y_mean = d[train].mean()
+        u, sv, vt = np.linalg.svd(zc, full_matrices=False)
+        uy = u.T @ (d[train] - y_mean)
+        shrink = sv[None, :] / (sv[None, :] ** 2 + alphas[:, None])  # (alphas, components)
+        coefs = (shrink * uy[None, :]) @ vt  # (alphas, features)
+        pred = (zte - ztr.mean(axis=0)) @ coefs.T + y_mean  # (questions, alphas)
+        errors += ((pred - d[test][:, None]) ** 2).sum(axis=0)
+    return errors / max(1, sum(len(t) for t in folds))
 
 
 class RidgeCVPolicy(RidgePolicy):
     """Ridge on delta whose penalty is chosen inside the training questions: for wide feature
     sets (a model's hidden state: 1,152 columns; a sentence embedding: 384) where a fixed penalty
-    fits noise or nothing. sklearn's RidgeCV with its efficient leave-one-out error (generalised
-    cross-validation) over ``alphas`` on the standardised training matrix; only the training
-    questions are seen, so the held-out ones judge the choice. Score = predicted delta.
+    fits noise or nothing. Grouped K-fold cross-validation (K = 5 folds of documents: questions
+    of one document are not independent, so a question-level leave-one-out would favour too
+    small a penalty), the whole pipeline refitted inside each fold; the penalty with the least
+    pooled squared error wins, the larger one on a tie; with fewer than 2 documents the largest.
+    Only the training questions are seen, so the held-out ones judge the choice. Score =
+    predicted delta. ``columns_`` keeps the columns the feature patterns matched at fit, and
+    scoring refuses a frame whose matches differ.
 
     Seed 002's Internal Prober with a frozen model (``policy=probe_ridge``, features from the
     ``hidden_state`` block) and the query-encoder stand-in (``policy=query_encoder_ridge``).
@@ -183,7 +227,7 @@ class RidgeCVPolicy(RidgePolicy):
     name = "ridge_cv"
     kind = "ridge_cv"
     state_params = {**_Learned.state_params, "alphas": FLOATS}
-    fitted_attributes = {**RidgePolicy.fitted_attributes, "alpha": FLOAT}
+    fitted_attributes = {**RidgePolicy.fitted_attributes, "alpha": FLOAT, "columns": NAMES}
 
     def __init__(self, features="probe", alphas=DEFAULT_ALPHAS):
         _Learned.__init__(self, features)
@@ -196,23 +240,43 @@ class RidgeCVPolicy(RidgePolicy):
 
     def fit(self, X, delta, groups=None, seed: int = 0) -> "RidgeCVPolicy":
         from sklearn.impute import SimpleImputer
-        from sklearn.linear_model import RidgeCV
+        from sklearn.linear_model import Ridge
         from sklearn.pipeline import Pipeline
         from sklearn.preprocessing import StandardScaler
 
         arr, d = self._prepare_fit(X, delta)
+        self.columns_ = list(expand(self.features, X.columns)[0])
+        folds = grouped_folds(groups, len(d))
+        if folds:
+            errors = ridge_cv_errors(arr, d, folds, self.alphas)
+            best = np.flatnonzero(errors <= errors.min() * (1 + 1e-12) + 1e-300)
+            self.alpha_ = float(max(self.alphas[i] for i in best))  # a tie: the larger penalty
+        else:
+            self.alpha_ = float(max(self.alphas))
         pipe = Pipeline([
             ("impute", SimpleImputer(strategy="median", keep_empty_features=True)),
             ("scale", StandardScaler()),
-            ("ridge", RidgeCV(alphas=list(self.alphas))),
+            ("ridge", Ridge(alpha=self.alpha_)),
         ]).fit(arr, d)
         self.medians_ = np.asarray(pipe["impute"].statistics_, dtype=float)
         self.mean_ = np.asarray(pipe["scale"].mean_, dtype=float)
         self.scale_ = np.asarray(pipe["scale"].scale_, dtype=float)
         self.coef_ = np.asarray(pipe["ridge"].coef_, dtype=float).reshape(-1)
         self.intercept_ = float(pipe["ridge"].intercept_)
-        self.alpha_ = float(pipe["ridge"].alpha_)
         return self
+
+    def score(self, X: pd.DataFrame, ctx: ScoreContext) -> np.ndarray:
+        if self.is_fitted():
+            found = list(expand(self.features, X.columns)[0])
+            if found != list(self.columns_):
+                raise FeatureError(f"policy {self.name!r} was fitted on the columns {_brief(self.columns_)} of "
+                                   f"{list(self.features)}; the scored frame matches {_brief(found)}")
+        return super().score(X, ctx)
+
+
+def _brief(names) -> str:
+    names = list(names)
+    return str(names) if len(names) <= 6 else f"{names[:3]} ... {names[-2:]} ({len(names)} columns)"
 
 
 class _ClassScorer(_Learned):

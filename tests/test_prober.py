@@ -40,27 +40,41 @@ def _wide(n: int = 60, d: int = 40, seed: int = 0):
     return pd.DataFrame(X, columns=cols), y
 
 
-def test_ridge_cv_chooses_the_penalty_a_brute_force_leave_one_out_loop_chooses():
+def test_ridge_cv_chooses_the_penalty_a_brute_force_grouped_cv_loop_chooses():
+    """The penalty is the one whose sklearn pipeline (imputer, scaler, ridge), refitted in each
+    grouped fold (documents, GroupKFold), has the least pooled held-out squared error; the
+    policy then scores like that pipeline fitted on every training question."""
+    from sklearn.impute import SimpleImputer
     from sklearn.linear_model import Ridge
+    from sklearn.model_selection import GroupKFold
+    from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
     from policies import check_policy
     from policies.base import ScoreContext
-    from policies.learned import RidgeCVPolicy
+    from policies.learned import RidgeCVPolicy, ridge_cv_errors, grouped_folds
 
     X, y = _wide()
+    X.iloc[3, 5] = np.nan  # imputed inside each fold
+    groups = np.repeat([f"doc{i}" for i in range(20)], 3)
     alphas = (0.1, 1.0, 10.0, 100.0, 1000.0)
-    pol = RidgeCVPolicy(features="probe_memory", alphas=alphas).fit(X, y)
-    Z = StandardScaler().fit_transform(X.to_numpy())
-    loo = []
-    for a in alphas:  # the training questions only: leave each out, fit on the rest, predict it
-        err = [(Ridge(alpha=a).fit(np.delete(Z, i, 0), np.delete(y, i)).predict(Z[i:i + 1])[0] - y[i]) ** 2
-               for i in range(len(y))]
-        loo.append(np.mean(err))
-    assert pol.alpha_ == alphas[int(np.argmin(loo))]
-    assert len(set(np.round(loo, 9))) == len(alphas)  # the choice is not a tie
-    want = Ridge(alpha=pol.alpha_).fit(Z, y).predict(StandardScaler().fit(X.to_numpy()).transform(X.to_numpy()))
+    pol = RidgeCVPolicy(features="probe_memory", alphas=alphas).fit(X, y, groups)
+    loss = []
+    for a in alphas:
+        err = 0.0
+        for train, test in GroupKFold(n_splits=5).split(X, y, groups):
+            pipe = make_pipeline(SimpleImputer(strategy="median", keep_empty_features=True), StandardScaler(), Ridge(alpha=a))
+            err += float(((pipe.fit(X.iloc[train], y[train]).predict(X.iloc[test]) - y[test]) ** 2).sum())
+        loss.append(err / len(y))
+    np.testing.assert_allclose(ridge_cv_errors(X.to_numpy(), y, grouped_folds(groups, len(y)), alphas), loss, rtol=1e-8)
+    assert pol.alpha_ == alphas[int(np.argmin(loss))]
+    assert np.sort(loss)[1] - np.sort(loss)[0] > 1e-6 * np.min(loss)  # the choice is not a tie
+    want = make_pipeline(SimpleImputer(strategy="median", keep_empty_features=True), StandardScaler(),
+                         Ridge(alpha=pol.alpha_)).fit(X, y).predict(X)
     np.testing.assert_allclose(pol.score(X, ScoreContext(qids=np.arange(len(y)))), want, rtol=1e-9, atol=1e-9)
+    assert pol.columns_ == list(X.columns)
+    one_doc = RidgeCVPolicy(features="probe_memory", alphas=alphas).fit(X, y, np.zeros(len(y)))
+    assert one_doc.alpha_ == max(alphas)  # no fold to judge on: the largest penalty
     from harness.synthetic import synthetic_outcome_table
 
     table = synthetic_outcome_table(n_docs=40, questions_per_doc=5, seed=0)
@@ -68,6 +82,7 @@ def test_ridge_cv_chooses_the_penalty_a_brute_force_leave_one_out_loop_chooses()
     for i in range(12):  # a wide feature set on the contract check's table
         table[f"feat.probe_mem_{i:04d}"] = rng.normal(size=len(table)) + (table["feat.dense_top1"] if i == 0 else 0)
     check_policy(RidgeCVPolicy(features="probe_memory", alphas=alphas), table, quiet=True)  # the estimator contract
+    check_policy(RidgeCVPolicy(features="probe_memory", alphas=alphas), table, quiet=True, missing_values=True)
     with pytest.raises(ConfigError, match=r"policy\.alphas"):
         RidgeCVPolicy(alphas=[1.0, -2.0])
     with pytest.raises(ConfigError, match=r"policy\.alphas"):
@@ -88,7 +103,15 @@ def test_probe_families_cost_prompts_without_decoding():
     np.testing.assert_array_equal(expected_cost("probe", p, np.array([5.0, 5.0]), np.array([9.0, 9.0]), r,
                                                 "output_tokens"), [5.0, 9.0])
     ms0, ms1, rr = np.array([100.0, 100.0]), np.array([900.0, 900.0]), np.array([10.0, 10.0])
-    np.testing.assert_array_equal(expected_cost("probe", p, ms0, ms1, rr, "ms"), expected_cost("full", p, ms0, ms1, rr))
+    np.testing.assert_array_equal(expected_cost("probe", p, ms0, ms1, rr, "ms"),
+                                  expected_cost("post-generation", p, ms0, ms1, rr))  # an upper bound
+    np.testing.assert_array_equal(expected_cost("probe-memory", p, ms0, ms1, rr, "ms"),
+                                  expected_cost("uncertainty", p, ms0, ms1, rr))
+    # read together with another family's features: the dearer family
+    assert router_family(RidgeCVPolicy(features="probe_memory+uncertainty")) == "uncertainty"
+    assert router_family(RidgeCVPolicy(features="probe_memory+baseline")) == "full"
+    assert router_family(RidgeCVPolicy(features="probe+bm25")) == "post-generation"
+    assert router_family(RidgeCVPolicy(features="probe_memory+query")) == "probe-memory"
 
 
 @pytest.mark.slow
@@ -165,5 +188,13 @@ def test_a_pattern_matching_other_columns_at_score_time_is_named():
 
     X, y = _wide(d=8)
     pol = RidgeCVPolicy(features="probe_memory", alphas=(1.0,)).fit(X, y)
-    with pytest.raises(FeatureError, match=r"fitted on 8 feature columns .* has 7"):
-        pol.score(X.drop(columns=["probe_mem_0003"]), ScoreContext(qids=np.arange(len(y))))
+    ctx = ScoreContext(qids=np.arange(len(y)))
+    with pytest.raises(FeatureError, match=r"fitted on the columns .* matches"):
+        pol.score(X.drop(columns=["probe_mem_0003"]), ctx)
+    renamed = X.rename(columns={"probe_mem_0003": "probe_mem_0099"})  # as many columns, not the same ones
+    with pytest.raises(FeatureError, match=r"fitted on the columns"):
+        pol.score(renamed, ctx)
+    restored = RidgeCVPolicy(features="probe_memory", alphas=(1.0,))
+    restored.set_state(pol.get_state())
+    with pytest.raises(FeatureError, match=r"fitted on the columns"):
+        restored.score(renamed, ctx)

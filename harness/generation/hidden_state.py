@@ -107,9 +107,15 @@ class HiddenStateFeatures(ArmBlock):
     def identity(self) -> dict:
         from harness.generation.arms import PROMPT_VERSION, engine_identity, model_identity
 
+        from harness.generation.backends import package_version
+
         path = self._model_path()
-        return {**super().identity(), "model": model_identity(path or "default"),
-                "engine": engine_identity(f"transformers:{path}" if path else "transformers", self.n_threads),
+        # the weights' digests (a GGUF's, or every file of a model folder), the engine that reads
+        # them (torch, transformers, and gguf, which dequantises a GGUF) and the prompts
+        return {**super().identity(), "model": model_identity(self.generator),
+                "engine": {**engine_identity(f"transformers:{path}" if path else "transformers", self.n_threads),
+                           "transformers_version": package_version("transformers"),
+                           "gguf_version": package_version("gguf")},
                 "prompt_version": PROMPT_VERSION, "state": "last_hidden_state at the prompt's last token"}
 
     def built_with(self) -> dict | None:

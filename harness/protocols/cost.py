@@ -24,11 +24,14 @@ arm's ``cost.total_ms``; no tokens) and p the probability the rule retrieves:
 | oracle | the true outcome (an upper bound) | as query-only |
 
 A probe processes prompts without decoding, and the answer it then chooses continues from its
-processed prompt: in prompt tokens ``probe`` costs P0 + P1 (both prompts) and ``probe-memory``
-P0 + p P1; in output tokens both cost (1 - p) O0 + p O1 (P, O: the prompt and output tokens of
-G0, G1). Milliseconds are not measured split into prompt and output, so for milliseconds
-``probe`` is costed as ``full`` (G0 + R + p G1) and ``probe-memory`` as ``uncertainty``: upper
-bounds (a probe never decodes the answer it does not keep).
+processed prompt: in prompt tokens ``probe`` costs P0 + P1 (both prompts, after the retrieval)
+and ``probe-memory`` P0 + p P1; in output tokens both cost (1 - p) O0 + p O1 (P, O: the prompt
+and output tokens of G0, G1). Milliseconds are not measured split into prompt and output, so
+for milliseconds ``probe`` is costed as ``post-generation`` (G0 + R + G1) and ``probe-memory``
+as ``uncertainty`` (G0 + p (R + G1)): upper bounds, since a probe never decodes the answer it
+does not keep. A probe's features read together with another family's are costed as the
+dearer of the two (``probe-memory`` with uncertainty features: ``uncertainty``; with retrieval
+scores: ``full``; ``probe`` with either: ``post-generation``).
 
 in prompt tokens, output tokens and milliseconds (tokens are the same on every machine;
 milliseconds are this machine's measurement, frozen in the cached blocks). The family follows
@@ -58,12 +61,12 @@ def router_family(policy) -> str:
     feats = set(getattr(policy, "features", ()) or ())
     if any(f.startswith("rag_") and "_unc_" in f for f in feats):  # a RAG answer's own features
         return "post-generation"
-    if any(f.startswith(PROBE_RAG[0][:-1]) for f in feats):
-        return "probe"
-    if any(f.startswith(PROBE_MEMORY[0][:-1]) for f in feats):
-        return "probe-memory"
     unc = bool(feats & set(FEATURE_SETS["uncertainty"]))
     ret = bool(feats & RETRIEVAL_FEATURES)
+    if any(f.startswith(PROBE_RAG[0][:-1]) for f in feats):
+        return "post-generation" if unc or ret else "probe"
+    if any(f.startswith(PROBE_MEMORY[0][:-1]) for f in feats) and not unc:
+        return "full" if ret else "probe-memory"
     return "full" if unc and ret else "uncertainty" if unc else "retrieval-score" if ret else "query-only"
 
 
@@ -75,7 +78,7 @@ def expected_cost(family: str, p: np.ndarray, g0: np.ndarray, g1: np.ndarray, r:
             return g0 + g1 if family == "probe" else g0 + p * g1
         if unit == "output_tokens":
             return (1 - p) * g0 + p * g1
-        family = "full" if family == "probe" else "uncertainty"  # milliseconds: the upper bound
+        family = "post-generation" if family == "probe" else "uncertainty"  # milliseconds: the upper bound
     if family in ("query-only", "oracle"):
         return (1 - p) * g0 + p * (r + g1)
     if family == "uncertainty":

@@ -246,6 +246,8 @@ def pearson_bootstrap(scores, gain, groups, *, n_boot: int = 1000, seed: int = 0
         raise HarnessError("pearson_bootstrap: scores, gain and groups must align and be non-empty")
     if n_boot < 1:
         raise ConfigError("protocol.n_boot", f"must be >= 1, got {n_boot}")
+    if not 0 < alpha < 1:
+        raise ConfigError("alpha", f"must be in (0, 1), got {alpha}")
     x, y = x - x.mean(), y - y.mean()
     docs, doc_of = np.unique(groups.astype(str), return_inverse=True)
     n_docs = len(docs)
