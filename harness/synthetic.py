@@ -18,6 +18,9 @@ from harness.retrieval.feature_names import FEATURE_SETS, column
 RAG_ANSWER_ARMS = ("rag_keep", "rag_hybrid", "rag_bm25")
 
 
+MODEL_STATE_DIMS = 8  # columns per model-state feature pattern (probe_mem_*, probe_rag_*, qemb_*)
+
+
 def synthetic_outcome_table(
     n_docs: int = 60,
     questions_per_doc: int = 5,
@@ -66,6 +69,12 @@ def synthetic_outcome_table(
     for arm in RAG_ANSWER_ARMS:
         for name in FEATURE_SETS["uncertainty"]:
             feats[f"{arm}_{name}"] = rng.normal(size=n)
+    # model-state features (the hidden_state and query_embedding blocks; 576 / 384 dimensions in
+    # a real table, MODEL_STATE_DIMS here), the first dimension carrying the latent weakly; drawn
+    # last, so every value above is what it always was
+    for pattern in FEATURE_SETS["probe"] + FEATURE_SETS["query_embedding"]:
+        for i in range(MODEL_STATE_DIMS):
+            feats[f"{pattern[:-1]}{i:04d}"] = rng.normal(size=n) + (0.5 * z if i == 0 else 0.0)
     for name, values in feats.items():
         table[column(name)] = values.astype(float)
     return table

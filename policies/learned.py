@@ -132,17 +132,21 @@ class RidgePolicy(_Learned):
         self.alpha = _positive(alpha, "policy.alpha")
 
     def fit(self, X, delta, groups=None, seed: int = 0) -> "RidgePolicy":
+        arr, d = self._prepare_fit(X, delta)
+        return self._fit_pipeline(arr, d, float(self.alpha))
+
+    def _fit_pipeline(self, arr: np.ndarray, d: np.ndarray, alpha: float) -> "RidgePolicy":
+        """Imputer -> scaler -> ridge(alpha) on the development matrix; keeps their numbers."""
         from sklearn.impute import SimpleImputer
         from sklearn.linear_model import Ridge
         from sklearn.pipeline import Pipeline
         from sklearn.preprocessing import StandardScaler
 
-        arr, d = self._prepare_fit(X, delta)
         pipe = Pipeline(
             [
                 ("impute", SimpleImputer(strategy="median", keep_empty_features=True)),
                 ("scale", StandardScaler()),
-                ("ridge", Ridge(alpha=float(self.alpha))),
+                ("ridge", Ridge(alpha=alpha)),
             ]
         ).fit(arr, d)
         self.medians_ = np.asarray(pipe["impute"].statistics_, dtype=float)
@@ -239,11 +243,6 @@ class RidgeCVPolicy(RidgePolicy):
         self.alphas = tuple(float(a) for a in values)
 
     def fit(self, X, delta, groups=None, seed: int = 0) -> "RidgeCVPolicy":
-        from sklearn.impute import SimpleImputer
-        from sklearn.linear_model import Ridge
-        from sklearn.pipeline import Pipeline
-        from sklearn.preprocessing import StandardScaler
-
         arr, d = self._prepare_fit(X, delta)
         self.columns_ = list(expand(self.features, X.columns)[0])
         folds = grouped_folds(groups, len(d))
@@ -253,17 +252,7 @@ class RidgeCVPolicy(RidgePolicy):
             self.alpha_ = float(max(self.alphas[i] for i in best))  # a tie: the larger penalty
         else:
             self.alpha_ = float(max(self.alphas))
-        pipe = Pipeline([
-            ("impute", SimpleImputer(strategy="median", keep_empty_features=True)),
-            ("scale", StandardScaler()),
-            ("ridge", Ridge(alpha=self.alpha_)),
-        ]).fit(arr, d)
-        self.medians_ = np.asarray(pipe["impute"].statistics_, dtype=float)
-        self.mean_ = np.asarray(pipe["scale"].mean_, dtype=float)
-        self.scale_ = np.asarray(pipe["scale"].scale_, dtype=float)
-        self.coef_ = np.asarray(pipe["ridge"].coef_, dtype=float).reshape(-1)
-        self.intercept_ = float(pipe["ridge"].intercept_)
-        return self
+        return self._fit_pipeline(arr, d, self.alpha_)
 
     def score(self, X: pd.DataFrame, ctx: ScoreContext) -> np.ndarray:
         if self.is_fitted():

@@ -236,6 +236,9 @@ SYNTHETIC_BEFORE = [
 @pytest.mark.parametrize("kwargs, before", SYNTHETIC_BEFORE)
 def test_synthetic_rag_uncertainty_is_appended_without_changing_a_value(kwargs, before):
     table = synthetic_outcome_table(**kwargs)
+    state = [c for c in table.columns if c.startswith(("feat.probe_", "feat.qemb_"))]  # appended after them
+    assert len(state) == 3 * 8 and list(table.columns[-len(state):]) == state
+    table = table.drop(columns=state)
     new = [f"feat.{arm}_unc_{f}" for arm in ("rag_keep", "rag_hybrid", "rag_bm25")
            for f in ("mean_entropy", "max_entropy", "min_confidence", "answer_tokens")]
     assert list(table.columns[-len(new):]) == new  # appended last, in draw order
