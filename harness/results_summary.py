@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 REPRODUCED, PARTLY, NOT_REPRODUCED = "reproduced", "partly", "not reproduced"
 # why a seed's numbers cannot be the paper's, whatever the verdict (the sections' "Why our numbers
 # differ" say it in full); one text per difference, so rows of several seeds share its footnote
-DATA = "other data: QASPER's yes/no questions (seeds 002, 003: also a 100-question HotpotQA sample), not the papers' sets"
+DATA = "other data: the dataset in the 'on' column (QASPER's yes/no questions, or a HotpotQA sample), not the papers' sets"
 GENERATOR = "another generator: SmolLM2-135M-Instruct, far smaller than the papers' 1.5B to 10B models"
 SETTING = {
     "000": (DATA, "another reranker: MaxSim over MiniLM, not the ms-marco cross-encoder"),
