@@ -219,6 +219,28 @@ def _chat_body(gen: Generator, messages: list[dict], max_tokens: int) -> dict:
 # --------------------------------------------------------------------- llama.cpp (xllamacpp)
 
 
+def _start_with_signals_held(start):
+    """``start()`` with SIGTERM and SIGINT blocked in the calling thread, restored after.
+
+    Why: llama.cpp's server starts its threads in its constructor and waits for them; a SIGTERM
+    that landed during that start left the constructor waiting forever (a build killed between
+    two answer chunks hung instead of ending). Threads inherit the creating thread's signal
+    mask, so the engine's threads never receive the two signals; one that arrives meanwhile
+    stays pending and is delivered to this thread when the mask is restored, where the
+    harness's handler ends the build as usual. Only from the main thread (where Python runs
+    its signal handlers) and where the platform has ``pthread_sigmask``."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        return start()
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    try:
+        return start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
 class LlamaCppGenerator(Generator):
     """llama.cpp in-process through the prebuilt ``xllamacpp`` wheel, on a GGUF file.
 
@@ -272,7 +294,7 @@ class LlamaCppGenerator(Generator):
         p.warmup = False
         t0 = time.perf_counter()
         try:
-            self._server = xlc.Server(p)
+            self._server = _start_with_signals_held(lambda: xlc.Server(p))
         except Exception as e:  # noqa: BLE001 - the engine's own message is the useful part
             raise GenerationError(f"llama.cpp could not load {path.name}: {e}") from None
         self.load_ms = (time.perf_counter() - t0) * 1000.0
