@@ -36,8 +36,9 @@ import pandas as pd
 
 from harness.arm_blocks import BASE, ArmBlock
 from harness.errors import ConfigError, HarnessError
+from harness.retrieval.feature_names import FEATURE_SETS
 
-RETRIEVALS = ("keep", "hybrid", "bm25", "dense")
+RETRIEVALS = ("keep", "hybrid", "bm25")  # the retrieval arms a RAG answer arm reads
 MEMORY_PREFIX = "probe_mem_"
 RAG_PREFIX = "probe_rag_"
 QUERY_PREFIX = "qemb_"
@@ -75,8 +76,7 @@ class HiddenStateFeatures(ArmBlock):
     version = "1"
     chunk_size = 32
     feature_sets: ClassVar[dict[str, tuple[str, ...]]] = {
-        "probe_memory": (MEMORY_PREFIX + "*",), "probe_rag": (RAG_PREFIX + "*",),
-        "probe": (MEMORY_PREFIX + "*", RAG_PREFIX + "*")}
+        name: FEATURE_SETS[name] for name in ("probe_memory", "probe_rag", "probe")}
 
     def __init__(self, generator: str = "default", retrieval: str = "bm25", k: int = 5, n_threads: int = 1,
                  rag: bool = True):
@@ -122,8 +122,7 @@ class HiddenStateFeatures(ArmBlock):
         return self._built_with
 
     def compute(self, rows: pd.DataFrame, dataset: Any) -> pd.DataFrame:
-        from harness.generation import EvidenceUnit, no_retrieval_messages, rag_messages
-        from harness.generation.arms import _torch_threads
+        from harness.generation.arms import NoRetrievalArm, RagBM25Arm, RagHybridArm, RagKeepArm, _torch_threads
         from harness.generation.backends import TransformersGenerator
 
         questions = _questions(self, dataset)
@@ -131,6 +130,9 @@ class HiddenStateFeatures(ArmBlock):
         ranking = f"{self.retrieval}.top10"
         if ranking not in rows.columns:
             raise HarnessError(f"arm block {self.name!r}: the base table has no {ranking!r} column")
+        # the answer arms' own prompt builders, so the probe reads exactly the prompts they answer
+        memory_arm = NoRetrievalArm()
+        rag_arm = {arm.retrieval: arm for arm in (RagKeepArm, RagHybridArm, RagBM25Arm)}[self.retrieval](k=self.k)
         out: list[dict] = []
         with _torch_threads(self.n_threads):
             gen = TransformersGenerator(self._model_path())
@@ -139,14 +141,12 @@ class HiddenStateFeatures(ArmBlock):
                 for _, row in rows.iterrows():
                     q = _question(questions, row["qid"], self, dataset)
                     boolean = q.answer_type == "yes_no"
-                    ranked = [str(u) for u in list(row[ranking])[: self.k]]
-                    evidence = [EvidenceUnit(u, units[u].text, units[u].kind) for u in ranked if u in units]
                     t0 = time.perf_counter()
-                    mem = gen.final_hidden_state(list(no_retrieval_messages(q.text, boolean=boolean).messages))
+                    mem = gen.final_hidden_state(list(memory_arm.prompt(q, row, units, boolean).messages))
                     rec = {"qid": q.qid}
                     rec.update({"feat." + k: v for k, v in state_features(MEMORY_PREFIX, mem).items()})
                     if self.rag:
-                        state = gen.final_hidden_state(list(rag_messages(q.text, evidence, boolean=boolean).messages))
+                        state = gen.final_hidden_state(list(rag_arm.prompt(q, row, units, boolean).messages))
                         rec.update({"feat." + k: v for k, v in state_features(RAG_PREFIX, state).items()})
                     rec["feat.probe_ms"] = (time.perf_counter() - t0) * 1000.0
                     out.append(rec)
@@ -165,7 +165,7 @@ class QueryEmbeddingFeatures(ArmBlock):
     requires = (BASE,)
     version = "1"
     chunk_size = 512
-    feature_sets: ClassVar[dict[str, tuple[str, ...]]] = {"query_embedding": (QUERY_PREFIX + "*",)}
+    feature_sets: ClassVar[dict[str, tuple[str, ...]]] = {"query_embedding": FEATURE_SETS["query_embedding"]}
 
     def __init__(self, model: str = "packaged-minilm", max_seq_length: int = 256):
         if isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int) or not 8 <= max_seq_length <= 8192:
