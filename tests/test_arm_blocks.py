@@ -89,6 +89,91 @@ def test_interrupted_build_resumes_from_its_chunks_with_identical_numbers(table,
     pd.testing.assert_frame_equal(resumed, fresh)  # chunk size changes nothing
 
 
+def test_a_chunk_another_process_holds_is_left_to_it_then_computed_if_it_stopped(table, tmp_path):
+    """A chunk whose lock is held elsewhere is skipped, the others are computed, then the build
+    waits for it; released unwritten (that process stopped), it is computed here, once."""
+    import fcntl
+    import threading
+    import time
+
+    from harness.arm_blocks import build_block
+    from harness.io import digest_of
+
+    CALLS.clear()
+    out: dict = {}
+    block = Union(chunk=30)
+    key = digest_of({"base": "b", "requires": {}, "block": block.identity()})
+    lock_path = tmp_path / "union" / key / "chunks" / "chunk-00001.lock"  # the block's folder
+    lock_path.parent.mkdir(parents=True)
+    holder = open(lock_path, "a+")
+    fcntl.flock(holder.fileno(), fcntl.LOCK_EX)
+    worker = threading.Thread(target=lambda: out.update(result=build_block(
+        block, table[["qid", "keep.hit@10", "hybrid.hit@10"]], None, base_key="b", required_keys={},
+        cache_dir=tmp_path)))
+    worker.start()
+    deadline = time.monotonic() + 120  # waits for a condition; never asserts a duration
+    while len(CALLS) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert CALLS == [30, 30, 10]  # chunks 0, 2 and 3; chunk 1 left to its holder
+    assert worker.is_alive() and not (lock_path.with_suffix(".parquet")).exists()
+    fcntl.flock(holder.fileno(), fcntl.LOCK_UN)
+    holder.close()
+    worker.join(timeout=120)
+    assert not worker.is_alive() and CALLS == [30, 30, 10, 30]
+    frame, build = out["result"]
+    assert build.chunks_computed == 4 and build.path.parent.name == key
+    expected = np.maximum(table["keep.hit@10"], table["hybrid.hit@10"]).to_numpy()
+    np.testing.assert_array_equal(frame.set_index("qid").loc[table["qid"], "union.hit@10"], expected)
+
+
+class SlowRecordingUnion(Union):
+    """Union that appends each computed chunk's first qid to a file (shared by processes)."""
+
+    def __init__(self, k: int = 10, chunk: int = 256, log: str = ""):
+        super().__init__(k, chunk)
+        self.log = log
+
+    def identity(self):
+        return {"k": self.k}  # the log file is no part of what the block computes
+
+    def compute(self, rows, dataset):
+        import time
+
+        with open(self.log, "a", encoding="utf-8") as f:
+            f.write(f"{rows['qid'].iloc[0]}\n")
+        time.sleep(0.05)
+        return super().compute(rows, dataset)
+
+
+def _build_in_process(table, cache_dir, log, out):
+    joined, _ = add_blocks(table, [SlowRecordingUnion(chunk=7, log=log)], None, base_key="b", cache_dir=cache_dir)
+    joined.to_parquet(out)
+
+
+def test_processes_running_the_same_build_share_its_chunks(table, tmp_path):
+    """Two processes build one block at once: every chunk is computed exactly once between them
+    and both get the table a single process builds."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    log = tmp_path / "computed.txt"
+    procs = [ctx.Process(target=_build_in_process, args=(table, tmp_path / "cache", str(log), tmp_path / f"out{n}.parquet"))
+             for n in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    assert [p.exitcode for p in procs] == [0, 0]
+    computed = log.read_text(encoding="utf-8").split()
+    first_qids = sorted(table["qid"])[::7]
+    assert sorted(computed) == sorted(first_qids)  # each chunk once, none twice
+    single, _ = add_blocks(table, [Union(chunk=30)], None, base_key="b", cache_dir=tmp_path / "single")
+    for n in range(2):
+        got = pd.read_parquet(tmp_path / f"out{n}.parquet")
+        pd.testing.assert_frame_equal(got, single, check_dtype=False)
+    assert len(list((tmp_path / "cache").rglob("block.parquet"))) == 1
+
+
 def test_corrupt_cached_block_is_moved_aside_and_rebuilt(table, tmp_path, capsys):
     joined, builds = add_blocks(table, [Union()], None, base_key="b", cache_dir=tmp_path)
     builds[0].path.write_bytes(b"garbage")

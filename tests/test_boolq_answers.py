@@ -63,3 +63,25 @@ def test_boolq_answers_fast_sweep_ends_with_the_decision_table(tmp_path):
     m = runs[0].data.metrics
     assert (m["table/rescues"], m["table/harms"]) == (rescues, harms)
     assert m["table/base/correct"] == pytest.approx(sum(correct["no_retrieval"].values()) / 120, abs=1e-12)
+
+    # its page of the results (python -m harness results --experiments boolq_answers): every number
+    # of ours read back from the store, the accuracies and rates the recount above gives
+    import json
+
+    from tests.test_results_page import _check_cites, _ours_cells_are_cited
+
+    out = tmp_path / "docs" / "results_boolq.md"
+    proc = subprocess.run([sys.executable, "-m", "harness", "results", "--variant", "fast", "--experiments",
+                           "boolq_answers", "--out", str(out), "--tracking-uri", uri],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    page = out.read_text(encoding="utf-8")
+    sidecar = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    assert _check_cites(page, sidecar, client) > 10 and sidecar["missing"] == []
+    _ours_cells_are_cited(page, sidecar)
+    assert "## Memory or RAG on BoolQ" in page and "seed 000" not in page  # only the experiment asked for
+    row = {line.split("|")[1].strip(): line.split("|")[-2].strip() for line in page.splitlines() if line.startswith("| ")}
+    assert row["accuracy from memory (%)"] == f"{100 * sum(correct['no_retrieval'].values()) / 120:.1f}"
+    assert row["accuracy with RAG (%)"] == f"{100 * sum(correct['rag_keep'].values()) / 120:.1f}"
+    assert row["RAG helps (rescues, %)"] == f"{100 * rescues / 120:.1f}" and row["RAG harms (%)"] == f"{100 * harms / 120:.1f}"
+    assert "Which router to deploy at the 50% budget" in page

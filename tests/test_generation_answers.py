@@ -208,3 +208,32 @@ def test_utility_class_and_gain():
     # log((1 + 0.01) / (0 + 0.01)) = log(101) = 4.61512...
     assert quality_gain(1.0, 0.0) == pytest.approx(math.log(101))
     assert quality_gain(0.5, 0.5) == 0.0
+
+
+CHOICES = ("mitochondria", "A bird", "nucleus", "ribosome")
+
+
+@pytest.mark.parametrize("text, named", [
+    ("B", "A bird"), ("B.", "A bird"), ("(C) nucleus", "nucleus"), ("D: because", "ribosome"), ("[A]", "mitochondria"),
+    ("A", "mitochondria"), ("nucleus", "nucleus"), ("The nucleus.", "nucleus"), ("a bird", "A bird"),
+    ("A bird", "A bird"),  # the option's text, not the letter A followed by a word
+    ("Because", None), ("E", None), ("a", None), ("nucleus and ribosome", None), ("", None),
+])
+def test_the_option_an_answer_names(text, named):
+    from harness.generation.answers import choice_of
+
+    assert choice_of(text, CHOICES) == named
+
+
+def test_multiple_choice_correct_means_the_gold_option_was_named():
+    from harness.generation.answers import score_answer
+
+    right = score_answer("C. [1]", ["nucleus"], choices=CHOICES)
+    assert (right.correct, right.em, right.f1, right.quality) == (True, 1.0, 1.0, 1.0)
+    wrong = score_answer("D", ["nucleus"], choices=CHOICES)
+    assert (wrong.correct, wrong.em, wrong.quality) == (False, 0.0, 0.0) and wrong.f1 == 0.0
+    # a wrong option that contains the gold's words is wrong, though its F1 is not 0
+    contains = score_answer("B", ["nucleus"], choices=("nucleus", "cell nucleus"))
+    assert not contains.correct and contains.f1 == pytest.approx(2 / 3)  # precision 1/2, recall 1
+    none = score_answer("I think the cell", ["nucleus"], choices=CHOICES)
+    assert not none.correct and none.em == 0.0

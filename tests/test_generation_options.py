@@ -100,3 +100,40 @@ def test_option_scores_are_the_engines_full_distribution_and_the_arm_uses_them(t
             assert row["feat.unc_min_confidence"] == pytest.approx(1 - p)
         else:  # open questions are decoded, as in mode generate
             assert row["no_retrieval.cost.output_tokens"] >= 1 and math.isnan(row["feat.unc_option_margin"])
+
+
+@pytest.mark.slow
+def test_multiple_choice_scores_the_option_letters_exactly(tmp_path):
+    """SciQ as multiple choice: the memory arm scores the letters A-D after a prompt that lists the
+    options; its answer is the best letter's option and its entropy equals scipy's entropy of the
+    letters' probabilities read from the engine's decoded first step (an independent path)."""
+    pytest.importorskip("xllamacpp", reason="xllamacpp (the llama.cpp wheel) is not installed")
+    from scipy.special import softmax
+    from scipy.stats import entropy
+
+    from harness.arm_blocks import build_block
+    from harness.data import load_dataset
+    from harness.generation import GenerationConfig, LlamaCppGenerator, score_answer
+    from harness.generation.options import choice_letters
+
+    dataset = load_dataset({"loader": "sciq", "choices": True, "n_questions": 4})
+    arm = NoRetrievalArm(mode="options", max_tokens=8)
+    rows = pd.DataFrame({"qid": [q.qid for q in dataset.questions]})
+    frame, _ = build_block(arm, rows, dataset, base_key="b", required_keys={"base": "b"}, cache_dir=tmp_path)
+    by_qid = frame.set_index("qid")
+    with LlamaCppGenerator(config=GenerationConfig(max_tokens=1, top_k=20)) as gen:
+        for q in dataset.questions:
+            row = by_qid.loc[q.qid]
+            prompt = arm.prompt(q, None, {}, False)
+            assert "\nA. " in prompt.messages[1]["content"] and "\nD. " in prompt.messages[1]["content"]
+            top = {t.token: t.logprob for t in gen.generate(prompt).tokens[0].top}
+            letters = choice_letters(len(q.choices))
+            assert set(letters) <= set(top), f"{q.qid}: a letter outside the first step's top 20"
+            lps = [top[x] for x in letters]
+            best = max(range(len(letters)), key=lambda i: (lps[i], -i))
+            assert row["no_retrieval.answer"] == q.choices[best] and row["no_retrieval.cost.output_tokens"] == 0
+            assert row["feat.unc_mean_entropy"] == pytest.approx(entropy(softmax(lps)), abs=1e-9)
+            assert row["feat.unc_min_confidence"] == pytest.approx(1 - softmax(lps).max(), abs=1e-9)
+            assert 0 <= row["feat.unc_mean_entropy"] <= math.log(len(letters))
+            assert row["no_retrieval.correct"] == float(score_answer(q.choices[best], q.answers, choices=q.choices).correct)
+            assert row["no_retrieval.correct"] == float(q.choices[best] == q.answers[0])

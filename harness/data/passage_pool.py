@@ -25,10 +25,12 @@ class Row(NamedTuple):
     passage: str
     answers: tuple[str, ...]
     answer_type: str
+    choices: tuple[str, ...] = ()  # a multiple-choice question's options, in the order shown
 
 
 def pooled_dataset(name: str, source: str, prefix: str, rows: Iterable[Row], meta: dict, *,
-                   n_questions: int | None = None, without_passage: str = "refuse") -> Dataset:
+                   n_questions: int | None = None, without_passage: str = "refuse",
+                   extra_options: dict | None = None) -> Dataset:
     """The dataset of ``rows``; a row with an empty passage is refused (one line naming it), or,
     with ``without_passage="leave_out"``, left out and counted in ``meta["left_out"]``."""
     documents: dict[str, list[Unit]] = {}
@@ -51,12 +53,14 @@ def pooled_dataset(name: str, source: str, prefix: str, rows: Iterable[Row], met
             documents[uid] = [Unit(uid, uid, 0, "paragraph", row.passage)]
         uid = unit_of[row.passage]
         questions.append(Question(f"{prefix}-{row.index:04d}", uid, POOL_ID, row.text, gold_unit_ids=(uid,),
-                                  answers=row.answers, answer_type=row.answer_type, evidence_match={"exact": 1}))
+                                  answers=row.answers, answer_type=row.answer_type, evidence_match={"exact": 1},
+                                  choices=tuple(row.choices)))
     if not questions:
         raise DataError(source, None, "no question with a passage")
     options: dict = {"pool": "global"}
     if n_questions is not None:
         options["n_questions"] = n_questions
+    options.update(extra_options or {})
     if without_passage == "leave_out":
         meta = {**meta, "left_out": {"questions_without_passage": left_out}}
     return Dataset(name, documents, questions, {POOL_ID: list(documents)}, meta=meta, options=options)

@@ -39,10 +39,21 @@ class Question:
     answer_type: str = ""  # extractive | abstractive | yes_no | unanswerable | span | ...
     # how each evidence string was matched: counts of "exact", "fuzzy", "unmatched"
     evidence_match: Mapping[str, int] = field(default_factory=dict)
+    # a multiple-choice question's options, in the order shown (A, B, ...); the gold is in answers
+    choices: tuple[str, ...] = ()
 
     @property
     def has_evidence(self) -> bool:
         return len(self.gold_unit_ids) > 0
+
+
+def _question_material(q: Question) -> dict:
+    """A question's fingerprinted fields; ``choices`` only when it has some, so questions without
+    options keep the fingerprint they had before options existed."""
+    out = {**asdict(q), "evidence_match": dict(q.evidence_match)}
+    if not q.choices:
+        out.pop("choices")
+    return out
 
 
 @dataclass
@@ -85,9 +96,7 @@ class Dataset:
         material = {
             "name": self.name,
             "units": [asdict(u) for us in self.documents.values() for u in us],
-            "questions": [
-                {**asdict(q), "evidence_match": dict(q.evidence_match)} for q in self.questions
-            ],
+            "questions": [_question_material(q) for q in self.questions],
             "pools": self.pools,
         }
         if self.options:  # absent when empty: datasets without options keep their fingerprint

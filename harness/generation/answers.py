@@ -29,8 +29,14 @@
   as a space: "“Yes”", "Yes—it does.", "Yes…", "«Yes»", "¡Yes!" and a full-width "Ｙｅｓ" all
   say yes (SQuAD's normalisation drops only ASCII punctuation and glues "Yes—it" into one
   word). A consequence: "No-one knows" says no.
+* **Multiple-choice questions** (``choices``: the options shown to the model as A, B, C, ...):
+  the answer names an option (``choice_of``) when its normalised text equals an option's, else
+  when it starts with an option's letter closed by nothing or by ".", ")", ":" or "]" ("B",
+  "B.", "(B) ...", "B: ..."; not "Because", not "A bird", where "A" is an article); ``correct`` = the named option normalises to a reference answer (the gold option);
+  an answer naming no option is wrong. EM = correct; F1 is the named option's token F1 against
+  the references (the raw text's when it names none).
 * ``quality``: the continuous answer quality Q in [0, 1] for docs/metrics.md §7's gain: token F1,
-  or yes/no accuracy for boolean questions.
+  or yes/no (multiple-choice) accuracy for boolean (multiple-choice) questions.
 * ``utility_class``: seed 003's u in {-1, 0, +1} of RAG over no-retrieval:
   ``int(correct_rag) - int(correct_no_retrieval)``.
 """
@@ -149,15 +155,39 @@ class AnswerScore:
         return asdict(self)
 
 
+_LETTER_ANSWER = re.compile(r"^\W*([A-Z])(?:$|[.):\]])")
+
+
+def choice_of(text: str, choices: Sequence[str]) -> str | None:
+    """The option an answer names among ``choices`` (shown as A, B, ...), or None (module docstring)."""
+    norm = normalize_answer(text)
+    for c in choices:
+        if normalize_answer(str(c)) == norm:
+            return str(c)
+    m = _LETTER_ANSWER.match(text.strip())
+    if m:
+        i = ord(m.group(1)) - ord("A")
+        if 0 <= i < len(choices):
+            return str(choices[i])
+    return None
+
+
 def score_answer(
     prediction: str,
     golds: Sequence[str],
     *,
     boolean: bool | None = None,
     unanswerable: bool | None = None,
+    choices: Sequence[str] | None = None,
 ) -> AnswerScore:
     """Score one generated answer against the reference answers (see the module docstring)."""
     golds = [str(g) for g in golds]
+    if choices:
+        named = choice_of(strip_citations(prediction), choices)
+        ok = named is not None and normalize_answer(named) in {normalize_answer(g) for g in golds}
+        f1 = token_f1(named if named is not None else strip_citations(prediction), golds)
+        return AnswerScore(em=float(ok), f1=f1, correct=ok, abstained=is_abstention(strip_citations(prediction)),
+                           boolean=False, unanswerable=False, yes_no=None, quality=float(ok))
     if boolean is None:
         boolean = is_boolean_reference(golds)
     if unanswerable is None:

@@ -53,7 +53,8 @@ from harness.retrieval.feature_names import UNCERTAINTY as UNCERTAINTY_FEATURES
 
 PROMPT_VERSION = 1  # bump when harness.generation.prompts changes what a prompt says
 # generate: decode an answer (every question); options: yes/no questions are answered by scoring
-# the options "Yes" / "No" after the prompt (harness.generation.options), open ones decoded
+# the options "Yes" / "No" after the prompt (harness.generation.options), multiple-choice ones by
+# scoring the letters of their options, open ones decoded
 ANSWER_MODES = ("generate", "options")
 # the bounds of the answer arms' settings: (low, high, why); checked before any work
 TOP_UNITS = 10  # a RAG arm reads its retrieval arm's ``<arm>.top10``: more units do not exist
@@ -289,7 +290,7 @@ class AnswerArm(ArmBlock):
 
     def compute(self, rows: pd.DataFrame, dataset: Any) -> pd.DataFrame:
         from harness.generation import GenerationConfig, load_generator, uncertainty_features
-        from harness.generation.options import YES_NO
+        from harness.generation.options import YES_NO, choice_letters
 
         if dataset is None or not getattr(dataset, "questions", None):
             raise HarnessError(f"arm {self.arms[0]!r} generates answers from the dataset's questions: the synthetic "
@@ -333,10 +334,13 @@ class AnswerArm(ArmBlock):
                 prompt = self.prompt(q, row, units, boolean)
                 prefix = "feat." if self.retrieval is None else f"feat.{arm}_"
                 t0 = time.perf_counter()
-                if self.mode == "options" and boolean:
-                    scored = gen.score_options(prompt.as_list(), YES_NO)
+                if self.mode == "options" and (boolean or q.choices):
+                    letters = choice_letters(len(q.choices)) if q.choices else YES_NO
+                    scored = gen.score_options(prompt.as_list(), letters)
                     wall_ms = (time.perf_counter() - t0) * 1000.0
-                    text, prompt_n, output_n, model_ms = scored.best, scored.prompt_tokens, 0, scored.model_ms
+                    # the answer is the option's text (a letter names the option shown under it)
+                    text = q.choices[letters.index(scored.best)] if q.choices else scored.best
+                    prompt_n, output_n, model_ms = scored.prompt_tokens, 0, scored.model_ms
                     unc = option_uncertainty(scored)
                 else:
                     g = gen.generate(prompt.as_list())
@@ -373,7 +377,8 @@ class AnswerArm(ArmBlock):
         rows = []
         for qid, text in zip(frame["qid"], frame[f"{arm}.answer"]):
             q = questions[str(qid)]
-            s = score_answer(str(text), list(q.answers), boolean=(q.answer_type == "yes_no") or None)
+            s = score_answer(str(text), list(q.answers), boolean=(q.answer_type == "yes_no") or None,
+                             choices=q.choices or None)
             rows.append({f"{arm}.correct": float(s.correct), f"{arm}.em": float(s.em), f"{arm}.f1": float(s.f1),
                          f"{arm}.quality": float(s.quality), f"{arm}.abstained": float(s.abstained)})
         return pd.DataFrame(rows, index=frame.index)
@@ -426,7 +431,7 @@ class NoRetrievalArm(AnswerArm):
     def prompt(self, question, row, units, boolean):
         from harness.generation import no_retrieval_messages
 
-        return no_retrieval_messages(question.text, boolean=boolean)
+        return no_retrieval_messages(question.text, boolean=boolean, choices=question.choices)
 
 
 def _post_generation_set(arm: str) -> dict[str, tuple[str, ...]]:
@@ -449,7 +454,7 @@ class _RagArm(AnswerArm):
 
         ranked = [str(u) for u in list(row[f"{self.retrieval}.top10"])[: self.k]]
         evidence = [EvidenceUnit(uid, units[uid].text, units[uid].kind) for uid in ranked if uid in units]
-        return rag_messages(question.text, evidence, boolean=boolean)
+        return rag_messages(question.text, evidence, boolean=boolean, choices=question.choices)
 
 
 class RagKeepArm(_RagArm):

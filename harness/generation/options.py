@@ -1,4 +1,4 @@
-"""Option scoring for closed answers (yes/no): the model's log-likelihood of each option right
+"""Option scoring for closed answers (yes/no, multiple choice): the model's log-likelihood of each option right
 after the prompt, instead of decoding an answer.
 
 Why: a small model asked a yes/no question often starts its answer with something else
@@ -15,6 +15,10 @@ log-probability there, so all options share the prompt's one evaluation. An opti
 exactly one piece is refused (scoring it would need the model's tokenizer and one evaluation
 per piece). No text is decoded.
 
+Multiple choice: the options are shown in the prompt as "A. ...", "B. ..." and the scored
+options are the letters (``choice_letters``), single pieces in the vocabulary, as
+lm-evaluation-harness scores MMLU's lettered form; the answer is the option of the best letter.
+
 For options o_1..o_n with log-likelihoods l_i: p_i = exp(l_i) / sum_j exp(l_j) (the option
 distribution), answer = the option of the highest l_i (the first listed on an exact tie),
 ``entropy`` = -sum_i p_i ln p_i (nats, exact: at most ln n), ``margin`` = l_best - l_second
@@ -28,6 +32,14 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 YES_NO = ("Yes", "No")
+LETTERS = "ABCDEFGHIJ"
+
+
+def choice_letters(n: int) -> tuple[str, ...]:
+    """The letters that label ``n`` options in a multiple-choice prompt (A, B, ...)."""
+    if not 2 <= n <= len(LETTERS):
+        raise ValueError(f"a multiple-choice question needs 2 to {len(LETTERS)} options, got {n}")
+    return tuple(LETTERS[:n])
 
 
 @dataclass(frozen=True)

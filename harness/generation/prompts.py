@@ -10,6 +10,8 @@ Rules (seed 000, "Generation"; docs/metrics.md §7):
   no citations. It has no abstention instruction: the no-retrieval arm is scored as a plain
   answer (seed 003's "the model first answers from memory").
 * **Yes/no questions** (``boolean=True``): the answer must start with "Yes" or "No".
+* **Multiple-choice questions** (``choices``): the options follow the question as lines
+  "A. ...", "B. ..." and the answer must be the letter of the correct option.
 * **Evidence cap**: the evidence block (labels, texts and the blank lines between them, exactly
   as put into the prompt) has at most ``MAX_EVIDENCE_CHARS = 12,000`` characters. Units are
   added in rank order; the first unit that does not fit whole is cut to the remaining room (when
@@ -47,6 +49,17 @@ NO_RETRIEVAL_SYSTEM = (
     "sentence. Do not explain your reasoning."
 )
 NO_RETRIEVAL_BOOLEAN_RULE = "This is a yes/no question: start the answer with Yes or No."
+CHOICE_RULE = "This is a multiple-choice question: answer with the letter of the correct option only."
+
+
+def _question_text(question: str, choices: Sequence[str]) -> str:
+    """The question, then its lettered options when it has any."""
+    text = f"Question: {question.strip()}"
+    if choices:
+        from harness.generation.options import choice_letters
+
+        text += "".join(f"\n{letter}. {str(c).strip()}" for letter, c in zip(choice_letters(len(choices)), choices))
+    return text
 
 
 @dataclass(frozen=True)
@@ -130,11 +143,12 @@ def rag_messages(
     *,
     boolean: bool = False,
     max_chars: int = MAX_EVIDENCE_CHARS,
+    choices: Sequence[str] = (),
 ) -> Prompt:
     """Messages for answering ``question`` from ``units`` (ranked best first)."""
     block, ids, truncated = evidence_block(_as_units(units), max_chars)
-    system = RAG_SYSTEM + ("\n" + RAG_BOOLEAN_RULE if boolean else "")
-    user = f"Evidence:\n{block if block else '(none)'}\n\nQuestion: {question.strip()}\nAnswer:"
+    system = RAG_SYSTEM + ("\n" + RAG_BOOLEAN_RULE if boolean else "") + ("\n5. " + CHOICE_RULE if choices else "")
+    user = f"Evidence:\n{block if block else '(none)'}\n\n{_question_text(question, choices)}\nAnswer:"
     return Prompt(
         messages=({"role": "system", "content": system}, {"role": "user", "content": user}),
         unit_ids=ids,
@@ -144,10 +158,11 @@ def rag_messages(
     )
 
 
-def no_retrieval_messages(question: str, *, boolean: bool = False) -> Prompt:
+def no_retrieval_messages(question: str, *, boolean: bool = False, choices: Sequence[str] = ()) -> Prompt:
     """Messages for answering ``question`` from the model's memory (no evidence)."""
-    system = NO_RETRIEVAL_SYSTEM + (" " + NO_RETRIEVAL_BOOLEAN_RULE if boolean else "")
-    user = f"Question: {question.strip()}\nAnswer:"
+    system = NO_RETRIEVAL_SYSTEM + (" " + NO_RETRIEVAL_BOOLEAN_RULE if boolean else "") + (
+        " " + CHOICE_RULE if choices else "")
+    user = f"{_question_text(question, choices)}\nAnswer:"
     return Prompt(
         messages=({"role": "system", "content": system}, {"role": "user", "content": user}),
         kind="no_retrieval",
