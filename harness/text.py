@@ -5,16 +5,30 @@ a unit, so it must not discard anything that distinguishes paragraphs. ``word_f1
 word tokens (``word_tokens``: runs of Unicode word characters of the ``normalize_text`` form);
 if either side has no token, it is 1.0 when both are empty and 0.0 otherwise (fuzzy evidence
 matching, ``harness.data.evidence``, counts the same tokens but scores an empty side 0).
-Answers are scored elsewhere, by SQuAD's rules (``harness.generation.answers.token_f1``).
+Answers are scored elsewhere, by SQuAD's rules (``harness.generation.answers.token_f1``);
+their normalisation, ``normalize_answer`` (SQuAD v1.1: lowercase, drop ``string.punctuation``,
+articles a/an/the, collapse whitespace), lives here so that data loaders can apply it too
+(a multiple-choice loader merges options that scoring could not tell apart).
 """
 
 from __future__ import annotations
 
 import re
+import string
 from collections import Counter
 from typing import Sequence
 
 _WORD_RE = re.compile(r"\w+")
+_PUNCT = frozenset(string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def normalize_answer(s: str) -> str:
+    """SQuAD v1.1 answer normalisation (lower, punctuation, articles, whitespace)."""
+    s = s.lower()
+    s = "".join(ch for ch in s if ch not in _PUNCT)
+    s = _ARTICLES.sub(" ", s)
+    return " ".join(s.split())
 
 
 def normalize_text(s: str) -> str:

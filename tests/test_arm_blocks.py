@@ -89,39 +89,54 @@ def test_interrupted_build_resumes_from_its_chunks_with_identical_numbers(table,
     pd.testing.assert_frame_equal(resumed, fresh)  # chunk size changes nothing
 
 
-def test_a_chunk_another_process_holds_is_left_to_it_then_computed_if_it_stopped(table, tmp_path):
+@pytest.mark.parametrize("holder_writes", [False, True], ids=["holder-stopped", "holder-wrote"])
+def test_a_chunk_another_process_holds_is_left_to_it(table, tmp_path, holder_writes):
     """A chunk whose lock is held elsewhere is skipped, the others are computed, then the build
-    waits for it; released unwritten (that process stopped), it is computed here, once."""
+    waits for it: written by its holder, it is read (not computed again); released unwritten
+    (its holder stopped), it is computed here, once."""
     import fcntl
+    import shutil
     import threading
     import time
 
     from harness.arm_blocks import build_block
-    from harness.io import digest_of
+    from harness.io import digest_of, sidecar_path
 
-    CALLS.clear()
-    out: dict = {}
     block = Union(chunk=30)
     key = digest_of({"base": "b", "requires": {}, "block": block.identity()})
-    lock_path = tmp_path / "union" / key / "chunks" / "chunk-00001.lock"  # the block's folder
-    lock_path.parent.mkdir(parents=True)
-    holder = open(lock_path, "a+")
+    inputs = table[["qid", "keep.hit@10", "hybrid.hit@10"]]
+    if holder_writes:  # what the holder will write: the same block built in another cache folder
+        build_block(block, inputs, None, base_key="b", required_keys={}, cache_dir=tmp_path / "elsewhere")
+    CALLS.clear()
+    out: dict = {}
+    chunk = tmp_path / "union" / key / "chunks" / "chunk-00001.parquet"  # in the block's folder
+    chunk.parent.mkdir(parents=True)
+    holder = open(chunk.with_suffix(".lock"), "a+")
     fcntl.flock(holder.fileno(), fcntl.LOCK_EX)
     worker = threading.Thread(target=lambda: out.update(result=build_block(
-        block, table[["qid", "keep.hit@10", "hybrid.hit@10"]], None, base_key="b", required_keys={},
-        cache_dir=tmp_path)))
-    worker.start()
-    deadline = time.monotonic() + 120  # waits for a condition; never asserts a duration
-    while len(CALLS) < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert CALLS == [30, 30, 10]  # chunks 0, 2 and 3; chunk 1 left to its holder
-    assert worker.is_alive() and not (lock_path.with_suffix(".parquet")).exists()
-    fcntl.flock(holder.fileno(), fcntl.LOCK_UN)
-    holder.close()
+        block, inputs, None, base_key="b", required_keys={}, cache_dir=tmp_path)), daemon=True)
+    try:
+        worker.start()
+        deadline = time.monotonic() + 120  # waits for a condition; never asserts a duration
+        while len(CALLS) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert CALLS == [30, 30, 10]  # chunks 0, 2 and 3; chunk 1 left to its holder
+        assert worker.is_alive() and not chunk.exists()
+        if holder_writes:
+            written = tmp_path / "elsewhere" / "union" / key / "chunks" / chunk.name
+            shutil.copy(written, chunk)
+            shutil.copy(sidecar_path(written), sidecar_path(chunk))
+    finally:
+        fcntl.flock(holder.fileno(), fcntl.LOCK_UN)
+        holder.close()
     worker.join(timeout=120)
-    assert not worker.is_alive() and CALLS == [30, 30, 10, 30]
+    assert not worker.is_alive()
     frame, build = out["result"]
-    assert build.chunks_computed == 4 and build.path.parent.name == key
+    if holder_writes:
+        assert CALLS == [30, 30, 10] and (build.chunks_computed, build.chunks_reused) == (3, 1)
+    else:
+        assert CALLS == [30, 30, 10, 30] and (build.chunks_computed, build.chunks_reused) == (4, 0)
+    assert build.path.parent.name == key
     expected = np.maximum(table["keep.hit@10"], table["hybrid.hit@10"]).to_numpy()
     np.testing.assert_array_equal(frame.set_index("qid").loc[table["qid"], "union.hit@10"], expected)
 
@@ -151,18 +166,24 @@ def _build_in_process(table, cache_dir, log, out):
 
 
 def test_processes_running_the_same_build_share_its_chunks(table, tmp_path):
-    """Two processes build one block at once: every chunk is computed exactly once between them
-    and both get the table a single process builds."""
+    """Two real processes build one block at once: every chunk is computed exactly once between
+    them and both get the table a single process builds (that the chunks are split, not queued,
+    is shown by the test above, which holds one chunk's lock)."""
     import multiprocessing
 
-    ctx = multiprocessing.get_context("fork")
+    ctx = multiprocessing.get_context("spawn")
     log = tmp_path / "computed.txt"
-    procs = [ctx.Process(target=_build_in_process, args=(table, tmp_path / "cache", str(log), tmp_path / f"out{n}.parquet"))
-             for n in range(2)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=300)
+    procs = [ctx.Process(target=_build_in_process, args=(table, tmp_path / "cache", str(log), tmp_path / f"out{n}.parquet"),
+                         daemon=True) for n in range(2)]
+    try:
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(timeout=300)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
     assert [p.exitcode for p in procs] == [0, 0]
     computed = log.read_text(encoding="utf-8").split()
     first_qids = sorted(table["qid"])[::7]

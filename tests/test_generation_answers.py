@@ -217,7 +217,9 @@ CHOICES = ("mitochondria", "A bird", "nucleus", "ribosome")
     ("B", "A bird"), ("B.", "A bird"), ("(C) nucleus", "nucleus"), ("D: because", "ribosome"), ("[A]", "mitochondria"),
     ("A", "mitochondria"), ("nucleus", "nucleus"), ("The nucleus.", "nucleus"), ("a bird", "A bird"),
     ("A bird", "A bird"),  # the option's text, not the letter A followed by a word
-    ("Because", None), ("E", None), ("a", None), ("nucleus and ribosome", None), ("", None),
+    ("**B**", "A bird"), ("B, because", "A bird"), ("b)", "A bird"), ("(c)", "nucleus"), ("Answer: D", "ribosome"),
+    ("The answer is C.", "nucleus"),
+    ("Because", None), ("E", None), ("a", None), ("b", None), ("nucleus and ribosome", None), ("", None), ("...", None),
 ])
 def test_the_option_an_answer_names(text, named):
     from harness.generation.answers import choice_of
@@ -237,3 +239,8 @@ def test_multiple_choice_correct_means_the_gold_option_was_named():
     assert not contains.correct and contains.f1 == pytest.approx(2 / 3)  # precision 1/2, recall 1
     none = score_answer("I think the cell", ["nucleus"], choices=CHOICES)
     assert not none.correct and none.em == 0.0
+    # exact text before SQuAD's normalisation: "the liver" and "liver" normalise alike
+    from harness.generation.answers import choice_of
+
+    assert choice_of("liver", ("the liver", "liver")) == "liver" and choice_of("the liver", ("the liver", "liver")) == "the liver"
+    assert choice_of("-", ("-", "x")) == "-" and choice_of("...", ("-", "x")) is None  # nothing left after normalising

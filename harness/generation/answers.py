@@ -30,11 +30,15 @@
   say yes (SQuAD's normalisation drops only ASCII punctuation and glues "Yes—it" into one
   word). A consequence: "No-one knows" says no.
 * **Multiple-choice questions** (``choices``: the options shown to the model as A, B, C, ...):
-  the answer names an option (``choice_of``) when its normalised text equals an option's, else
-  when it starts with an option's letter closed by nothing or by ".", ")", ":" or "]" ("B",
-  "B.", "(B) ...", "B: ..."; not "Because", not "A bird", where "A" is an article); ``correct`` = the named option normalises to a reference answer (the gold option);
-  an answer naming no option is wrong. EM = correct; F1 is the named option's token F1 against
-  the references (the raw text's when it names none).
+  the answer names an option (``choice_of``) when its text equals an option's (exactly, else
+  after SQuAD's normalisation; an answer that normalises to nothing names none), else when it
+  starts (after "Answer:", "The answer is") with an option's letter: a capital closed by
+  nothing or by ".", ")", ":", "]", "," or "*" ("B", "B.", "(B) ...", "**B**", "B: ..."), or a
+  lower-case letter closed by one of ".", ")", ":", "]" ("b)"); not "Because", not "A bird"
+  (an article). ``correct`` = the named option normalises to a reference answer (the gold
+  option); an answer naming no option is wrong. EM = correct; F1 is the named option's token F1
+  against the references (the raw text's when it names none). Options that normalise alike
+  cannot be told apart by this rule, so a loader keeps one of them (``harness.data.sciq``).
 * ``quality``: the continuous answer quality Q in [0, 1] for docs/metrics.md §7's gain: token F1,
   or yes/no (multiple-choice) accuracy for boolean (multiple-choice) questions.
 * ``utility_class``: seed 003's u in {-1, 0, +1} of RAG over no-retrieval:
@@ -45,26 +49,15 @@ from __future__ import annotations
 
 import math
 import re
-import string
 import unicodedata
 from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
 from harness.generation.prompts import ABSTAIN
-from harness.text import overlap_f1
+from harness.text import normalize_answer, overlap_f1  # normalize_answer: SQuAD's, kept where data loaders reach it
 
 CORRECT_F1 = 0.8
-_PUNCT = frozenset(string.punctuation)
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
 _CITATION = re.compile(r"\[\s*\d+(?:\s*(?:[,;]|-|–|and)\s*\d+)*\s*\]")
-
-
-def normalize_answer(s: str) -> str:
-    """SQuAD v1.1 answer normalisation (lower, punctuation, articles, whitespace)."""
-    s = s.lower()
-    s = "".join(ch for ch in s if ch not in _PUNCT)
-    s = _ARTICLES.sub(" ", s)
-    return " ".join(s.split())
 
 
 _ABSTAIN_NORM = normalize_answer(ABSTAIN)  # "insufficient evidence"
@@ -155,18 +148,27 @@ class AnswerScore:
         return asdict(self)
 
 
-_LETTER_ANSWER = re.compile(r"^\W*([A-Z])(?:$|[.):\]])")
+# a letter alone: "B", "B.", "(B)", "**B**", "B: ...", "b)"; a capital may end the text, a
+# lower-case letter needs its closing mark ("a" alone is an article, not an option)
+_LETTER_ANSWER = re.compile(r"^[\W_]*(?:([A-Z])(?:$|[.):\],*])|([a-z])[.):\]])")
+_ANSWER_PREFIX = re.compile(r"^(?:the\s+)?answer(?:\s+is)?\s*[:\-]?\s*", re.IGNORECASE)
 
 
 def choice_of(text: str, choices: Sequence[str]) -> str | None:
-    """The option an answer names among ``choices`` (shown as A, B, ...), or None (module docstring)."""
+    """The option an answer names among ``choices`` (shown as A, B, ...), or None (module
+    docstring): the option's exact text first, then its text after SQuAD's normalisation, then a
+    letter."""
+    stripped = text.strip()
+    for c in choices:
+        if str(c).strip() == stripped:
+            return str(c)
     norm = normalize_answer(text)
     for c in choices:
-        if normalize_answer(str(c)) == norm:
+        if norm and normalize_answer(str(c)) == norm:
             return str(c)
-    m = _LETTER_ANSWER.match(text.strip())
+    m = _LETTER_ANSWER.match(_ANSWER_PREFIX.sub("", stripped))
     if m:
-        i = ord(m.group(1)) - ord("A")
+        i = ord((m.group(1) or m.group(2)).upper()) - ord("A")
         if 0 <= i < len(choices):
             return str(choices[i])
     return None

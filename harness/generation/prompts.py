@@ -50,6 +50,7 @@ NO_RETRIEVAL_SYSTEM = (
 )
 NO_RETRIEVAL_BOOLEAN_RULE = "This is a yes/no question: start the answer with Yes or No."
 CHOICE_RULE = "This is a multiple-choice question: answer with the letter of the correct option only."
+RAG_CHOICE_RULE = "This is a multiple-choice question: start the answer with the letter of the correct option, then cite."
 
 
 def _question_text(question: str, choices: Sequence[str]) -> str:
@@ -147,7 +148,8 @@ def rag_messages(
 ) -> Prompt:
     """Messages for answering ``question`` from ``units`` (ranked best first)."""
     block, ids, truncated = evidence_block(_as_units(units), max_chars)
-    system = RAG_SYSTEM + ("\n" + RAG_BOOLEAN_RULE if boolean else "") + ("\n5. " + CHOICE_RULE if choices else "")
+    extra = ([RAG_BOOLEAN_RULE[3:]] if boolean else []) + ([RAG_CHOICE_RULE] if choices else [])
+    system = RAG_SYSTEM + "".join(f"\n{n}. {rule}" for n, rule in enumerate(extra, start=5))
     user = f"Evidence:\n{block if block else '(none)'}\n\n{_question_text(question, choices)}\nAnswer:"
     return Prompt(
         messages=({"role": "system", "content": system}, {"role": "user", "content": user}),
