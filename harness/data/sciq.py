@@ -64,8 +64,9 @@ def sciq_dataset(source: str, columns: dict[str, list], name: str = "sciq", n_qu
             continue
         options: dict[str, str] = {}
         for o in (a.strip(), *(str(columns[d][i]).strip() for d in DISTRACTORS)):
-            if normalize_answer(o):  # the correct answer comes first: it is kept
-                options.setdefault(normalize_answer(o), o)
+            norm = normalize_answer(o)
+            if norm:  # the correct answer comes first: it is kept
+                options.setdefault(norm, o)
         if len(options) < 2:
             raise DataError(source, f"row {i}.distractor1-3", "gives no option besides the correct answer")
         options = list(options.values())

@@ -185,10 +185,11 @@ def score_answer(
     """Score one generated answer against the reference answers (see the module docstring)."""
     golds = [str(g) for g in golds]
     if choices:
-        named = choice_of(strip_citations(prediction), choices)
+        cleaned = strip_citations(prediction)
+        named = choice_of(cleaned, choices)
         ok = named is not None and normalize_answer(named) in {normalize_answer(g) for g in golds}
-        f1 = token_f1(named if named is not None else strip_citations(prediction), golds)
-        return AnswerScore(em=float(ok), f1=f1, correct=ok, abstained=is_abstention(strip_citations(prediction)),
+        f1 = token_f1(named if named is not None else cleaned, golds)
+        return AnswerScore(em=float(ok), f1=f1, correct=ok, abstained=is_abstention(cleaned),
                            boolean=False, unanswerable=False, yes_no=None, quality=float(ok))
     if boolean is None:
         boolean = is_boolean_reference(golds)

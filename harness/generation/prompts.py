@@ -29,6 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from harness.generation.options import choice_letters
+
 ABSTAIN = "Insufficient evidence."
 MAX_EVIDENCE_CHARS = 12_000
 MAX_OUTPUT_TOKENS = 256
@@ -42,7 +44,8 @@ RAG_SYSTEM = (
     f'3. If the evidence does not answer the question, reply exactly: {ABSTAIN}\n'
     "4. Keep the answer short: a phrase or one sentence."
 )
-RAG_BOOLEAN_RULE = "5. This is a yes/no question: start the answer with Yes or No, then cite."
+RAG_BOOLEAN = "This is a yes/no question: start the answer with Yes or No, then cite."
+RAG_BOOLEAN_RULE = "5. " + RAG_BOOLEAN  # the rule as numbered when it is the only extra one
 
 NO_RETRIEVAL_SYSTEM = (
     "You answer questions from your own knowledge. Keep the answer short: a phrase or one "
@@ -57,8 +60,6 @@ def _question_text(question: str, choices: Sequence[str]) -> str:
     """The question, then its lettered options when it has any."""
     text = f"Question: {question.strip()}"
     if choices:
-        from harness.generation.options import choice_letters
-
         text += "".join(f"\n{letter}. {str(c).strip()}" for letter, c in zip(choice_letters(len(choices)), choices))
     return text
 
@@ -148,7 +149,7 @@ def rag_messages(
 ) -> Prompt:
     """Messages for answering ``question`` from ``units`` (ranked best first)."""
     block, ids, truncated = evidence_block(_as_units(units), max_chars)
-    extra = ([RAG_BOOLEAN_RULE[3:]] if boolean else []) + ([RAG_CHOICE_RULE] if choices else [])
+    extra = ([RAG_BOOLEAN] if boolean else []) + ([RAG_CHOICE_RULE] if choices else [])
     system = RAG_SYSTEM + "".join(f"\n{n}. {rule}" for n, rule in enumerate(extra, start=5))
     user = f"Evidence:\n{block if block else '(none)'}\n\n{_question_text(question, choices)}\nAnswer:"
     return Prompt(
