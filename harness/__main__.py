@@ -20,8 +20,13 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from harness.config import as_bad_input, compose_config
 
+def interrupted_line(name: str) -> str:
+    """The one line of a command ended by a signal (``name``: "SIGINT (Ctrl-C)", "SIGTERM")."""
+    return f"error: Interrupted: {name}; finished work is kept (a table build resumes from its shards)"
+
+
+INTERRUPTED = interrupted_line("SIGINT (Ctrl-C)")
 SUBCOMMANDS = ("data", "plugins", "policies", "report", "results", "table")
 
 USAGE = """\
@@ -131,20 +136,21 @@ def table_main(argv: Sequence[str]) -> int:
     for a in argv:
         if "=" not in a or a.startswith("-"):
             raise UsageError(f"table: unexpected argument {a!r}; usage: python -m harness table build [key=value ...]")
-    from harness.config import validate
+    from harness.config import compose_config, validate
 
     refuse_repeated_keys(argv)
     cfg = compose_config(argv)
     validate(cfg)  # before any work, like the app
     from harness.runner.job import Terminated, install_signal_handlers, signal_name
+    from harness.runner.process import ending_a_stuck_build, name_of
 
     install_signal_handlers()  # SIGTERM: one line, exit 143; the finished shards stay for the next build
     try:
-        return _build_and_show(cfg)
+        with ending_a_stuck_build(lambda signum: interrupted_line(name_of(signum))):
+            return _build_and_show(cfg)
     except Terminated as exc:
         sys.stdout.flush()
-        print(f"error: Interrupted: {signal_name(exc)}; finished work is kept (a table build resumes from its "
-              "shards)", file=sys.stderr, flush=True)
+        print(interrupted_line(signal_name(exc)), file=sys.stderr, flush=True)
         return 128 + exc.signum
 
 
@@ -220,6 +226,8 @@ def run_guarded(command, argv: Sequence[str], *, debug: bool, overrides: Sequenc
     if full:  # the app and the subcommands re-raise instead of printing their line
         os.environ["HYDRA_FULL_ERROR"] = "1"
         os.environ[DEBUG_ENV] = "1"
+    from harness.config import as_bad_input
+
     try:
         with _HydraRaises():
             return int(command(argv) or 0)
@@ -236,8 +244,7 @@ def run_guarded(command, argv: Sequence[str], *, debug: bool, overrides: Sequenc
         if full:
             traceback.print_exc()
         sys.stdout.flush()
-        print("error: Interrupted: SIGINT (Ctrl-C); finished work is kept (a table build resumes "
-              "from its shards)", file=sys.stderr)
+        print(INTERRUPTED, file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - every failure becomes one line
         bad = as_bad_input(exc, overrides)
@@ -328,5 +335,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_guarded(app_main, argv, debug=debug, overrides=[a for a in argv if "=" in a and not a.startswith("-")])
 
 
+def entry() -> None:
+    """The process's entry point (``python -m harness``, ``route-bench``): ``main()``, then an exit
+    whose status no late signal can change (``settle_exit``). Ctrl-C before a command's guard
+    (while the harness imports, about a second) is the same one line and 130."""
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        print(INTERRUPTED, file=sys.stderr)
+        code = 130
+    from harness.runner.process import settle_exit
+
+    settle_exit()
+    raise SystemExit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

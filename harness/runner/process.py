@@ -13,8 +13,11 @@ import os
 import signal
 import threading
 import time
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 WATCHDOG_GRACE_S = 10.0  # a worker whose sweep died: time to end its run KILLED, then exit
+STUCK_GRACE_S = 20.0  # a signalled build whose main thread is stuck in native code: time before it is ended
 
 
 class Terminated(BaseException):
@@ -66,6 +69,84 @@ def install_signal_handlers() -> None:
         if current is _on_signal or (sig != signal.SIGTERM and current == signal.SIG_IGN):
             continue
         signal.signal(sig, _on_signal)
+
+
+def settle_exit() -> None:
+    """Once a command's outcome is decided and said, its exit status cannot change: SIGINT,
+    SIGTERM and SIGHUP are ignored from here on. The interpreter resets their handlers to the
+    default while it finalises (about a second with torch loaded), and a signal landing then
+    killed the process with no line: a build that had finished, or one that had printed
+    "Interrupted" and chosen 130, ended as killed by SIGINT. A no-op outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None:
+            signal.signal(sig, signal.SIG_IGN)
+
+
+def name_of(signum: int) -> str:
+    """The name the error line gives a signal: "SIGINT (Ctrl-C)", "SIGTERM", ..."""
+    return signal_name(KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum))
+
+
+@contextmanager
+def ending_a_stuck_build(line: Callable[[int], str], grace_s: float = STUCK_GRACE_S) -> Iterator[None]:
+    """Within: a SIGINT, SIGTERM or SIGHUP that the main thread has not acted on within
+    ``grace_s`` seconds ends the process from a watcher thread, with the one line ``line(signum)``
+    and the status the main thread would give (128 + the signal's number: 130, 143).
+
+    Why: Python runs its signal handlers only in the main thread, between bytecodes, so native
+    code that never returns kept a signalled build alive for good (SIGTERM during llama.cpp's
+    engine start hung 2 runs in 4). Python's C-level handler writes each signal's number to a
+    pipe (``signal.set_wakeup_fd``) whatever thread the signal lands in; the watcher reads it.
+    Only for work whose finished parts are already on disk, written whole (a table build's
+    shards and chunks), since the exit skips every cleanup. A no-op outside the main thread or
+    where a wakeup fd is already set (an event loop's)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    try:
+        previous = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    except ValueError:
+        previous = None
+    if previous != -1:
+        if previous is not None:
+            signal.set_wakeup_fd(previous)
+        os.close(read_end)
+        os.close(write_end)
+        yield
+        return
+    done = threading.Event()
+    stopping = {int(signal.SIGINT), int(signal.SIGTERM), int(getattr(signal, "SIGHUP", signal.SIGTERM))}
+
+    def watch() -> None:
+        while True:
+            try:
+                data = os.read(read_end, 1)
+            except OSError:
+                return
+            if not data or done.is_set():
+                return
+            if data[0] not in stopping:
+                continue
+            if not done.wait(grace_s):
+                # not print(): the stuck main thread may hold sys.stderr's lock
+                os.write(2, (line(data[0]) + "\n").encode("utf-8", "replace"))
+                os._exit(128 + data[0])
+            return
+
+    watcher = threading.Thread(target=watch, name="route-bench-stuck-signal-watcher", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        signal.set_wakeup_fd(-1)
+        os.close(write_end)  # the watcher reads the end of the pipe and returns
+        watcher.join(timeout=5)
+        os.close(read_end)
 
 
 _JOB_ACTIVE = False  # a job of this process is between its claim and its end
