@@ -337,16 +337,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def entry() -> None:
     """The process's entry point (``python -m harness``, ``route-bench``): ``main()``, then an exit
-    whose status no late signal can change (``settle_exit``). Ctrl-C before a command's guard
-    (while the harness imports, about a second) is the same one line and 130."""
-    try:
-        code = main()
-    except KeyboardInterrupt:
-        sys.stdout.flush()
-        print(INTERRUPTED, file=sys.stderr)
-        code = 130
-    from harness.runner.process import settle_exit
+    whose status no late signal can change (``settle_exit``). SIGTERM and SIGHUP are handled from
+    the start (``install_signal_handlers``), so Ctrl-C, SIGTERM or SIGHUP that lands outside a
+    command's own guard (while the harness imports, about a second, or between its last line and
+    its return) is the same one line and 130 / 143 / 129."""
+    from harness.runner.process import Terminated, install_signal_handlers, settle_exit, signal_name
 
+    try:
+        install_signal_handlers()
+        code = main()
+    except (KeyboardInterrupt, Terminated) as exc:
+        settle_exit()  # the line below is the last word, whatever lands next
+        sys.stdout.flush()
+        print(interrupted_line(signal_name(exc)), file=sys.stderr)
+        code = 130 if isinstance(exc, KeyboardInterrupt) else 128 + exc.signum
     settle_exit()
     raise SystemExit(code)
 

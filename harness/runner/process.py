@@ -40,6 +40,7 @@ def signal_name(exc: BaseException) -> str:
 
 
 _SIGNALED = False
+_HANDLED = threading.Event()  # a stop signal reached a Python handler (the main thread runs Python)
 
 
 def signaled() -> bool:
@@ -54,7 +55,14 @@ def _on_signal(signum, frame) -> None:  # noqa: ARG001
         os.kill(os.getpid(), signum)
         return
     _SIGNALED = True
+    _HANDLED.set()
     raise Terminated(signum)
+
+
+def _on_interrupt(signum, frame) -> None:  # noqa: ARG001
+    """Ctrl-C as Python's own handler (KeyboardInterrupt), noting that the main thread took it."""
+    _HANDLED.set()
+    raise KeyboardInterrupt
 
 
 def install_signal_handlers() -> None:
@@ -76,7 +84,10 @@ def settle_exit() -> None:
     SIGTERM and SIGHUP are ignored from here on. The interpreter resets their handlers to the
     default while it finalises (about a second with torch loaded), and a signal landing then
     killed the process with no line: a build that had finished, or one that had printed
-    "Interrupted" and chosen 130, ended as killed by SIGINT. A no-op outside the main thread."""
+    "Interrupted" and chosen 130, ended as killed by SIGINT. The cost: a shutdown that hangs
+    (a library's exit hook waiting for good) can then only be ended by kill -9; a Python-level
+    handler cannot help, since finalisation resets those to the default. A no-op outside the
+    main thread."""
     if threading.current_thread() is not threading.main_thread():
         return
     for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
@@ -120,6 +131,10 @@ def ending_a_stuck_build(line: Callable[[int], str], grace_s: float = STUCK_GRAC
         return
     done = threading.Event()
     stopping = {int(signal.SIGINT), int(signal.SIGTERM), int(getattr(signal, "SIGHUP", signal.SIGTERM))}
+    interrupt = signal.getsignal(signal.SIGINT)
+    if interrupt is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_interrupt)
+    _HANDLED.clear()
 
     def watch() -> None:
         while True:
@@ -131,7 +146,9 @@ def ending_a_stuck_build(line: Callable[[int], str], grace_s: float = STUCK_GRAC
                 return
             if data[0] not in stopping:
                 continue
-            if not done.wait(grace_s):
+            # a signal the main thread took (its handler ran) is left to it, however long it
+            # then takes to end; only one that no handler could run for ends the process here
+            if not done.wait(grace_s) and not _HANDLED.is_set():
                 # not print(): the stuck main thread may hold sys.stderr's lock
                 os.write(2, (line(data[0]) + "\n").encode("utf-8", "replace"))
                 os._exit(128 + data[0])
@@ -143,10 +160,14 @@ def ending_a_stuck_build(line: Callable[[int], str], grace_s: float = STUCK_GRAC
         yield
     finally:
         done.set()
-        signal.set_wakeup_fd(-1)
-        os.close(write_end)  # the watcher reads the end of the pipe and returns
-        watcher.join(timeout=5)
-        os.close(read_end)
+        try:
+            signal.set_wakeup_fd(-1)
+            if signal.getsignal(signal.SIGINT) is _on_interrupt:
+                signal.signal(signal.SIGINT, interrupt)
+        finally:
+            os.close(write_end)  # the watcher reads the end of the pipe and returns
+            watcher.join(timeout=5)
+            os.close(read_end)
 
 
 _JOB_ACTIVE = False  # a job of this process is between its claim and its end
