@@ -116,7 +116,10 @@ def _base_table(cfg: Mapping, progress: Any = None) -> tuple[TableHandle, Any]:
     from harness.retrieval.precision import resolve_device
 
     arms_cfg = {**dict(cfg.get("arms") or {}), "device": resolve_device(str(cfg.get("device", "cpu")), "device")}
-    table = build_outcome_table(dataset, arms_cfg, dict(cfg.get("reranker") or {}), **kwargs)
+    from harness.executor import make_executor
+
+    table = build_outcome_table(dataset, arms_cfg, dict(cfg.get("reranker") or {}),
+                                executor=make_executor(cfg.get("executor")), **kwargs)
     info = dict(getattr(table, "info", {}) or {})
     info.setdefault("dataset_fingerprint", dataset.fingerprint())
     info["dataset_stats"] = dataset.stats()
@@ -140,7 +143,10 @@ def _with_blocks(cfg: Mapping, handle: TableHandle, dataset: Any) -> TableHandle
     blocks = blocks_for(arms, present, device=str(cfg.get("device", "cpu")))
     if not blocks:
         return handle
-    frame, builds = add_blocks(handle.frame, blocks, dataset, base_key=handle.key)
+    from harness.executor import make_executor
+
+    frame, builds = add_blocks(handle.frame, blocks, dataset, base_key=handle.key,
+                               executor=make_executor(cfg.get("executor")))
     info = dict(handle.info)
     info["blocks"] = {b.name: {"key": b.key, "sha256": b.sha256, "columns": len(b.columns),
                                **({"built_with": b.built_with} if b.built_with else {})} for b in builds}

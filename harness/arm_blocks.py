@@ -57,6 +57,7 @@ from __future__ import annotations
 import abc
 import inspect
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
@@ -297,10 +298,21 @@ def _check_output(block: ArmBlock, rows: pd.DataFrame, out: Any, existing: Seque
     return out.set_index("qid").loc[list(rows["qid"])].reset_index()
 
 
+CLAIM_WINDOW = 256  # chunks an executor build claims (and holds the lock files of) at a time
+
+
+def block_chunk(block: ArmBlock, dataset: Any, rows: pd.DataFrame) -> tuple[Any, dict | None]:
+    """One chunk's output and what the block ran with (a piece an executor runs)."""
+    return block.compute(rows.copy(), dataset), block.built_with()
+
+
 def build_block(block: ArmBlock, inputs: pd.DataFrame, dataset: Any, *, base_key: str,
-                required_keys: Mapping[str, str], cache_dir: Path | None = None) -> tuple[pd.DataFrame, BlockBuild]:
+                required_keys: Mapping[str, str], cache_dir: Path | None = None,
+                executor=None) -> tuple[pd.DataFrame, BlockBuild]:
     """Load ``block``'s verified cached columns, or compute them chunk by chunk (resumable).
-    ``inputs``: ``qid`` and the columns of the blocks it requires."""
+    ``inputs``: ``qid`` and the columns of the blocks it requires. ``executor``
+    (``harness.executor``; None: this process) computes the chunks this process holds the locks
+    of; this process checks and writes them."""
     from harness.retrieval.table import _write_parquet, read_part, read_verified_parquet
 
     key = digest_of({"base": base_key, "requires": dict(sorted(required_keys.items())), "block": block.identity()})
@@ -342,44 +354,75 @@ def build_block(block: ArmBlock, inputs: pd.DataFrame, dataset: Any, *, base_key
     def chunk_lock(i: int) -> Path:
         return folder / "chunks" / f"chunk-{i:05d}.lock"
 
-    def take(i: int, counted: bool = False) -> None:
-        """Chunk ``i`` from disk, else computed and written; only ever called holding its lock.
-        ``counted``: its questions are already in the progress (left to another process)."""
-        chunk = chunks[i]
-        chunk_path = folder / "chunks" / f"chunk-{i:05d}.parquet"
-        ids = digest_of(list(chunk["qid"]))
-        part = read_part(chunk_path, key, "qids", ids)
-        if part is None:
-            part = _check_output(block, chunk, block.compute(chunk.copy(), dataset), existing)
-            made = block.built_with()
-            _write_parquet(chunk_path, part, key=key, qids=ids, chunk=i,
-                           **({"built_with": made} if made is not None else {}))
-            counts["computed"] += 1
-            if not counted:
-                eta.advance(len(chunk))
-        else:
-            made = _recorded(chunk_path, "built_with")
-            counts["reused"] += 1
-            if not counted:
-                eta.skip(len(chunk))
+    def chunk_path(i: int) -> Path:
+        return folder / "chunks" / f"chunk-{i:05d}.parquet"
+
+    def keep(i: int, part: pd.DataFrame, made: dict | None, how: str, counted: bool) -> None:
+        """Chunk ``i``'s columns kept for the block, counted as ``how`` (computed / reused)."""
+        counts[how] += 1
+        if not counted:
+            (eta.advance if how == "computed" else eta.skip)(len(chunks[i]))
         if made is not None:
             built_with.setdefault(digest_of(made), made)
         parts[i] = part
+
+    def reuse(i: int, counted: bool = False) -> bool:
+        """Chunk ``i`` read from disk when it is there, verified (else False)."""
+        part = read_part(chunk_path(i), key, "qids", digest_of(list(chunks[i]["qid"])))
+        if part is not None:
+            keep(i, part, _recorded(chunk_path(i), "built_with"), "reused", counted)
+        return part is not None
+
+    def store(i: int, out: Any, made: dict | None, counted: bool = False) -> None:
+        """Chunk ``i``'s computed output checked and written; only ever called holding its lock."""
+        part = _check_output(block, chunks[i], out, existing)
+        _write_parquet(chunk_path(i), part, key=key, qids=digest_of(list(chunks[i]["qid"])), chunk=i,
+                       **({"built_with": made} if made is not None else {}))
+        keep(i, part, made, "computed", counted)
+
+    def take(i: int, counted: bool = False) -> None:
+        """Chunk ``i`` from disk, else computed here and written; only ever called holding its
+        lock. ``counted``: its questions are already in the progress (left to another process)."""
+        if not reuse(i, counted):
+            store(i, *block_chunk(block, dataset, chunks[i]), counted=counted)
 
     # Chunks are claimed one at a time by a lock of their own: several processes running the same
     # build (two terminals, or machines sharing the cache folder) split the chunks between them; a
     # chunk another process holds is left to it and read once it is written (or computed here if
     # that process stopped without writing it).
     elsewhere: list[int] = []
-    for i in range(n_chunks):
-        with file_lock(chunk_lock(i), wait=False) as held:
-            if held:
-                take(i)
-            else:
-                elsewhere.append(i)
-                eta.skip(len(chunks[i]))  # the time left is this process's share
-        if i < n_chunks - 1:
-            eta.report()  # a line at most every 30 s with the time left
+    if executor is not None and executor.name != "local":
+        # the chunks free here are claimed a window at a time (each lock held until its chunk is
+        # written; a window bounds the open lock files) and computed by the executor; this
+        # process writes each as it arrives
+        for window in range(0, n_chunks, CLAIM_WINDOW):
+            with ExitStack() as claimed:
+                held: dict[int, ExitStack] = {}
+                for i in range(window, min(window + CLAIM_WINDOW, n_chunks)):
+                    one = ExitStack()
+                    if not one.enter_context(file_lock(chunk_lock(i), wait=False)):
+                        one.close()
+                        elsewhere.append(i)
+                        eta.skip(len(chunks[i]))
+                    elif reuse(i):
+                        one.close()
+                    else:
+                        held[i] = claimed.enter_context(one)
+                todo = list(held)
+                for j, (out, made) in executor.map(block_chunk, [(chunks[i],) for i in todo], shared=(block, dataset)):
+                    store(todo[j], out, made)
+                    held.pop(todo[j]).close()  # written: free for another process at once
+                    eta.report()  # a line at most every 30 s with the time left
+    else:
+        for i in range(n_chunks):
+            with file_lock(chunk_lock(i), wait=False) as held:
+                if held:
+                    take(i)
+                else:
+                    elsewhere.append(i)
+                    eta.skip(len(chunks[i]))  # the time left is this process's share
+            if i < n_chunks - 1:
+                eta.report()  # a line at most every 30 s with the time left
     pending = [i for i in elsewhere if not (folder / "chunks" / f"chunk-{i:05d}.parquet").exists()]
     if pending:
         print(f"[route-bench] arm block {block.name}: waiting for {len(pending)} chunk(s) another process is "
@@ -437,7 +480,7 @@ def _with_derived(block: ArmBlock, frame: pd.DataFrame, dataset: Any, build: Blo
 
 
 def add_blocks(table: pd.DataFrame, blocks: Sequence[ArmBlock], dataset: Any, *, base_key: str,
-               cache_dir: Path | None = None) -> tuple[pd.DataFrame, list[BlockBuild]]:
+               cache_dir: Path | None = None, executor=None) -> tuple[pd.DataFrame, list[BlockBuild]]:
     """The base ``table`` joined (by ``qid``) with each block, in an order that puts every
     block after the blocks it requires. Returns the joined table and what each block built."""
     by_name = {b.name: b for b in blocks}
@@ -469,7 +512,8 @@ def add_blocks(table: pd.DataFrame, blocks: Sequence[ArmBlock], dataset: Any, *,
         # a block sees only what it requires: its key covers exactly what it read
         seen = ["qid", *[c for r in block.requires for c in owned[r]]]
         frame, build = build_block(block, joined[seen], dataset, base_key=base_key,
-                                   required_keys={r: keys[r] for r in block.requires}, cache_dir=cache_dir)
+                                   required_keys={r: keys[r] for r in block.requires}, cache_dir=cache_dir,
+                                   executor=executor)
         clash = [c for c in frame.columns if c != "qid" and c in joined.columns]
         if clash:
             raise HarnessError(f"arm block {block.name!r}: column(s) {clash[:5]} already come from another block")

@@ -140,6 +140,21 @@ class TrackingConfig:
 
 
 @dataclass
+class ExecutorConfig:
+    """Where a build's shards and chunks are computed (``harness.executor``): ``local`` (this
+    process, the default) or ``ray`` (tasks on the Ray cluster at ``address``: ``auto``, ``local``
+    or host:port, each declaring ``num_cpus`` (``auto``: this process's torch threads; a task
+    runs that many threads) and ``num_gpus``, retried ``max_retries`` times when a worker dies).
+    Not in the config hash nor the sweep id: it does not change a number (harness/executor.py)."""
+
+    name: str = "local"
+    address: str = "auto"
+    num_cpus: Any = "auto"
+    num_gpus: float = 0.0
+    max_retries: int = 3
+
+
+@dataclass
 class RootConfig:
     """The whole job config. ``seed`` seeds splits, folds, bootstrap and random policies;
     ``verbose`` only changes what a sweep prints."""
@@ -152,6 +167,7 @@ class RootConfig:
     cost: CostConfig = field(default_factory=CostConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
     experiment: Dict[str, Any] = field(default_factory=dict)
     seed: int = 0
     # where the encoder, the reranker and the answer arms' in-process generator run: cpu (the
@@ -572,6 +588,11 @@ def validate(cfg: Any) -> None:
     from harness.retrieval.precision import resolve_device
 
     resolve_device(cfg.device, "device")  # a device this machine lacks: one line, before any work
+    from omegaconf import OmegaConf
+
+    from harness.executor import settings_of as executor_settings
+
+    executor_settings(OmegaConf.to_container(cfg.executor, resolve=True) if "executor" in cfg else None)
     p, b = cfg.protocol, cfg.budget
     run = list(p.run)
     from harness.protocols.registry import make_protocol, settings_of

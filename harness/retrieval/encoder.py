@@ -168,6 +168,11 @@ class DenseEncoder:
             ident["device"] = self.device
         return ident
 
+    def __getstate__(self) -> dict:
+        """Pickled without the loaded model: a process that receives the encoder (a Ray worker)
+        loads its own, instead of receiving the weights through the object store."""
+        return {**self.__dict__, "_st": None}
+
     def _loaded(self):
         if self._st is None:
             self._st = load_sentence_transformer(self.model, self.device)

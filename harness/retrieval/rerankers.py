@@ -91,6 +91,10 @@ class CrossEncoderReranker:
             ident["device"] = self.device
         return ident
 
+    def __getstate__(self) -> dict:
+        """Pickled without the loaded model (a Ray worker loads its own)."""
+        return {**self.__dict__, "_ce": None}
+
     def _loaded(self):
         if self._ce is None:
             from sentence_transformers import CrossEncoder

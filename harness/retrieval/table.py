@@ -264,6 +264,40 @@ def _dataset_source(dataset: Dataset) -> str:
     return ", ".join(files) or str(dataset.meta.get("source") or dataset.name)
 
 
+def shard_frame(dataset: Dataset, encoder, reranker, params: ArmParams, pools: list[str]) -> pd.DataFrame:
+    """One shard's rows (a piece an executor runs: a pure function of its arguments)."""
+    rows, _ = compute_shard(dataset, pools, encoder, reranker, params)
+    return pd.DataFrame(rows)
+
+
+def _shards_elsewhere(executor, dataset: Dataset, shards: list[list[str]], folder: Path, key: str, encoder,
+                      reranker, params: ArmParams, eta: Progress, bars: tuple) -> tuple[list[pd.DataFrame], int, int]:
+    """The shards on disk read here, the others computed by ``executor`` and written here as they
+    arrive (so an interrupted build resumes from them, as a local one). The workers get the
+    encoder itself, not the embedding cache (its vectors equal the encoder's: the same numbers)."""
+    frames: dict[int, pd.DataFrame] = {}
+    todo: list[int] = []
+    for i, pools in enumerate(shards):
+        frame = read_part(folder / "shards" / f"shard-{i:05d}.parquet", key, "pools", digest_of(pools))
+        if frame is None:
+            todo.append(i)
+        else:
+            frames[i] = frame
+            eta.skip(int(sum(len(dataset.pools[p]) for p in pools)))
+            bars[0].update(len(pools))
+            bars[1].update(len(frame))
+    plain = encoder.inner if isinstance(encoder, CachedEncoder) else encoder
+    for j, frame in executor.map(shard_frame, [(shards[i],) for i in todo], shared=(dataset, plain, reranker, params)):
+        i = todo[j]
+        _write_parquet(folder / "shards" / f"shard-{i:05d}.parquet", frame, key=key, pools=digest_of(shards[i]), shard=i)
+        frames[i] = frame
+        eta.advance(int(sum(len(dataset.pools[p]) for p in shards[i])))
+        bars[0].update(len(shards[i]))
+        bars[1].update(len(frame))
+        eta.report(force=True)  # after every computed shard, as a local build
+    return [frames[i] for i in range(len(shards))], len(todo), len(shards) - len(todo)
+
+
 def build_outcome_table(
     dataset: Dataset,
     arms_cfg: Mapping,
@@ -273,11 +307,14 @@ def build_outcome_table(
     progress: bool | None = None,
     encoder=None,
     reranker=None,
+    executor=None,
 ) -> OutcomeTable:
     """Load or build the outcome table for ``dataset`` (see module docstring).
 
     ``encoder``/``reranker`` override the configured components (tests inject deterministic
-    fakes); their ``identity()`` goes into the key like a real model's.
+    fakes); their ``identity()`` goes into the key like a real model's. ``executor``
+    (``harness.executor``; None: this process) computes the missing shards; this process writes
+    them, so the files and the key do not depend on it.
     """
     t_start = time.perf_counter()
     params = arm_params(arms_cfg)
@@ -351,26 +388,30 @@ def build_outcome_table(
                        warm_up_rate=rate)
         t_start = time.perf_counter()
         try:
-            frames = []
-            for i, pools in enumerate(shards):
-                shard_path = folder / "shards" / f"shard-{i:05d}.parquet"
-                pools_digest = digest_of(pools)
-                frame = read_part(shard_path, key, "pools", pools_digest)
-                units = int(sum(len(dataset.pools[p]) for p in pools))
-                fresh = frame is None
-                if fresh:
-                    rows, _ = compute_shard(dataset, pools, encoder, reranker, params, bar_pools.update)
-                    frame = pd.DataFrame(rows)
-                    _write_parquet(shard_path, frame, key=key, pools=pools_digest, shard=i)
-                    computed += 1
-                    eta.advance(units)
-                else:
-                    reused += 1
-                    bar_pools.update(len(pools))
-                    eta.skip(units)
-                bar_q.update(len(frame))
-                frames.append(frame)
-                eta.report(force=fresh)  # after every computed shard, else at most every 30 s
+            if executor is not None and executor.name != "local":
+                frames, computed, reused = _shards_elsewhere(executor, dataset, shards, folder, key, encoder,
+                                                             reranker, params, eta, (bar_pools, bar_q))
+            else:
+                frames = []
+                for i, pools in enumerate(shards):
+                    shard_path = folder / "shards" / f"shard-{i:05d}.parquet"
+                    pools_digest = digest_of(pools)
+                    frame = read_part(shard_path, key, "pools", pools_digest)
+                    units = int(sum(len(dataset.pools[p]) for p in pools))
+                    fresh = frame is None
+                    if fresh:
+                        rows, _ = compute_shard(dataset, pools, encoder, reranker, params, bar_pools.update)
+                        frame = pd.DataFrame(rows)
+                        _write_parquet(shard_path, frame, key=key, pools=pools_digest, shard=i)
+                        computed += 1
+                        eta.advance(units)
+                    else:
+                        reused += 1
+                        bar_pools.update(len(pools))
+                        eta.skip(units)
+                    bar_q.update(len(frame))
+                    frames.append(frame)
+                    eta.report(force=fresh)  # after every computed shard, else at most every 30 s
         finally:
             bar_pools.close()
             bar_q.close()
@@ -395,6 +436,7 @@ def build_outcome_table(
             "embedding_cache": ({"texts_encoded": encoder.encoded_texts, "texts_read": encoder.cached_texts}
                                 if isinstance(encoder, CachedEncoder) else None),
             "build_seconds": time.perf_counter() - t_start,
+            "executor": getattr(executor, "name", "local"),
             "model_forward_seconds": forward_seconds_of(encoder) + forward_seconds_of(reranker) - fwd0,
             "counts": {
                 "questions": int(len(table)),

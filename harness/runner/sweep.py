@@ -57,12 +57,14 @@ def sweep_id_of(config: DictConfig) -> str:
     from harness.app import to_plain
     from harness.console import PRESENTATION_KEYS
 
-    # keys that only change what is printed (verbose) do not make another sweep
+    # keys that only change what is printed (verbose) or where a build runs (executor) do not
+    # make another sweep
     def shown_only(override: str) -> bool:
-        return override.lstrip("+~").partition("=")[0] in PRESENTATION_KEYS
+        key = override.lstrip("+~").partition("=")[0]
+        return key in PRESENTATION_KEYS or key.split(".", 1)[0] == "executor"
 
     task_overrides = [o for o in OmegaConf.to_container(config.hydra.overrides.task, resolve=False) if not shown_only(o)]
-    base = {k: v for k, v in to_plain(config).items() if k not in PRESENTATION_KEYS}
+    base = {k: v for k, v in to_plain(config).items() if k not in PRESENTATION_KEYS and k != "executor"}
     return digest_of({"task_overrides": task_overrides, "sweeper_params": sweeper_params(config), "base": base})[:12]
 
 

@@ -104,8 +104,9 @@ TAG_END_REASON = "route_bench.end_reason"  # why a run was ended KILLED / FAILED
 NOTE_MAX_CHARS = 8000  # MLflow's limit of a tag value
 DATASET_DIGEST_CHARS = 16  # MLflow keeps at most 36 characters of a dataset digest
 PARAM_MAX_CHARS = 500  # a readable cut; MLflow's own limit is 6000. The full config is config.yaml
-# keys that never change a job's numbers (``verbose`` only changes what is printed)
-HASH_EXCLUDED_KEYS = ("tracking", "hydra", "verbose")
+# keys that never change a job's numbers (``verbose`` only changes what is printed, ``executor``
+# only where a build's pieces are computed)
+HASH_EXCLUDED_KEYS = ("tracking", "hydra", "verbose", "executor")
 
 T = TypeVar("T")
 
