@@ -423,7 +423,7 @@ def build_block(block: ArmBlock, inputs: pd.DataFrame, dataset: Any, *, base_key
                     eta.skip(len(chunks[i]))  # the time left is this process's share
             if i < n_chunks - 1:
                 eta.report()  # a line at most every 30 s with the time left
-    pending = [i for i in elsewhere if not (folder / "chunks" / f"chunk-{i:05d}.parquet").exists()]
+    pending = [i for i in elsewhere if not chunk_path(i).exists()]
     if pending:
         print(f"[route-bench] arm block {block.name}: waiting for {len(pending)} chunk(s) another process is "
               "computing", flush=True)

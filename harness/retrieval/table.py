@@ -264,6 +264,10 @@ def _dataset_source(dataset: Dataset) -> str:
     return ", ".join(files) or str(dataset.meta.get("source") or dataset.name)
 
 
+def _shard_path(folder: Path, i: int) -> Path:
+    return folder / "shards" / f"shard-{i:05d}.parquet"
+
+
 def shard_frame(dataset: Dataset, encoder, reranker, params: ArmParams, pools: list[str]) -> pd.DataFrame:
     """One shard's rows (a piece an executor runs: a pure function of its arguments)."""
     rows, _ = compute_shard(dataset, pools, encoder, reranker, params)
@@ -278,7 +282,7 @@ def _shards_elsewhere(executor, dataset: Dataset, shards: list[list[str]], folde
     frames: dict[int, pd.DataFrame] = {}
     todo: list[int] = []
     for i, pools in enumerate(shards):
-        frame = read_part(folder / "shards" / f"shard-{i:05d}.parquet", key, "pools", digest_of(pools))
+        frame = read_part(_shard_path(folder, i), key, "pools", digest_of(pools))
         if frame is None:
             todo.append(i)
         else:
@@ -289,7 +293,7 @@ def _shards_elsewhere(executor, dataset: Dataset, shards: list[list[str]], folde
     plain = encoder.inner if isinstance(encoder, CachedEncoder) else encoder
     for j, frame in executor.map(shard_frame, [(shards[i],) for i in todo], shared=(dataset, plain, reranker, params)):
         i = todo[j]
-        _write_parquet(folder / "shards" / f"shard-{i:05d}.parquet", frame, key=key, pools=digest_of(shards[i]), shard=i)
+        _write_parquet(_shard_path(folder, i), frame, key=key, pools=digest_of(shards[i]), shard=i)
         frames[i] = frame
         eta.advance(int(sum(len(dataset.pools[p]) for p in shards[i])))
         bars[0].update(len(shards[i]))
@@ -394,7 +398,7 @@ def build_outcome_table(
             else:
                 frames = []
                 for i, pools in enumerate(shards):
-                    shard_path = folder / "shards" / f"shard-{i:05d}.parquet"
+                    shard_path = _shard_path(folder, i)
                     pools_digest = digest_of(pools)
                     frame = read_part(shard_path, key, "pools", pools_digest)
                     units = int(sum(len(dataset.pools[p]) for p in pools))
