@@ -286,6 +286,22 @@ def register_metric_resolver() -> None:
 
 register_metric_resolver()
 
+ENV_RESOLVER = "route_bench.forwarded_env"
+
+
+def register_env_resolver() -> None:
+    """Register ``${route_bench.forwarded_env:}`` (the driver's cache folder and tracking URI,
+    for the jobs a Ray cluster runs; see harness.executor.forwarded_env); idempotent."""
+    from omegaconf import OmegaConf
+
+    from harness.executor import forwarded_env
+
+    if not OmegaConf.has_resolver(ENV_RESOLVER):
+        OmegaConf.register_new_resolver(ENV_RESOLVER, forwarded_env)
+
+
+register_env_resolver()
+
 
 SYNTHETIC_K = 10  # the synthetic table's metrics are @10 (harness.synthetic)
 

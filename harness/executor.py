@@ -261,10 +261,24 @@ def _worker_env(threads: int) -> dict:
 
     root = str(Path(__file__).resolve().parents[1])
     path = os.environ.get("PYTHONPATH", "")
-    env = {"PYTHONPATH": root + (os.pathsep + path if path else ""), "OMP_NUM_THREADS": str(threads)}
-    for var in ("HARNESS_CACHE_DIR",):
-        if os.environ.get(var):
-            env[var] = os.environ[var]
+    return {"PYTHONPATH": root + (os.pathsep + path if path else ""), "OMP_NUM_THREADS": str(threads),
+            **forwarded_env()}
+
+
+FORWARDED_ENV = ("HARNESS_CACHE_DIR", "MLFLOW_TRACKING_URI")
+
+
+def forwarded_env() -> dict[str, str]:
+    """The driver's settings a process on another node must share: the cache folder (tables,
+    models) and the tracking URI a job falls back to. Only those set here: an unset one keeps
+    each node's own default. A Ray worker inherits its raylet's environment, not the driver's,
+    so the builds and the cluster launcher (``${route_bench.forwarded_env:}`` in
+    conf/hydra/launcher/ray_cluster.yaml) hand these over explicitly."""
+    from pathlib import Path
+
+    env = {var: os.environ[var] for var in FORWARDED_ENV if os.environ.get(var)}
+    if "HARNESS_CACHE_DIR" in env:  # a relative folder would mean each worker's own working folder
+        env["HARNESS_CACHE_DIR"] = str(Path(env["HARNESS_CACHE_DIR"]).expanduser().resolve())
     return env
 
 

@@ -1,5 +1,6 @@
 """The executor's settings, the local executor, and what must not depend on the executor (the
-config hash, the sweep id); the real cluster is in tests/test_ray_cluster.py."""
+config hash, the sweep id), and what the cluster launcher hands its jobs; the real cluster is in
+tests/test_ray_cluster.py."""
 
 from __future__ import annotations
 
@@ -96,3 +97,26 @@ def test_models_are_not_pickled_with_the_encoder_or_the_reranker():
     rr = CrossEncoderReranker(model="cross-encoder/ms-marco-MiniLM-L-6-v2")
     rr._ce = object()
     assert pickle.loads(pickle.dumps(rr))._ce is None
+
+
+def test_the_cluster_launcher_hands_the_drivers_cache_and_tracking_uri_to_its_jobs(monkeypatch):
+    """A Ray worker inherits its raylet's environment, not the launching shell's: the launcher
+    config hands over what is set here, and only that (an unset one keeps each node's default)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from harness import app
+    from harness.executor import forwarded_env
+
+    monkeypatch.setenv("HARNESS_CACHE_DIR", "/shared/route-bench-cache")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert forwarded_env() == {"HARNESS_CACHE_DIR": "/shared/route-bench-cache"}
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://store.example:5000")
+    with initialize_config_dir(config_dir=str(app.CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["hydra/launcher=ray_cluster"], return_hydra_config=True)
+    init = OmegaConf.to_container(cfg.hydra.launcher.ray.init, resolve=True)  # as the launcher resolves it
+    assert init["runtime_env"] == {"env_vars": {"HARNESS_CACHE_DIR": "/shared/route-bench-cache",
+                                                "MLFLOW_TRACKING_URI": "http://store.example:5000"}}
+    # Ray refuses an object-store size when it joins a running cluster; the launcher sets one unless told
+    assert "object_store_memory" in init and init["object_store_memory"] is None

@@ -2,7 +2,9 @@
 with ``ray start --address``, each with its own CPUs. ``executor=ray`` builds the base table and
 the answer blocks through it (llama.cpp generating in the workers); every number equals a local
 build's (timings aside) under the same keys, and a worker killed during the build is retried by
-Ray, with nothing half-written. The cluster is stopped at the end.
+Ray, with nothing half-written. A sweep sent to the cluster by the Hydra Ray launcher
+(``hydra/launcher=ray_cluster``), its jobs logging to an ``mlflow server``, gives the basic
+launcher's metrics to the last digit. The cluster is stopped at the end.
 
 Skipped where Ray is not installed, and where a Ray of someone else's already runs here (stopping
 the test's cluster stops every Ray on the machine). The killed worker was seen running a shard
@@ -26,6 +28,8 @@ import pandas as pd
 import pytest
 
 from harness.executor import local_threads
+from harness.tracking.server import start_server
+from tests._mlflow_layout import same_metrics
 from tests.test_answer_arms import _copies
 from tests.test_faults import ANSWER_BLOCKS, ANSWER_BUILD, _block_folder, _table_folder, run
 
@@ -58,7 +62,12 @@ def cluster():
         pytest.skip("a Ray already runs on this machine (or pgrep is missing): stopping the test's cluster would stop it")
     port = _free_port()
     temp = tempfile.mkdtemp(prefix="rb-ray-")  # short: Ray's socket paths must fit in 107 bytes
-    env = _ray_env()
+    # the nodes' own environment has no usable cache folder and no tracking URI: what a build or
+    # a sweep job needs of the driver's must be handed over, not inherited by chance
+    blocked = Path(temp) / "no-cache-here"
+    blocked.write_text("a file, not a folder")
+    env = {**_ray_env(), "HARNESS_CACHE_DIR": str(blocked)}
+    env.pop("MLFLOW_TRACKING_URI", None)
     # each node holds one task of the default size (executor.num_cpus=auto: this machine's torch
     # threads) and at least 2 CPUs; logical CPUs, as Ray counts them
     cpus = max(2, local_threads())
@@ -165,3 +174,59 @@ def test_a_task_no_node_can_hold_is_one_line_not_a_wait(tmp_path, cluster, setti
     lines = got.stderr.strip().splitlines()
     assert got.returncode == 2 and lines[-1].startswith(f"error: ConfigError: config key '{key}'"), got.stderr[-2000:]
     assert "Traceback" not in got.stderr and not list((tmp_path / "cache").glob("tables/*/table.parquet"))
+
+
+def _jobs(uri: str) -> tuple[set[str], dict[str, dict[str, float]], set[str]]:
+    """The sweep ids, each job's metrics (by policy) and the processes that ran the jobs (their
+    pids, without the sweep's own) in a store; every run FINISHED."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert runs and all(r.info.status == "FINISHED" for r in runs), [(r.info.run_name, r.info.status) for r in runs]
+    jobs = [r for r in runs if r.data.tags.get("route_bench.role") == "job"]
+    (sweep,) = [r for r in runs if r.data.tags.get("route_bench.role") == "sweep"]
+    return ({r.data.tags["route_bench.sweep_id"] for r in runs},
+            {r.data.tags["route_bench.policy"]: dict(r.data.metrics) for r in jobs},
+            {r.data.tags["route_bench.pid"] for r in jobs} - {sweep.data.tags["route_bench.pid"]})
+
+
+@pytest.mark.slow
+def test_a_sweep_on_the_cluster_logs_the_basic_launchers_metrics_to_a_served_store(tmp_path, cluster):
+    """The same sweep twice: the basic launcher into a local SQLite store, and the Ray launcher
+    on the two-raylet cluster into an ``mlflow server``. The tracking URI comes from
+    MLFLOW_TRACKING_URI and the cache from HARNESS_CACHE_DIR, both only in the driver's
+    environment (the nodes have no tracking URI and an unusable cache folder): the jobs log
+    where the driver logs only if the launcher hands the URI over, and use the driver's cache
+    (the sweep's state, the table) with the folder handed over too. Both nodes are on this
+    machine, so a shared folder is shared by construction here; on separate machines the cache
+    must be on shared storage (docs/launchers.md)."""
+    data = _copies(tmp_path / "qasper.json", 8)  # 16 papers, 24 yes/no questions
+    sweep = ["-m", "experiment=none", "dataset=qasper", f"dataset.path={data}", "policy=ridge,random",
+             "protocol.min_heldout=4"]
+
+    def run_sweep(name: str, uri: str, launcher: list[str]) -> subprocess.CompletedProcess:
+        work = tmp_path / name
+        work.mkdir()
+        env = {**_ray_env(), "HARNESS_CACHE_DIR": str(tmp_path / "cache"), "MLFLOW_TRACKING_URI": uri}
+        got = subprocess.run([sys.executable, "-m", "harness", *sweep, f"hydra.sweep.dir={work / 'multirun'}",
+                              *launcher], cwd=work, env=env, capture_output=True, text=True, timeout=CEILING_S)
+        assert got.returncode == 0, got.stdout[-2000:] + got.stderr[-3000:]
+        assert not (work / "mlruns").exists()
+        return got
+
+    local_uri = f"sqlite:///{tmp_path / 'basic.db'}"
+    run_sweep("basic", local_uri, [])
+    with start_server(tmp_path / "server") as server:
+        got = run_sweep("cluster", server.url, ["hydra/launcher=ray_cluster",
+                                                f"hydra.launcher.ray.init.address={cluster}"])
+        served_ids, served, workers = _jobs(server.url)
+        assert list((server.workdir / "artifacts").rglob("decisions.parquet"))  # stored by the server
+    local_ids, local, in_sweep = _jobs(local_uri)
+    # the basic launcher runs its jobs in the sweep's process; the cluster in Ray's workers
+    assert not in_sweep and workers, (in_sweep, workers)
+    assert served_ids == local_ids and len(local_ids) == 1  # the same sweep
+    assert sorted(served) == sorted(local) == ["random", "ridge"]
+    for policy in local:
+        assert "heldout/utility" in local[policy] and "frontier/exact_auc" in local[policy]
+        assert same_metrics(served[policy], local[policy]), policy

@@ -79,6 +79,20 @@ def _plan(config: DictConfig) -> tuple[int | None, list[str] | None]:
         return None, None
 
 
+def _state_parent() -> str | None:
+    """Where a sweep's state folder goes: the cache's ``app/sweeps`` (shared by a cluster's
+    nodes), else (a cache that cannot be written) the system's temporary folder, which only jobs
+    on this machine can read."""
+    from harness.io import cache_root
+
+    try:
+        parent = cache_root() / "app" / "sweeps"
+        parent.mkdir(parents=True, exist_ok=True)
+        return str(parent)
+    except Exception:  # noqa: BLE001 - HarnessError or OSError: a local sweep still works
+        return None
+
+
 def _quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
@@ -215,7 +229,10 @@ class SweepTrackingCallback(Callback):
 
     def _hand_state(self, config: DictConfig, handle_file, n_jobs: int | None, swept: list[str] | None) -> None:
         """Write the sweep's state file (``harness.runner.sweep_state``) into a fresh folder that
-        also takes the jobs' records, and name it in every job's environment."""
+        also takes the jobs' records, and name it in every job's environment. The folder is in
+        the cache (``app/sweeps``), which a cluster's nodes share at the same path: jobs that
+        run on other machines (``hydra/launcher=ray_cluster``) read the state and leave their
+        records there; removed when the sweep ends."""
         import os
         import tempfile
         import time
@@ -223,7 +240,7 @@ class SweepTrackingCallback(Callback):
 
         from harness.runner.sweep_state import ENV_SWEEP_STATE, STATE_FILE, SweepState
 
-        self.results_dir = tempfile.mkdtemp(prefix="route-bench-sweep-")
+        self.results_dir = tempfile.mkdtemp(prefix="route-bench-sweep-", dir=_state_parent())
         records = Path(self.results_dir) / JOB_RECORDS
         records.mkdir()
         state = SweepState(sweep_id=str(self.sweep_id), parent_run_id=str(self.parent_run_id), sweep_pid=os.getpid(),
