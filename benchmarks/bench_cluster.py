@@ -45,7 +45,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -102,18 +101,14 @@ class MemoryWatch:
                 "workers_seen": len(busy)}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _ray_env() -> dict:
     return {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(REPO)}
 
 
 def start_cluster(workers: int, temp: Path) -> str:
-    port = _free_port()
+    from harness.tracking.server import free_port
+
+    port = free_port()
     env = _ray_env()
     subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=1",
                     "--include-dashboard=false", f"--temp-dir={temp}", "--disable-usage-stats"],
