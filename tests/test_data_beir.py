@@ -45,7 +45,9 @@ def test_beir_folder_loads_as_one_global_pool(tmp_path):
     folder = _write_beir(tmp_path / "b", CORPUS, QUERIES, QRELS)
     ds = load_dataset({"loader": "beir", "path": str(folder)})
     assert [q.qid for q in ds.questions] == ["q1", "q2"]  # q3: no relevant passage; q4: not in the split
-    assert ds.meta["left_out"] == {"queries_without_relevant_passage": 1}
+    assert ds.meta["left_out"] == {"queries_without_relevant_passage": 1, "passages_without_text": 0,
+                                   "relevant_passages_without_text": 0, "qrels_lines_naming_no_passage": 0,
+                                   "qrels_queries_not_in_queries_file": 0}
     assert ds.pools == {"global": ["p1", "p2", "p3"]} and {q.pool_id for q in ds.questions} == {"global"}
     assert ds.unit("p1").text == "Mercury the smallest planet" and ds.unit("p2").text == "Venus has a thick atmosphere"
     q1, q2 = ds.questions
@@ -55,6 +57,49 @@ def test_beir_folder_loads_as_one_global_pool(tmp_path):
     assert ds.meta["licence"] == "none given"  # a user's data: no licence is made up
     sub = load_dataset({"loader": "beir", "path": str(folder), "max_questions": 1})
     assert [q.qid for q in sub.questions] == ["q1"]
+
+
+def test_passages_without_text_are_left_out_and_counted_as_in_beirs_fiqa(tmp_path):
+    """BEIR's FiQA corpus.jsonl holds entries whose title and text are both empty. They are left
+    out of the pool and counted, not refused: a real folder loads with no converter. A qrels line
+    naming one is dropped from that query's gold; a query left with no gold is left out."""
+    corpus = [*CORPUS, {"_id": "p4", "title": "", "text": ""}, {"_id": "p5", "title": " ", "text": "\t"}]
+    qrels = [*QRELS, ("q1", "p4", 1), ("q4", "p5", 1)]
+    folder = _write_beir(tmp_path / "fiqa-like", corpus, QUERIES, qrels)
+    ds = load_dataset({"loader": "beir", "path": str(folder)})
+    assert ds.pools == {"global": ["p1", "p2", "p3"]}
+    assert [(q.qid, q.gold_unit_ids) for q in ds.questions] == [("q1", ("p1",)), ("q2", ("p3",))]
+    assert ds.meta["left_out"] == {"queries_without_relevant_passage": 2, "passages_without_text": 2,
+                                   "relevant_passages_without_text": 2, "qrels_lines_naming_no_passage": 0,
+                                   "qrels_queries_not_in_queries_file": 0}
+    assert ds.stats()["left_out"] == ds.meta["left_out"]
+    proc = subprocess.run([sys.executable, "-m", "harness", "data", "beir", f"path={folder}"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split() for line in proc.stdout.splitlines()]
+    assert ["queries", "without", "relevant", "passage", "2"] in rows and ["passages", "without", "text", "2"] in rows
+
+    (tmp_path / "c.jsonl").write_text('{"id": "1", "contents": "Mercury is the smallest planet"}\n'
+                                      '{"id": "2", "contents": " "}\n', encoding="utf-8")
+    (tmp_path / "q.jsonl").write_text('{"id": "a", "question": "smallest?", "golden_answers": ["Mercury"], '
+                                      '"gold_ids": ["1", "2"]}\n', encoding="utf-8")
+    flash = load_dataset({"loader": "jsonl", "questions": str(tmp_path / "q.jsonl"),
+                          "corpus": str(tmp_path / "c.jsonl")}, require_evidence=False)
+    assert flash.pools == {"global": ["1"]} and flash.questions[0].gold_unit_ids == ("1",)
+    assert flash.meta["left_out"] == {"passages_without_text": 1, "gold_passages_without_text": 1}
+
+
+def test_qrels_lines_that_name_no_passage_or_query_are_left_out_and_counted_as_in_arguana_and_nfcorpus(tmp_path):
+    """BEIR's own ArguAna test qrels name a passage its corpus lacks (beir-cellar/beir#101) and
+    NFCorpus's name queries its queries.jsonl lacks (#202): such a folder loads, the lines are
+    left out and counted; only a folder where nothing resolves is refused (the cases above)."""
+    qrels = [*QRELS, ("q1", "p9", 1), ("q2", "p8", 0), ("PLAIN-2", "p1", 2), ("q4", "p7", 1)]
+    folder = _write_beir(tmp_path / "arguana-like", CORPUS, QUERIES, qrels)
+    ds = load_dataset({"loader": "beir", "path": str(folder)})
+    assert [(q.qid, q.gold_unit_ids) for q in ds.questions] == [("q1", ("p1",)), ("q2", ("p3",))]
+    assert ds.meta["left_out"] == {"queries_without_relevant_passage": 2, "passages_without_text": 0,
+                                   "relevant_passages_without_text": 0, "qrels_lines_naming_no_passage": 3,
+                                   "qrels_queries_not_in_queries_file": 1}
 
 
 def test_jsonl_questions_over_a_corpus(tmp_path):
@@ -70,11 +115,15 @@ def test_jsonl_questions_over_a_corpus(tmp_path):
 
 BAD = [
     ("duplicate-id", lambda c, q, r: (c + [{"_id": "p1", "title": "", "text": "again"}], q, r), "corpus.jsonl:4", "'_id'", "appears twice (first on line 1)"),
-    ("unknown-corpus-id", lambda c, q, r: (c, q, r + [("q1", "p9", 1)]), "test.tsv:6", "'corpus-id'", "'p9' is not an _id of corpus.jsonl"),
-    ("empty-text", lambda c, q, r: ([*c[:2], {"_id": "p3", "title": "", "text": "  "}], q, r), "corpus.jsonl:3", "'text'", "is empty"),
+    ("qrels-of-another-corpus", lambda c, q, r: (c, q, [(a, b + "x", s) for a, b, s in r]), "test.tsv:2", "'corpus-id'",
+     "names no _id of corpus.jsonl, nor do 3 other line(s); no query of split 'test' is left"),
+    ("empty-query", lambda c, q, r: (c, [{"_id": "q1", "text": "  "}, *q[1:]], r), "queries.jsonl:1", "'text'", "is empty"),
+    ("no-passage-with-text", lambda c, q, r: ([{**x, "title": "", "text": " "} for x in c], q, r), "corpus.jsonl",
+     "'text'", "every passage is empty (3)"),
     ("bad-score", lambda c, q, r: (c, q, r + [("q1", "p2", "high")]), "test.tsv:6", "'score'", "must be an integer, got 'high'"),
     ("text-not-string", lambda c, q, r: ([{"_id": "p1", "text": 3}, *c[1:]], q, r), "corpus.jsonl:1", "'text'", "must be a string, got int"),
-    ("unknown-query", lambda c, q, r: (c, q, r + [("q9", "p1", 1)]), "test.tsv", "'query-id'", "not in queries.jsonl"),
+    ("queries-of-another-file", lambda c, q, r: (c, [{**x, "_id": x["_id"] + "x"} for x in q], r), "test.tsv",
+     "'query-id'", "3 query id(s) not in queries.jsonl, e.g. 'q1'; no query of split 'test' is left"),
 ]
 
 

@@ -76,6 +76,9 @@ def stats_rows(ds) -> list[tuple[str, str]]:
         ("units", str(s["units"])),
     ]
     rows += [(f"  {kind}", str(n)) for kind, n in s["units_by_kind"].items()]
+    if s["left_out"]:  # read but not loaded, by reason: the note a user checks before a sweep
+        rows.append(("left out", ""))
+        rows += [(f"  {reason.replace('_', ' ')}", str(n)) for reason, n in s["left_out"].items()]
     rows.append(("pools", str(s["pools"])))
     rows.append(("evidence strings", str(sum(s["evidence_strings"].values()))))
     rows += [(f"  matched {k}" if k != "unmatched" else "  unmatched", str(v)) for k, v in s["evidence_strings"].items()]
@@ -90,7 +93,7 @@ def format_table(rows: list[tuple[str, str]]) -> str:
     out = []
     for k, v in rows:
         # right-align numbers so counts line up; left-align text values
-        out.append(f"{k:<{width}}  {v:>8}" if v.isdigit() else f"{k:<{width}}  {v}")
+        out.append((f"{k:<{width}}  {v:>8}" if v.isdigit() else f"{k:<{width}}  {v}").rstrip())
     return "\n".join(out)
 
 

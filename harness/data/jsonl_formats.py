@@ -13,14 +13,27 @@ Choices (docs/metrics.md is silent; written down in docs/datasets.md):
   when the title is not empty (the convention of BEIR's own evaluation code), else ``text``.
 * A question is its own group (``Question.doc_id = "query:<id>"``): queries are independent,
   so splits, folds and bootstraps resample questions.
+* A passage whose title and text are both blank is left out and counted
+  (``meta["left_out"]["passages_without_text"]``), not refused: real corpora have them (BEIR's
+  FiQA corpus.jsonl holds entries with neither), and nothing can retrieve it by its text.
+  BEIR's own evaluation would encode it as an empty string; here it is not in the pool, and a
+  qrels or ``gold_ids`` entry naming it is dropped from the gold and counted too.
 * BEIR gold = the corpus ids a query's qrels give a score > 0. Queries of the split without a
-  relevant passage are left out and counted (``meta["left_out"]``); queries.jsonl entries not in
-  the split are ignored. Answers: ``answers`` (a list of strings) or ``metadata.answers``.
+  relevant passage (with text) are left out and counted (``meta["left_out"]``); queries.jsonl
+  entries not in the split are ignored. Answers: ``answers`` (a list of strings) or
+  ``metadata.answers``.
+* A qrels line naming a corpus id that corpus.jsonl lacks, or a query that queries.jsonl lacks,
+  is left out and counted, not refused: BEIR's own folders have them (ArguAna's test qrels
+  name a passage its corpus lacks, beir-cellar/beir#101; NFCorpus's name queries its
+  queries.jsonl lacks, #202), and BEIR's evaluation counts such a line as a relevant passage
+  that can never be found. Here it is no gold. When nothing of the split is left (every line
+  dangles), the files do not belong together and the folder is refused in one line.
 * JSONL gold = the optional ``gold_ids`` list (corpus ids); answers = ``golden_answers``.
 * Every problem is one line naming the file, the line and the field: a duplicate id, an id
-  the qrels or ``gold_ids`` name that the corpus lacks, empty text, a score that is not an
-  integer, a split whose qrels file does not exist (with the splits that do), an empty reference
-  list or a blank reference (the rule of every loader: leave the key out instead).
+  ``gold_ids`` names that the corpus lacks, qrels of which nothing resolves, an empty query, a
+  corpus with no passage that has text, a score that is not an integer, a split whose qrels
+  file does not exist (with the splits that do), an empty reference list or a blank reference
+  (the rule of every loader: leave the key out instead).
 """
 
 from __future__ import annotations
@@ -114,11 +127,13 @@ def _answers(value: Any, where: str, key: str, *, references: bool = False) -> t
     return tuple(items)
 
 
-def read_corpus(path: Path, *, id_key: str, text_keys: tuple[str, ...]) -> tuple[list[Unit], str]:
-    """Units of a corpus JSONL (see the module docstring), refusing duplicate ids and empty text.
-    ``text_keys``: ("title", "text") for BEIR; FlashRAG also accepts "contents"."""
+def read_corpus(path: Path, *, id_key: str, text_keys: tuple[str, ...]) -> tuple[list[Unit], set[str], str]:
+    """(units, ids of the passages without text, SHA-256) of a corpus JSONL (see the module
+    docstring), refusing duplicate ids. ``text_keys``: ("title", "text") for BEIR; FlashRAG
+    also accepts "contents". A passage whose title and text are both blank is left out (BEIR's
+    own FiQA corpus has such entries); a corpus with no passage left is refused."""
     rows, digest = read_jsonl(path)
-    units = []
+    units, blank = [], set()
     for obj, uid, where in unique_ids(rows, id_key, path.name):
         if "contents" in text_keys and "contents" in obj:
             text = _text_field(obj, "contents", where)
@@ -127,22 +142,27 @@ def read_corpus(path: Path, *, id_key: str, text_keys: tuple[str, ...]) -> tuple
             body = _text_field(obj, "text", where)
             text = f"{title} {body}" if title.strip() else body
         if not text.strip():
-            raise DataError(where, "text", "is empty: a passage without text cannot be retrieved")
+            blank.add(uid)
+            continue
         units.append(Unit(uid, uid, 0, "paragraph", text, section=str(obj.get("title") or "")))
-    return units, digest
+    if not units:
+        raise DataError(path.name, "text", f"every passage is empty ({len(blank)}): nothing can be retrieved")
+    return units, blank, digest
 
 
 def qrels_splits(folder: Path) -> list[str]:
     return sorted(p.stem for p in (folder / "qrels").glob("*.tsv")) if (folder / "qrels").is_dir() else []
 
 
-def read_qrels(path: Path, known: set[str]) -> tuple[dict[str, list[str]], str]:
-    """{query id: relevant corpus ids (score > 0), in file order} of a qrels TSV with a header."""
+def read_qrels(path: Path, known: set[str]) -> tuple[dict[str, list[str]], list[str], str]:
+    """({query id: relevant corpus ids (score > 0), in file order}, the "file:line" of each line
+    whose corpus id ``known`` lacks (left out), SHA-256) of a qrels TSV with a header."""
     lines, digest = _lines(path)
     lines = list(lines)
     if not lines:
         raise DataError(path.name, None, "is empty (expected a header, then query-id, corpus-id, score)")
     relevant: dict[str, list[str]] = {}
+    dangling: list[str] = []
     for n, line in lines[1:]:  # the first line is the header
         where = f"{path.name}:{n}"
         parts = line.rstrip("\r\n").split("\t")
@@ -153,12 +173,13 @@ def read_qrels(path: Path, known: set[str]) -> tuple[dict[str, list[str]], str]:
             score = int(raw)
         except ValueError:
             raise DataError(where, "score", f"must be an integer, got {raw!r}") from None
-        if cid not in known:
-            raise DataError(where, "corpus-id", f"{cid!r} is not an _id of corpus.jsonl")
         listed = relevant.setdefault(qid, [])  # a query of the split, relevant passage or not
+        if cid not in known:
+            dangling.append(where)
+            continue
         if score > 0 and cid not in listed:
             listed.append(cid)
-    return relevant, digest
+    return relevant, dangling, digest
 
 
 def load_beir(path: str | Path, split: str = "test", name: str = "beir") -> Dataset:
@@ -173,10 +194,10 @@ def load_beir(path: str | Path, split: str = "test", name: str = "beir") -> Data
         have = qrels_splits(folder)
         raise DataError(f"{folder.name}/qrels", None, f"has no split {split!r} ({split}.tsv); splits: "
                                                        f"{', '.join(have) if have else 'none'}")
-    units, corpus_sha = read_corpus(folder / "corpus.jsonl", id_key="_id", text_keys=("title", "text"))
-    relevant, qrels_sha = read_qrels(qrels_path, {u.unit_id for u in units})
+    units, blank, corpus_sha = read_corpus(folder / "corpus.jsonl", id_key="_id", text_keys=("title", "text"))
+    relevant, dangling, qrels_sha = read_qrels(qrels_path, {u.unit_id for u in units} | blank)
     rows, queries_sha = read_jsonl(folder / "queries.jsonl")
-    questions, seen, left_out = [], set(), 0
+    questions, seen, left_out, blank_gold = [], set(), 0, 0
     for obj, qid, where in unique_ids(rows, "_id", "queries.jsonl"):
         seen.add(qid)
         if qid not in relevant:
@@ -184,7 +205,8 @@ def load_beir(path: str | Path, split: str = "test", name: str = "beir") -> Data
         text = _text_field(obj, "text", where)
         if not text.strip():
             raise DataError(where, "text", "is empty")
-        gold = tuple(relevant[qid])
+        gold = tuple(g for g in relevant[qid] if g not in blank)
+        blank_gold += len(relevant[qid]) - len(gold)
         if not gold:
             left_out += 1
             continue
@@ -194,12 +216,20 @@ def load_beir(path: str | Path, split: str = "test", name: str = "beir") -> Data
         questions.append(Question(qid, f"query:{qid}", GLOBAL_POOL, text, gold_unit_ids=gold, answers=answers,
                                   evidence_match={"exact": len(gold)}))
     unknown = sorted(set(relevant) - set(seen))
-    if unknown:
-        raise DataError(qrels_path.name, "query-id", f"{len(unknown)} query id(s) not in queries.jsonl, e.g. {unknown[0]!r}")
+    if not questions and (dangling or unknown):  # nothing resolves: not a few stale lines, the wrong files
+        if dangling:
+            raise DataError(dangling[0], "corpus-id", f"names no _id of corpus.jsonl, nor do {len(dangling) - 1} other "
+                                                      f"line(s); no query of split {split!r} is left: are these the "
+                                                      "qrels of this corpus?")
+        raise DataError(qrels_path.name, "query-id", f"{len(unknown)} query id(s) not in queries.jsonl, e.g. "
+                                                     f"{unknown[0]!r}; no query of split {split!r} is left")
     sources = [{"file": "corpus.jsonl", "sha256": corpus_sha}, {"file": "queries.jsonl", "sha256": queries_sha},
                {"file": f"qrels/{split}.tsv", "sha256": qrels_sha}]
     meta = {"source": str(folder.name), "format": "beir", "split": split, "sources": sources,
-            "left_out": {"queries_without_relevant_passage": left_out}}
+            "left_out": {"queries_without_relevant_passage": left_out, "passages_without_text": len(blank),
+                         "relevant_passages_without_text": blank_gold,
+                         "qrels_lines_naming_no_passage": len(dangling),
+                         "qrels_queries_not_in_queries_file": len(unknown)}}
     return Dataset(name, {u.unit_id: [u] for u in units}, questions, {GLOBAL_POOL: [u.unit_id for u in units]},
                    meta=meta, options={"pool": "global"})
 
@@ -208,10 +238,10 @@ def load_jsonl(questions: str | Path, corpus: str | Path, name: str = "jsonl") -
     """FlashRAG-style questions (``id``, ``question``, ``golden_answers``, optional ``gold_ids``)
     over a corpus JSONL (``id`` and ``contents``, or ``title`` / ``text``), as one global pool."""
     qpath, cpath = Path(questions).expanduser(), Path(corpus).expanduser()
-    units, corpus_sha = read_corpus(cpath, id_key="id", text_keys=("contents", "title", "text"))
-    known = {u.unit_id for u in units}
+    units, blank, corpus_sha = read_corpus(cpath, id_key="id", text_keys=("contents", "title", "text"))
+    known = {u.unit_id for u in units} | blank
     rows, questions_sha = read_jsonl(qpath)
-    out = []
+    out, blank_gold = [], 0
     for obj, qid, where in unique_ids(rows, "id", qpath.name):
         text = _text_field(obj, "question", where)
         if not text.strip():
@@ -224,10 +254,14 @@ def load_jsonl(questions: str | Path, corpus: str | Path, name: str = "jsonl") -
         missing = [g for g in gold if g not in known]
         if missing:
             raise DataError(where, "gold_ids", f"{missing[0]!r} is not an id of {cpath.name}")
+        with_text = tuple(g for g in gold if g not in blank)
+        blank_gold += len(gold) - len(with_text)
+        gold = with_text  # a question whose gold passages all lack text keeps its answers, without gold
         out.append(Question(qid, f"query:{qid}", GLOBAL_POOL, text, gold_unit_ids=tuple(dict.fromkeys(gold)),
                             answers=answers, evidence_match={"exact": len(set(gold))} if gold else {}))
     sources = [{"file": cpath.name, "sha256": corpus_sha}, {"file": qpath.name, "sha256": questions_sha}]
-    meta = {"source": qpath.name, "format": "jsonl", "sources": sources}
+    meta = {"source": qpath.name, "format": "jsonl", "sources": sources,
+            "left_out": {"passages_without_text": len(blank), "gold_passages_without_text": blank_gold}}
     return Dataset(name, {u.unit_id: [u] for u in units}, out, {GLOBAL_POOL: [u.unit_id for u in units]},
                    meta=meta, options={"pool": "global"})
 

@@ -123,6 +123,8 @@ class Dataset:
             "evidence_strings": match,
             "pools": len(self.pools),
             "fingerprint": self.fingerprint()[:16],
+            # what the loader read but left out, by reason (BEIR: queries without a relevant passage, ...)
+            "left_out": {str(k): int(v) for k, v in (self.meta.get("left_out") or {}).items()},
         }
 
 
