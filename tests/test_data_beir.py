@@ -45,9 +45,10 @@ def test_beir_folder_loads_as_one_global_pool(tmp_path):
     folder = _write_beir(tmp_path / "b", CORPUS, QUERIES, QRELS)
     ds = load_dataset({"loader": "beir", "path": str(folder)})
     assert [q.qid for q in ds.questions] == ["q1", "q2"]  # q3: no relevant passage; q4: not in the split
-    assert ds.meta["left_out"] == {"queries_without_relevant_passage": 1, "passages_without_text": 0,
-                                   "relevant_passages_without_text": 0, "qrels_lines_naming_no_passage": 0,
-                                   "qrels_queries_not_in_queries_file": 0}
+    assert ds.meta["left_out"] == {"queries_without_relevant_passage": 1,
+                                   "queries_whose_relevant_passages_are_missing_or_blank": 0,
+                                   "passages_without_text": 0, "qrels_lines_naming_a_blank_passage": 0,
+                                   "qrels_lines_naming_no_passage": 0, "qrels_queries_not_in_queries_file": 0}
     assert ds.pools == {"global": ["p1", "p2", "p3"]} and {q.pool_id for q in ds.questions} == {"global"}
     assert ds.unit("p1").text == "Mercury the smallest planet" and ds.unit("p2").text == "Venus has a thick atmosphere"
     q1, q2 = ds.questions
@@ -69,15 +70,17 @@ def test_passages_without_text_are_left_out_and_counted_as_in_beirs_fiqa(tmp_pat
     ds = load_dataset({"loader": "beir", "path": str(folder)})
     assert ds.pools == {"global": ["p1", "p2", "p3"]}
     assert [(q.qid, q.gold_unit_ids) for q in ds.questions] == [("q1", ("p1",)), ("q2", ("p3",))]
-    assert ds.meta["left_out"] == {"queries_without_relevant_passage": 2, "passages_without_text": 2,
-                                   "relevant_passages_without_text": 2, "qrels_lines_naming_no_passage": 0,
-                                   "qrels_queries_not_in_queries_file": 0}
+    assert ds.meta["left_out"] == {"queries_without_relevant_passage": 1,
+                                   "queries_whose_relevant_passages_are_missing_or_blank": 1,
+                                   "passages_without_text": 2, "qrels_lines_naming_a_blank_passage": 2,
+                                   "qrels_lines_naming_no_passage": 0, "qrels_queries_not_in_queries_file": 0}
     assert ds.stats()["left_out"] == ds.meta["left_out"]
     proc = subprocess.run([sys.executable, "-m", "harness", "data", "beir", f"path={folder}"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     rows = [line.split() for line in proc.stdout.splitlines()]
-    assert ["queries", "without", "relevant", "passage", "2"] in rows and ["passages", "without", "text", "2"] in rows
+    assert ["queries", "without", "relevant", "passage", "1"] in rows and ["passages", "without", "text", "2"] in rows
+    assert not any(r[-1:] == ["0"] for r in rows[rows.index(["left", "out"]):rows.index(["pools", "1"])])  # zeros not shown
 
     (tmp_path / "c.jsonl").write_text('{"id": "1", "contents": "Mercury is the smallest planet"}\n'
                                       '{"id": "2", "contents": " "}\n', encoding="utf-8")
@@ -97,9 +100,23 @@ def test_qrels_lines_that_name_no_passage_or_query_are_left_out_and_counted_as_i
     folder = _write_beir(tmp_path / "arguana-like", CORPUS, QUERIES, qrels)
     ds = load_dataset({"loader": "beir", "path": str(folder)})
     assert [(q.qid, q.gold_unit_ids) for q in ds.questions] == [("q1", ("p1",)), ("q2", ("p3",))]
-    assert ds.meta["left_out"] == {"queries_without_relevant_passage": 2, "passages_without_text": 0,
-                                   "relevant_passages_without_text": 0, "qrels_lines_naming_no_passage": 3,
-                                   "qrels_queries_not_in_queries_file": 1}
+    assert ds.meta["left_out"] == {"queries_without_relevant_passage": 1,
+                                   "queries_whose_relevant_passages_are_missing_or_blank": 1,
+                                   "passages_without_text": 0, "qrels_lines_naming_a_blank_passage": 0,
+                                   "qrels_lines_naming_no_passage": 3, "qrels_queries_not_in_queries_file": 1}
+
+
+def test_a_split_whose_every_query_lost_its_gold_is_refused_with_the_reasons(tmp_path):
+    """One line resolves (to a blank passage), so the files belong together; but no query is left:
+    the refusal says why, instead of blaming the qrels for naming another corpus."""
+    corpus = [*CORPUS, {"_id": "pb", "title": "", "text": ""}]
+    folder = _write_beir(tmp_path / "r", corpus, QUERIES, [("q1", "pb", 1), ("q2", "px", 1)])
+    proc = subprocess.run([sys.executable, "-m", "harness", "data", "beir", f"path={folder}"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip() == ("error: DataSizeError: r: dataset 'beir' has no questions (3 documents; left out: "
+                                   "2 queries whose relevant passages are missing or blank, 1 passages without text, "
+                                   "1 qrels lines naming a blank passage, 1 qrels lines naming no passage)"), proc.stderr
 
 
 def test_jsonl_questions_over_a_corpus(tmp_path):
@@ -116,14 +133,14 @@ def test_jsonl_questions_over_a_corpus(tmp_path):
 BAD = [
     ("duplicate-id", lambda c, q, r: (c + [{"_id": "p1", "title": "", "text": "again"}], q, r), "corpus.jsonl:4", "'_id'", "appears twice (first on line 1)"),
     ("qrels-of-another-corpus", lambda c, q, r: (c, q, [(a, b + "x", s) for a, b, s in r]), "test.tsv:2", "'corpus-id'",
-     "names no _id of corpus.jsonl, nor do 3 other line(s); no query of split 'test' is left"),
+     "names no _id of corpus.jsonl, and neither does any other of the split's 4 line(s)"),
     ("empty-query", lambda c, q, r: (c, [{"_id": "q1", "text": "  "}, *q[1:]], r), "queries.jsonl:1", "'text'", "is empty"),
     ("no-passage-with-text", lambda c, q, r: ([{**x, "title": "", "text": " "} for x in c], q, r), "corpus.jsonl",
      "'text'", "every passage is empty (3)"),
     ("bad-score", lambda c, q, r: (c, q, r + [("q1", "p2", "high")]), "test.tsv:6", "'score'", "must be an integer, got 'high'"),
     ("text-not-string", lambda c, q, r: ([{"_id": "p1", "text": 3}, *c[1:]], q, r), "corpus.jsonl:1", "'text'", "must be a string, got int"),
     ("queries-of-another-file", lambda c, q, r: (c, [{**x, "_id": x["_id"] + "x"} for x in q], r), "test.tsv",
-     "'query-id'", "3 query id(s) not in queries.jsonl, e.g. 'q1'; no query of split 'test' is left"),
+     "'query-id'", "none of its 3 query id(s) is in queries.jsonl (e.g. 'q1')"),
 ]
 
 

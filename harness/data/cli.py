@@ -76,9 +76,10 @@ def stats_rows(ds) -> list[tuple[str, str]]:
         ("units", str(s["units"])),
     ]
     rows += [(f"  {kind}", str(n)) for kind, n in s["units_by_kind"].items()]
-    if s["left_out"]:  # read but not loaded, by reason: the note a user checks before a sweep
+    left_out = {reason: n for reason, n in s["left_out"].items() if n}
+    if left_out:  # read from the files but not loaded, by reason: the note a user checks before a sweep
         rows.append(("left out", ""))
-        rows += [(f"  {reason.replace('_', ' ')}", str(n)) for reason, n in s["left_out"].items()]
+        rows += [(f"  {reason.replace('_', ' ')}", str(n)) for reason, n in left_out.items()]
     rows.append(("pools", str(s["pools"])))
     rows.append(("evidence strings", str(sum(s["evidence_strings"].values()))))
     rows += [(f"  matched {k}" if k != "unmatched" else "  unmatched", str(v)) for k, v in s["evidence_strings"].items()]

@@ -22,12 +22,14 @@ Choices (docs/metrics.md is silent; written down in docs/datasets.md):
   relevant passage (with text) are left out and counted (``meta["left_out"]``); queries.jsonl
   entries not in the split are ignored. Answers: ``answers`` (a list of strings) or
   ``metadata.answers``.
-* A qrels line naming a corpus id that corpus.jsonl lacks, or a query that queries.jsonl lacks,
-  is left out and counted, not refused: BEIR's own folders have them (ArguAna's test qrels
-  name a passage its corpus lacks, beir-cellar/beir#101; NFCorpus's name queries its
-  queries.jsonl lacks, #202), and BEIR's evaluation counts such a line as a relevant passage
-  that can never be found. Here it is no gold. When nothing of the split is left (every line
-  dangles), the files do not belong together and the folder is refused in one line.
+* A qrels line (of any score) naming a corpus id that corpus.jsonl lacks is left out and
+  counted, and so is a query id of the qrels that queries.jsonl lacks; not refused: BEIR's own
+  folders have them (ArguAna's test qrels name a passage its corpus lacks, beir-cellar/beir#101;
+  NFCorpus's name queries its queries.jsonl lacks, #202). BEIR's evaluation keeps a relevant
+  passage that is missing as one that is never found; here it is no gold, and a query left
+  with none is left out and counted apart from queries never judged relevant. When no line
+  names a passage of the corpus, or no query id is in queries.jsonl, the files do not belong
+  together and the folder is refused in one line.
 * JSONL gold = the optional ``gold_ids`` list (corpus ids); answers = ``golden_answers``.
 * Every problem is one line naming the file, the line and the field: a duplicate id, an id
   ``gold_ids`` names that the corpus lacks, qrels of which nothing resolves, an empty query, a
@@ -41,7 +43,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 from harness.data.base import REQUIRED, DatasetLoader, check_path
 from harness.data.schema import Dataset, Question, Unit
@@ -154,14 +156,25 @@ def qrels_splits(folder: Path) -> list[str]:
     return sorted(p.stem for p in (folder / "qrels").glob("*.tsv")) if (folder / "qrels").is_dir() else []
 
 
-def read_qrels(path: Path, known: set[str]) -> tuple[dict[str, list[str]], list[str], str]:
-    """({query id: relevant corpus ids (score > 0), in file order}, the "file:line" of each line
-    whose corpus id ``known`` lacks (left out), SHA-256) of a qrels TSV with a header."""
+class Qrels(NamedTuple):
+    """A split's qrels: what resolves against the corpus, and what does not."""
+
+    relevant: dict[str, list[str]]  # query id -> relevant corpus ids (score > 0, in the corpus), file order
+    missing: dict[str, int]  # query id -> lines with score > 0 naming an id the corpus lacks
+    dangling: list[str]  # "file:line" of every line (any score) naming an id the corpus lacks
+    resolved: int  # lines naming an id the corpus has
+    sha256: str
+
+
+def read_qrels(path: Path, known: set[str]) -> Qrels:
+    """A qrels TSV with a header (query-id, corpus-id, score); ``known``: the corpus's ids.
+    Every query id of the file is a key of ``relevant``, even one without a relevant passage."""
     lines, digest = _lines(path)
     lines = list(lines)
     if not lines:
         raise DataError(path.name, None, "is empty (expected a header, then query-id, corpus-id, score)")
     relevant: dict[str, list[str]] = {}
+    missing: dict[str, int] = {}
     dangling: list[str] = []
     for n, line in lines[1:]:  # the first line is the header
         where = f"{path.name}:{n}"
@@ -176,10 +189,12 @@ def read_qrels(path: Path, known: set[str]) -> tuple[dict[str, list[str]], list[
         listed = relevant.setdefault(qid, [])  # a query of the split, relevant passage or not
         if cid not in known:
             dangling.append(where)
+            if score > 0:
+                missing[qid] = missing.get(qid, 0) + 1
             continue
         if score > 0 and cid not in listed:
             listed.append(cid)
-    return relevant, dangling, digest
+    return Qrels(relevant, missing, dangling, len(lines) - 1 - len(dangling), digest)
 
 
 def load_beir(path: str | Path, split: str = "test", name: str = "beir") -> Dataset:
@@ -195,40 +210,44 @@ def load_beir(path: str | Path, split: str = "test", name: str = "beir") -> Data
         raise DataError(f"{folder.name}/qrels", None, f"has no split {split!r} ({split}.tsv); splits: "
                                                        f"{', '.join(have) if have else 'none'}")
     units, blank, corpus_sha = read_corpus(folder / "corpus.jsonl", id_key="_id", text_keys=("title", "text"))
-    relevant, dangling, qrels_sha = read_qrels(qrels_path, {u.unit_id for u in units} | blank)
+    qrels = read_qrels(qrels_path, {u.unit_id for u in units} | blank)
+    if qrels.dangling and not qrels.resolved:  # not a few stale lines: files that do not belong together
+        raise DataError(qrels.dangling[0], "corpus-id", f"names no _id of corpus.jsonl, and neither does any other of "
+                                                        f"the split's {len(qrels.dangling)} line(s): are these the "
+                                                        "qrels of this corpus?")
     rows, queries_sha = read_jsonl(folder / "queries.jsonl")
-    questions, seen, left_out, blank_gold = [], set(), 0, 0
+    questions, seen = [], set()
+    left = {"no_relevant": 0, "relevant_missing": 0, "blank_lines": 0}
     for obj, qid, where in unique_ids(rows, "_id", "queries.jsonl"):
         seen.add(qid)
-        if qid not in relevant:
+        if qid not in qrels.relevant:
             continue  # not in this split
         text = _text_field(obj, "text", where)
         if not text.strip():
             raise DataError(where, "text", "is empty")
-        gold = tuple(g for g in relevant[qid] if g not in blank)
-        blank_gold += len(relevant[qid]) - len(gold)
-        if not gold:
-            left_out += 1
+        judged = qrels.relevant[qid]
+        gold = tuple(g for g in judged if g not in blank)
+        left["blank_lines"] += len(judged) - len(gold)
+        if not gold:  # never judged relevant, or its relevant passages are missing or blank
+            left["relevant_missing" if judged or qrels.missing.get(qid) else "no_relevant"] += 1
             continue
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
         key = "answers" if "answers" in obj else "metadata.answers"
         answers = _answers(obj.get("answers", meta.get("answers")), where, key, references=True)
         questions.append(Question(qid, f"query:{qid}", GLOBAL_POOL, text, gold_unit_ids=gold, answers=answers,
                                   evidence_match={"exact": len(gold)}))
-    unknown = sorted(set(relevant) - set(seen))
-    if not questions and (dangling or unknown):  # nothing resolves: not a few stale lines, the wrong files
-        if dangling:
-            raise DataError(dangling[0], "corpus-id", f"names no _id of corpus.jsonl, nor do {len(dangling) - 1} other "
-                                                      f"line(s); no query of split {split!r} is left: are these the "
-                                                      "qrels of this corpus?")
-        raise DataError(qrels_path.name, "query-id", f"{len(unknown)} query id(s) not in queries.jsonl, e.g. "
-                                                     f"{unknown[0]!r}; no query of split {split!r} is left")
+    unknown = sorted(set(qrels.relevant) - seen)
+    if unknown and not set(qrels.relevant) & seen:
+        raise DataError(qrels_path.name, "query-id", f"none of its {len(unknown)} query id(s) is in queries.jsonl "
+                                                     f"(e.g. {unknown[0]!r}): are these the queries of this split?")
     sources = [{"file": "corpus.jsonl", "sha256": corpus_sha}, {"file": "queries.jsonl", "sha256": queries_sha},
-               {"file": f"qrels/{split}.tsv", "sha256": qrels_sha}]
+               {"file": f"qrels/{split}.tsv", "sha256": qrels.sha256}]
     meta = {"source": str(folder.name), "format": "beir", "split": split, "sources": sources,
-            "left_out": {"queries_without_relevant_passage": left_out, "passages_without_text": len(blank),
-                         "relevant_passages_without_text": blank_gold,
-                         "qrels_lines_naming_no_passage": len(dangling),
+            "left_out": {"queries_without_relevant_passage": left["no_relevant"],
+                         "queries_whose_relevant_passages_are_missing_or_blank": left["relevant_missing"],
+                         "passages_without_text": len(blank),
+                         "qrels_lines_naming_a_blank_passage": left["blank_lines"],
+                         "qrels_lines_naming_no_passage": len(qrels.dangling),
                          "qrels_queries_not_in_queries_file": len(unknown)}}
     return Dataset(name, {u.unit_id: [u] for u in units}, questions, {GLOBAL_POOL: [u.unit_id for u in units]},
                    meta=meta, options={"pool": "global"})
@@ -254,6 +273,7 @@ def load_jsonl(questions: str | Path, corpus: str | Path, name: str = "jsonl") -
         missing = [g for g in gold if g not in known]
         if missing:
             raise DataError(where, "gold_ids", f"{missing[0]!r} is not an id of {cpath.name}")
+        gold = tuple(dict.fromkeys(gold))
         with_text = tuple(g for g in gold if g not in blank)
         blank_gold += len(gold) - len(with_text)
         gold = with_text  # a question whose gold passages all lack text keeps its answers, without gold

@@ -7,6 +7,7 @@ of units its arms search, and at its gold units. Splits are always grouped by ``
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from numbers import Integral
 from typing import Iterable, Mapping
 
 from harness.io import digest_of
@@ -123,9 +124,18 @@ class Dataset:
             "evidence_strings": match,
             "pools": len(self.pools),
             "fingerprint": self.fingerprint()[:16],
-            # what the loader read but left out, by reason (BEIR: queries without a relevant passage, ...)
-            "left_out": {str(k): int(v) for k, v in (self.meta.get("left_out") or {}).items()},
+            # what the loader read from its files but left out, by reason (BEIR: queries without a
+            # relevant passage, ...): counts of the whole files, also after max_questions / subset
+            "left_out": _counts(self.meta.get("left_out")),
         }
+
+
+def _counts(value) -> dict[str, int]:
+    """``meta["left_out"]`` as {reason: count}; a plugin's free-form value that is not such a
+    mapping is not a count and is not shown."""
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): int(v) for k, v in value.items() if isinstance(v, Integral) and not isinstance(v, bool)}
 
 
 def subset(ds: Dataset, qids: Iterable[str]) -> Dataset:
