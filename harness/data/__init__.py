@@ -84,8 +84,10 @@ def check_usable(ds: Dataset, require_evidence: bool = True) -> Dataset:
     at least one question with gold evidence; else a DataSizeError naming it and the counts."""
     source = _source_of(ds)
     if not ds.questions:
-        left = {k: n for k, n in ds.stats()["left_out"].items() if n}
-        why = "; left out: " + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in left.items()) if left else ""
+        from harness.data.schema import left_out_said
+
+        left = left_out_said(ds.stats())
+        why = "; left out: " + ", ".join(f"{n} {reason}" for reason, n in left) if left else ""
         raise DataSizeError(source, None, f"dataset {ds.name!r} has no questions ({len(ds.documents)} documents{why})")
     if require_evidence and not any(q.has_evidence for q in ds.questions):
         n_strings = sum(sum(q.evidence_match.values()) for q in ds.questions)

@@ -67,6 +67,8 @@ def dataset_config(name: str, overrides: list[str] = ()) -> dict:
 
 
 def stats_rows(ds) -> list[tuple[str, str]]:
+    from harness.data.schema import left_out_said
+
     s = ds.stats()
     rows = [
         ("dataset", s["dataset"]),
@@ -76,10 +78,10 @@ def stats_rows(ds) -> list[tuple[str, str]]:
         ("units", str(s["units"])),
     ]
     rows += [(f"  {kind}", str(n)) for kind, n in s["units_by_kind"].items()]
-    left_out = {reason: n for reason, n in s["left_out"].items() if n}
+    left_out = left_out_said(s)
     if left_out:  # read from the files but not loaded, by reason: the note a user checks before a sweep
         rows.append(("left out", ""))
-        rows += [(f"  {reason.replace('_', ' ')}", str(n)) for reason, n in left_out.items()]
+        rows += [(f"  {reason}", str(n)) for reason, n in left_out]
     rows.append(("pools", str(s["pools"])))
     rows.append(("evidence strings", str(sum(s["evidence_strings"].values()))))
     rows += [(f"  matched {k}" if k != "unmatched" else "  unmatched", str(v)) for k, v in s["evidence_strings"].items()]

@@ -160,7 +160,7 @@ class Qrels(NamedTuple):
     """A split's qrels: what resolves against the corpus, and what does not."""
 
     relevant: dict[str, list[str]]  # query id -> relevant corpus ids (score > 0, in the corpus), file order
-    missing: dict[str, int]  # query id -> lines with score > 0 naming an id the corpus lacks
+    missing: set[str]  # query ids with a line of score > 0 naming an id the corpus lacks
     dangling: list[str]  # "file:line" of every line (any score) naming an id the corpus lacks
     resolved: int  # lines naming an id the corpus has
     sha256: str
@@ -174,7 +174,7 @@ def read_qrels(path: Path, known: set[str]) -> Qrels:
     if not lines:
         raise DataError(path.name, None, "is empty (expected a header, then query-id, corpus-id, score)")
     relevant: dict[str, list[str]] = {}
-    missing: dict[str, int] = {}
+    missing: set[str] = set()
     dangling: list[str] = []
     for n, line in lines[1:]:  # the first line is the header
         where = f"{path.name}:{n}"
@@ -190,7 +190,7 @@ def read_qrels(path: Path, known: set[str]) -> Qrels:
         if cid not in known:
             dangling.append(where)
             if score > 0:
-                missing[qid] = missing.get(qid, 0) + 1
+                missing.add(qid)
             continue
         if score > 0 and cid not in listed:
             listed.append(cid)
@@ -229,7 +229,7 @@ def load_beir(path: str | Path, split: str = "test", name: str = "beir") -> Data
         gold = tuple(g for g in judged if g not in blank)
         left["blank_lines"] += len(judged) - len(gold)
         if not gold:  # never judged relevant, or its relevant passages are missing or blank
-            left["relevant_missing" if judged or qrels.missing.get(qid) else "no_relevant"] += 1
+            left["relevant_missing" if judged or qid in qrels.missing else "no_relevant"] += 1
             continue
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
         key = "answers" if "answers" in obj else "metadata.answers"

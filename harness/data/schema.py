@@ -138,6 +138,11 @@ def _counts(value) -> dict[str, int]:
     return {str(k): int(v) for k, v in value.items() if isinstance(v, Integral) and not isinstance(v, bool)}
 
 
+def left_out_said(stats: Mapping) -> list[tuple[str, int]]:
+    """The non-zero ``stats()["left_out"]`` counts as (reason in words, count), for people."""
+    return [(reason.replace("_", " "), n) for reason, n in stats.get("left_out", {}).items() if n]
+
+
 def subset(ds: Dataset, qids: Iterable[str]) -> Dataset:
     """The dataset restricted to some questions (and the documents/pools they use)."""
     keep = set(qids)
