@@ -1,10 +1,15 @@
-# Two commands matter (see README "Quick start"): `make run` and `make test`.
+# Two commands matter (see README "Quick start"): `make run` and `make test`; `make check` is
+# the edit loop's fast tier.
 PYTHON ?= python3.11
+# pytest-xdist workers (`make test WORKERS=1` runs the suite in one process); each worker has its
+# own temporary folders, and every test its own cache and store unless it shares a built one
+WORKERS ?= 2
+PYTEST := $(PY) -m pytest -q -n $(WORKERS) --dist loadfile --durations=25
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test data sweep bench report clean
+.PHONY: setup run test check data sweep bench report clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -27,9 +32,13 @@ run: setup
 	$(PY) -m harness table build
 	$(PY) -m harness -m
 
-## The test suite (CI runs exactly this).
+## The whole test suite (CI runs exactly this), the 25 slowest tests last.
 test: setup
-	$(PY) -m pytest -q
+	$(PYTEST)
+
+## The fast tier for the edit loop: no real model, no subprocess sweep (tests marked `slow` skipped).
+check: setup
+	$(PYTEST) -m "not slow"
 
 data: setup
 	$(PY) -m harness data boolq

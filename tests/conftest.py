@@ -1,10 +1,39 @@
-"""Shared fixtures. Tests never need ../shared; real-data tests fetch what they need themselves."""
+"""Shared fixtures and the suite's setup. Tests never need ../shared; real-data tests fetch
+what they need themselves.
+
+- The suite's cache: every test that does not name its own cache (``HARNESS_CACHE_DIR``) uses
+  one fresh folder per run, shared by the pytest-xdist workers, never the user's
+  ``~/.cache/rag-route-bench``. Builds are content-addressed and safe to run concurrently
+  (a lock per shard and chunk), so what one test built (a converted dataset, a real-model
+  table) is read, not rebuilt, by the next. ``HARNESS_CACHE_DIR`` set before the run is kept.
+- Files run heaviest first (tests/helpers/order.py), so the workers end together.
+"""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
 from harness.synthetic import synthetic_outcome_table
+from tests.helpers.order import file_seconds, heaviest_first
+
+pytest_plugins = ["tests.helpers.fixtures"]
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own configure made the temporary-path factory
+def pytest_configure(config):
+    if os.environ.get("HARNESS_CACHE_DIR"):
+        return
+    # the run's root temporary folder: the same for every xdist worker of one run
+    root = config._tmp_path_factory.getbasetemp()  # noqa: SLF001 - pytest's own factory, made at configure
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    os.environ["HARNESS_CACHE_DIR"] = str(root / "suite-cache")
+
+
+def pytest_collection_modifyitems(config, items):
+    items[:] = heaviest_first(items, file_seconds())
 
 
 @pytest.fixture

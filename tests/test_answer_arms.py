@@ -5,32 +5,16 @@ runs every protocol, the cost by router family included."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURE = REPO / "tests" / "fixtures" / "data" / "qasper-fixture-v0.3.json"
+from tests.helpers.qasper import FIXTURE, _copies
+
 SHORT = {"max_tokens": 16}
-
-
-def _copies(path: Path, n: int) -> Path:
-    """The 2-paper fixture copied ``n`` times under new ids (2n papers, 6n questions)."""
-    src = json.loads(FIXTURE.read_text())
-    out = {}
-    for i in range(n):
-        for pid, paper in src.items():
-            paper = json.loads(json.dumps(paper))
-            for qa in paper["qas"]:
-                qa["question_id"] = f"{qa['question_id']}_{i}"
-            out[f"{pid}_{i}"] = paper
-    path.write_text(json.dumps(out), encoding="utf-8")
-    return path
 
 
 @pytest.mark.slow

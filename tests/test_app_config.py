@@ -106,6 +106,7 @@ def test_every_budget_choice_composes_and_validates(choice):
      ("budget.tol=nan", "budget.tol"), ("protocol.equivalence_margin=0", "protocol.equivalence_margin"),
      ("protocol.alpha=0.5", "protocol.alpha")],
 )
+@pytest.mark.slow
 def test_single_run_bad_value_is_one_line_and_exit_2(tmp_path, override, key):
     env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "cache")}
     env.pop("HYDRA_FULL_ERROR", None)

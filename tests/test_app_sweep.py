@@ -4,9 +4,6 @@ joblib == basic, and a failing job. Also single runs in-process (env URI, FAILED
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,34 +14,12 @@ from harness import app
 from harness.runner import job as runner
 from harness.errors import FeatureError
 from harness.tracking import mlflow_tracker as mt
-from tests._mlflow_layout import same_metrics
+from tests.helpers.mlflow_layout import same_metrics
+from tests.helpers.sweeps import EXPERIMENT, SMALL, run_cli, runs_by_role, store_uri
 
-SMALL = ["dataset=synthetic", "dataset.n_docs=30", "dataset.questions_per_doc=4", "experiment=none"]
 SWEEP = ["-m", *SMALL, "policy=always_keep,ridge", "cost.c=0.0,0.02", "protocol=threshold_budget"]
-EXPERIMENT = "synthetic/keep-vs-hybrid"
 
 pytestmark = pytest.mark.slow
-
-
-def run_cli(args, cwd: Path, cache: Path, env_extra=None):
-    env = {**os.environ, "HARNESS_CACHE_DIR": str(cache), **(env_extra or {})}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    proc = subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=540)
-    return proc
-
-
-def store_uri(directory: Path) -> str:
-    return f"sqlite:///{directory / 'mlruns' / 'mlflow.db'}"
-
-
-def runs_by_role(uri: str):
-    client = MlflowClient(tracking_uri=uri)
-    exp = client.get_experiment_by_name(EXPERIMENT)
-    runs = client.search_runs([exp.experiment_id], max_results=1000)
-    parents = [r for r in runs if r.data.tags.get(mt.TAG_ROLE) == "sweep"]
-    jobs = [r for r in runs if r.data.tags.get(mt.TAG_ROLE) == "job"]
-    return client, parents, jobs
 
 
 @pytest.fixture(scope="module")

@@ -10,153 +10,19 @@ show it.
 
 from __future__ import annotations
 
-import copy
-import json
 import os
-import socket
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from harness.__main__ import main
+from tests.helpers.bad_inputs import FIFO, HOTPOT, QASPER, _cached_files, _finished_runs, _hotpot, _run
 
-FIXTURES = Path(__file__).parent / "fixtures" / "data"
-QASPER = FIXTURES / "qasper-fixture-v0.3.json"
-HOTPOT = FIXTURES / "hotpot-fixture.json"
 SYN = "dataset=synthetic"
 ANSWERS = ["arms=noret_rag", "protocol=answers"]  # the answer pair (no_retrieval vs rag_keep)
-
-
-# ---- bad data files (written into the case's folder; "{d}" in an argument names it) -------------
-def _qasper() -> dict:
-    return json.loads(QASPER.read_text(encoding="utf-8"))
-
-
-def _no_evidence() -> dict:
-    data = _qasper()
-    for paper in data.values():
-        for qa in paper["qas"]:
-            for annot in qa["answers"]:
-                annot["answer"]["evidence"] = []
-    return data
-
-
-def _wrong_type() -> dict:
-    data = _qasper()
-    data["P1"]["full_text"] = "not a list"
-    return data
-
-
-def _bad_question_id() -> dict:
-    data = _qasper()
-    data["P2"]["qas"][0]["question_id"] = 7
-    return data
-
-
-def _hotpot_missing_id() -> list:
-    data = json.loads(HOTPOT.read_text(encoding="utf-8"))
-    del data[1]["_id"]
-    return data
-
-
-def _duplicate_paper() -> str:
-    """The same paper id twice inside one JSON object (``json`` would keep only the last)."""
-    data = _qasper()
-    p1 = json.dumps(data["P1"])
-    return '{"P1": ' + p1 + ', "P2": ' + json.dumps(data["P2"]) + ', "P1": ' + p1 + "}"
-
-
-def _duplicate_field() -> str:
-    data = copy.deepcopy(_qasper())
-    text = json.dumps(data, indent=1)
-    return text.replace('"title": "Routing Retrieval",', '"title": "Routing Retrieval", "title": "Again",', 1)
-
-
-def _hotpot() -> list:
-    return json.loads(HOTPOT.read_text(encoding="utf-8"))
-
-
-def _qasper_no_answers() -> dict:
-    data = _qasper()
-    data["P1"]["qas"][0]["answers"] = []
-    return data
-
-
-def _hotpot_fact_index(index: int) -> list:
-    data = _hotpot()
-    data[0]["supporting_facts"][0][1] = index  # 'Alpha Weekly' has one sentence
-    return data
-
-
-def _hotpot_duplicate_title() -> list:
-    data = _hotpot()
-    data[0]["context"][1][0] = data[0]["context"][0][0]  # two paragraphs titled 'Gamma Daily'
-    return data
-
-
-def _with_surrogate(text: str, target: str) -> bytes:
-    """``text`` (JSON) with ``target`` followed by a lone ``\\ud800`` escape."""
-    assert target in text
-    return text.replace(target, target + "\\ud800", 1).encode()
-
-
-FILES = {
-    "empty.json": b"",
-    "blank.json": b"  \n\n",
-    "truncated.json": QASPER.read_bytes()[:400],  # ends inside a string
-    "cut.json": QASPER.read_bytes().rstrip()[:-3],  # ends before the closing brackets
-    "syntax.json": b'{"P1": {"title": "x",, }}',
-    "latin1.json": '{"P1": "caf\u00e9"}'.encode("latin-1"),
-    "list.json": b"[1, 2]",
-    "nopapers.json": b"{}",
-    "dup-paper.json": _duplicate_paper().encode(),
-    "dup-field.json": _duplicate_field().encode(),
-    "wrong-type.json": json.dumps(_wrong_type()).encode(),
-    "bad-qid.json": json.dumps(_bad_question_id()).encode(),
-    "no-evidence.json": json.dumps(_no_evidence()).encode(),
-    "hotpot-noid.json": json.dumps(_hotpot_missing_id()).encode(),
-    "hotpot-object.json": b'{"_id": "h1"}',
-    "denied.json": QASPER.read_bytes(),  # made unreadable in the case (see DENIED)
-    "qasper-no-answers.json": json.dumps(_qasper_no_answers()).encode(),
-    "qasper-surrogate.json": _with_surrogate(QASPER.read_text(encoding="utf-8"), "Which encoder is used?"),
-    "hotpot-index-99.json": json.dumps(_hotpot_fact_index(99)).encode(),
-    "hotpot-index-1.json": json.dumps(_hotpot_fact_index(1)).encode(),  # one past the last sentence
-    "hotpot-index-neg.json": json.dumps(_hotpot_fact_index(-1)).encode(),
-    "hotpot-dup-title.json": json.dumps(_hotpot_duplicate_title()).encode(),
-    "hotpot-surrogate.json": _with_surrogate(json.dumps(_hotpot()), "Gamma Daily"),
-}
-CORPUS = b'{"id": "c1", "contents": "alpha beta"}\n{"id": "c2", "contents": "gamma delta"}\n'
-BEIR_CORPUS = b'{"_id": "c1", "text": "alpha beta"}\n{"_id": "c2", "text": "gamma delta"}\n'
-BEIR_QRELS = b"query-id\tcorpus-id\tscore\nq1\tc1\t1\n"
-
-
-def _hotpot_empty_answer() -> list:
-    data = _hotpot()
-    data[0]["answer"] = " "
-    return data
-
-
-FILES.update({
-    "hotpot-no-answer.json": json.dumps(_hotpot_empty_answer()).encode(),
-    "corpus.jsonl": CORPUS,
-    "q-empty-answers.jsonl": b'{"id": "q1", "question": "alpha?", "golden_answers": [], "gold_ids": ["c1"]}\n',
-    "q-blank-answer.jsonl": b'{"id": "q1", "question": "alpha?", "golden_answers": ["a", " "], "gold_ids": ["c1"]}\n',
-    "q-surrogate.jsonl": b'{"id": "q1", "question": "alpha\\ud800?", "golden_answers": ["a"], "gold_ids": ["c1"]}\n',
-    # folders: a BEIR folder whose qrels file is a FIFO, one with an empty answer list; a model
-    # folder and a policy config folder whose config file is a FIFO (made by the fixture)
-    "beir-fifo/corpus.jsonl": BEIR_CORPUS,
-    "beir-fifo/queries.jsonl": b'{"_id": "q1", "text": "alpha?"}\n',
-    "beir-empty/corpus.jsonl": BEIR_CORPUS,
-    "beir-empty/queries.jsonl": b'{"_id": "q1", "text": "alpha?", "answers": []}\n',
-    "beir-empty/qrels/test.tsv": BEIR_QRELS,
-    "conf-bad-yaml/policy/x.yaml": b"name: x\n_target_: [unclosed\n",
-})
-FIFO = "pipe.json"  # a named pipe (made in the case's folder): opening it would block forever
-FIFOS = [FIFO, "pipe.gguf", "beir-fifo/qrels/test.tsv", "model-fifo/config.json", "conf-fifo/policy/x.yaml"]
-DENIED = "denied.json"
+# the bad data files are in tests/helpers/bad_inputs.py: written into the case's folder by the
+# ``workdir`` fixture (tests/helpers/fixtures.py); "{d}" in an argument names it
 F = str(QASPER)
 
 # (id, argv, text the one line must contain); exit code 2 for all
@@ -496,82 +362,6 @@ CATEGORIES = {
 }
 
 
-@pytest.fixture(scope="module")
-def empty_store(tmp_path_factory) -> str:
-    """An MLflow SQLite store with no runs (created once: MLflow's schema takes seconds)."""
-    from mlflow.tracking import MlflowClient
-
-    db = tmp_path_factory.mktemp("store") / "mlflow.db"
-    uri = f"sqlite:///{db}"
-    MlflowClient(tracking_uri=uri).search_experiments()
-    return uri
-
-
-@pytest.fixture
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]  # closed again when the block ends
-
-
-@pytest.fixture
-def workdir(tmp_path, monkeypatch, isolated_cache):
-    """A fresh launch folder with the bad files, its own cache and tracking store."""
-    data = tmp_path / "data"
-    data.mkdir()
-    for name, body in FILES.items():
-        (data / name).parent.mkdir(parents=True, exist_ok=True)
-        (data / name).write_bytes(body)
-    (data / "not-a-wheel.whl").write_bytes(b"not a zip")
-    for name in FIFOS:
-        (data / name).parent.mkdir(parents=True, exist_ok=True)
-        os.mkfifo(data / name)
-    run = tmp_path / "run"
-    run.mkdir()
-    monkeypatch.chdir(run)
-    for var in ("HYDRA_FULL_ERROR", "MLFLOW_TRACKING_URI", "HARNESS_OLMO_WHEEL", "ROUTE_BENCH_DEBUG",
-                "ROUTE_BENCH_MAX_FILE_MB"):
-        monkeypatch.delenv(var, raising=False)
-    # "permission denied" without depending on the user (root reads everything): the reader sees
-    # the error a chmod 000 file gives
-    real_open = Path.open
-
-    def path_open(self, *args, **kwargs):
-        if self.name == DENIED:
-            raise PermissionError(13, "Permission denied", str(self))
-        return real_open(self, *args, **kwargs)
-
-    monkeypatch.setattr(Path, "open", path_open)
-    return data, run, isolated_cache
-
-
-def _run(argv, capsys) -> tuple[int, str, str]:
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # an entry point must return, but count an exit the same way
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def _finished_runs(folder: Path) -> int:
-    n = 0
-    for db in folder.rglob("*.db"):
-        with sqlite3.connect(db) as con:
-            try:
-                n += con.execute("select count(*) from runs where status = 'FINISHED'").fetchone()[0]
-            except sqlite3.DatabaseError:
-                pass
-    return n
-
-
-def _cached_files(cache: Path) -> list[Path]:
-    """Outcome tables and converted datasets (a lock file is not a cached artifact)."""
-    if not cache.exists():
-        return []
-    return [p for p in cache.rglob("*") if p.is_file() and p.suffix in (".parquet", ".json", ".whl")]
-
-
 @pytest.mark.parametrize("argv, needle", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_input_is_one_line(argv, needle, workdir, empty_store, closed_port, capsys, monkeypatch):
     data, run, cache = workdir
@@ -702,7 +492,7 @@ def test_every_shipped_config_choice_still_validates(tmp_path, monkeypatch):
     from harness import app
     from harness.config import validate
     from harness.errors import ConfigError
-    from tests.plugin_tools import activate, write_plugin
+    from tests.helpers.plugin_tools import activate, write_plugin
 
     plugin = "class Named(AlwaysBase):\n    name = 'x'\n"
     activate(monkeypatch, write_plugin(tmp_path / "site", "x_ext", "from policies.builtin import AlwaysBase\n" + plugin,

@@ -8,7 +8,8 @@ answer, an empty gold list, a key given twice to ``data``, a precision or model 
 encoder would refuse minutes later), and unnamed (a store whose folder cannot be written, a
 plain folder store MLflow refuses, a port out of range, an argument that is not UTF-8, a cache
 folder that is a FIFO). Each case runs the CLI entry in-process with the fixtures of
-``test_bad_inputs`` (its own folder, cache and store). Markdown output escapes names.
+``test_bad_inputs`` (its own folder, cache and store; tests/helpers/fixtures.py). Markdown output
+escapes names.
 """
 
 from __future__ import annotations
@@ -20,16 +21,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.test_bad_inputs import (  # noqa: F401 - fixtures used by name
-    HOTPOT,
-    QASPER,
-    _cached_files,
-    _finished_runs,
-    _run,
-    closed_port,
-    empty_store,
-    workdir,
-)
+from tests.helpers.bad_inputs import HOTPOT, QASPER, _cached_files, _finished_runs, _run
 
 SYN = "dataset=synthetic"
 H = str(HOTPOT)
@@ -126,7 +118,7 @@ MORE_CASES = [
 
 
 @pytest.fixture
-def more(workdir):  # noqa: F811 - the fixture of test_bad_inputs, by name
+def more(workdir):  # the folder of test_bad_inputs (tests/helpers/fixtures.py), with more files
     data, run, cache = workdir
     for name, body in MORE_FILES.items():
         (data / name).parent.mkdir(parents=True, exist_ok=True)
@@ -221,7 +213,7 @@ def test_verdicts_page_keeps_the_console_text_in_a_fence():
     from harness.synthetic import synthetic_outcome_table
     from harness.task import RoutingTask
     from policies.builtin import AlwaysBase
-    from tests.test_protocol_policies import LstsqPolicy
+    from tests.helpers.policies import LstsqPolicy
 
     task = RoutingTask.from_table(synthetic_outcome_table(n_docs=40, questions_per_doc=4, seed=0))
     records = []

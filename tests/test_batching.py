@@ -19,7 +19,7 @@ import pytest
 from harness.retrieval.arms import batch_independent
 from harness.retrieval.encoder import EXACT_MIN_TOKENS, DenseEncoder, same_length_batches
 from harness.retrieval.table import build_outcome_table
-from tests.test_retrieval_table import ARMS_CFG, MAXSIM, FakeEncoder, tiny_dataset
+from tests.helpers.retrieval import ARMS_CFG, MAXSIM, FakeEncoder, tiny_dataset
 
 FIXTURE = Path(__file__).parent / "fixtures" / "data" / "qasper-fixture-v0.3.json"
 

@@ -1,4 +1,4 @@
-"""BoolQ's answer-level experiment, fast variant (the first 120 questions and their passages):
+"""BoolQ's answer-level experiment, fast variant (the first 48 questions and their passages):
 memory vs RAG over keep's top unit by the packaged model with option scoring. The sweep ends with
 the decision table; the table's correctness, rescues and harms are recounted from the cached
 answers and the dataset's labels; every answer is an option."""
@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+N_QUESTIONS = 48  # conf/experiment/boolq_answers_fast.yaml
 
 
 @pytest.mark.slow
@@ -50,7 +51,8 @@ def test_boolq_answers_fast_sweep_ends_with_the_decision_table(tmp_path):
         os.environ.pop("HARNESS_CACHE_DIR", None)
     assert {r.data.tags["route_bench.table_key"] for r in runs} == {table.key}  # the table the sweep's jobs read
     frame = table.frame.set_index("qid")
-    assert len(frame) == 120
+    n = plain["dataset"]["n_questions"]
+    assert n == N_QUESTIONS and len(frame) == n
     correct = {}
     for arm in ("no_retrieval", "rag_keep"):
         assert set(frame[f"{arm}.answer"]) <= {"Yes", "No"}  # option scoring: every answer is an option
@@ -62,13 +64,13 @@ def test_boolq_answers_fast_sweep_ends_with_the_decision_table(tmp_path):
     harms = sum(correct["rag_keep"][q] < correct["no_retrieval"][q] for q in correct["rag_keep"])
     m = runs[0].data.metrics
     assert (m["table/rescues"], m["table/harms"]) == (rescues, harms)
-    assert m["table/base/correct"] == pytest.approx(sum(correct["no_retrieval"].values()) / 120, abs=1e-12)
+    assert m["table/base/correct"] == pytest.approx(sum(correct["no_retrieval"].values()) / n, abs=1e-12)
 
     # its page of the results (python -m harness results --experiments boolq_answers): every number
     # of ours read back from the store, the accuracies and rates the recount above gives
     import json
 
-    from tests.test_results_page import _check_cites, _ours_cells_are_cited
+    from tests.helpers.cites import _check_cites, _ours_cells_are_cited
 
     out = tmp_path / "docs" / "results_boolq.md"
     proc = subprocess.run([sys.executable, "-m", "harness", "results", "--variant", "fast", "--experiments",
@@ -81,7 +83,7 @@ def test_boolq_answers_fast_sweep_ends_with_the_decision_table(tmp_path):
     _ours_cells_are_cited(page, sidecar)
     assert "## Memory or RAG on BoolQ" in page and "seed 000" not in page  # only the experiment asked for
     row = {line.split("|")[1].strip(): line.split("|")[-2].strip() for line in page.splitlines() if line.startswith("| ")}
-    assert row["accuracy from memory (%)"] == f"{100 * sum(correct['no_retrieval'].values()) / 120:.1f}"
-    assert row["accuracy with RAG (%)"] == f"{100 * sum(correct['rag_keep'].values()) / 120:.1f}"
-    assert row["RAG helps (rescues, %)"] == f"{100 * rescues / 120:.1f}" and row["RAG harms (%)"] == f"{100 * harms / 120:.1f}"
+    assert row["accuracy from memory (%)"] == f"{100 * sum(correct['no_retrieval'].values()) / n:.1f}"
+    assert row["accuracy with RAG (%)"] == f"{100 * sum(correct['rag_keep'].values()) / n:.1f}"
+    assert row["RAG helps (rescues, %)"] == f"{100 * rescues / n:.1f}" and row["RAG harms (%)"] == f"{100 * harms / n:.1f}"
     assert "Which router to deploy at the 50% budget" in page

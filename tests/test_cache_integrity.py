@@ -22,7 +22,7 @@ from harness.errors import DataError, HarnessError
 from harness.io import sidecar_path, write_sidecar
 from harness.retrieval import table as table_mod
 from harness.retrieval.table import build_outcome_table
-from tests.test_retrieval_table import ARMS_CFG, MAXSIM, FakeEncoder, tiny_dataset
+from tests.helpers.retrieval import ARMS_CFG, MAXSIM, FakeEncoder, tiny_dataset
 
 CORRUPT_LINE = re.compile(r"^cache file (?P<path>\S+) is corrupt \((?P<reason>.+)\); "
                           r"moved aside to (?P<dest>\S+\.corrupt-\d{8}T\d{6}Z(-\d+)?) and (?P<then>\w+( again)?)$")

@@ -11,7 +11,6 @@ from harness.errors import HarnessError
 from policies.base import FLOAT, Policy
 from policies.checks import CHECKS, PolicyCheckError, check_policy
 from policies.registry import builtin_policy_configs, entry_point_policies, load_entry_point, make_policy
-from tests.test_policies_registry import installed_plugin  # noqa: F401  (pytest fixture)
 
 BUILTIN_CONFIGS = builtin_policy_configs()
 
@@ -29,7 +28,7 @@ def test_builtin_policy_passes_every_check(stem):
         assert not policy.is_fitted(), "check_policy fits copies only"
 
 
-def test_installed_plugins_pass_every_check(installed_plugin):  # noqa: F811
+def test_installed_plugins_pass_every_check(installed_plugin):
     checked = []
     for name in entry_point_policies():
         try:

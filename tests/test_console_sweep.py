@@ -14,7 +14,7 @@ import pytest
 
 from harness import console
 from harness.tracking import mlflow_tracker as mt
-from tests.test_app_sweep import SMALL, run_cli, runs_by_role, store_uri
+from tests.helpers.sweeps import SMALL, run_cli, runs_by_role, store_uri
 
 DEFAULT_LIKE = ["-m", *SMALL, "policy=always_keep,ridge", "cost.c=0.0,0.02", "protocol=threshold_budget"]
 NAMES = ["-m", *SMALL, "policy=ridge", "policy.features=baseline,qpp", "seed=0,1", "budget=default,fine",
@@ -79,7 +79,7 @@ def test_verbose_does_not_change_the_config_hash():
 
 def test_cold_table_build_prints_a_notice_and_progress_lines(tmp_path, capsys):
     from harness.retrieval.table import build_outcome_table
-    from tests.test_retrieval_table import ARMS_CFG, MAXSIM, FakeEncoder, tiny_dataset
+    from tests.helpers.retrieval import ARMS_CFG, MAXSIM, FakeEncoder, tiny_dataset
 
     build_outcome_table(tiny_dataset(), ARMS_CFG, MAXSIM, cache_dir=tmp_path, encoder=FakeEncoder())
     out = capsys.readouterr().out.splitlines()  # stdout is not a terminal under pytest

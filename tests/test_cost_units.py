@@ -249,6 +249,7 @@ def test_tracked_single_run_logs_the_derived_c(tmp_path, monkeypatch, isolated_c
     assert first.startswith(f"c = {1.0e-4 * mean:.4g} (derived: price 0.0001 per ms x")
 
 
+@pytest.mark.slow
 def test_synthetic_dataset_refuses_a_measured_cost_in_one_line(tmp_path):
     env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "cache")}
     env.pop("HYDRA_FULL_ERROR", None)

@@ -20,7 +20,7 @@ from harness.protocols import run_budget_protocol
 from harness.synthetic import synthetic_outcome_table
 from harness.task import RoutingTask
 from policies.builtin import AlwaysBase, AlwaysExtra
-from tests.test_protocol_policies import ConstantPolicy, LstsqPolicy, OraclePolicy, RandomPolicy
+from tests.helpers.policies import ConstantPolicy, LstsqPolicy, OraclePolicy, RandomPolicy
 
 BUDGETS = (0.1, 0.25, 0.5)
 

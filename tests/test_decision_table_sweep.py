@@ -15,8 +15,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from harness.tracking import mlflow_tracker as mt
-from tests.test_app_sweep import SMALL, run_cli, runs_by_role, store_uri
-from tests.test_mlflow_ui_browser import ARTIFACTS, FLAGS, chromium  # noqa: F401 - fixture
+from tests.helpers.browser import ARTIFACTS, FLAGS
+from tests.helpers.sweeps import SMALL, run_cli, runs_by_role, store_uri
 
 pytestmark = pytest.mark.slow
 
@@ -225,7 +225,7 @@ def test_report_filters_one_cell(sweep, tmp_path):
     assert not (tmp_path / "bad" / "report.md").exists()
 
 
-def test_mlflow_ui_shows_the_decision_table(sweep, chromium):  # noqa: F811 - the fixture
+def test_mlflow_ui_shows_the_decision_table(sweep, chromium):
     """The parent run's artifact view of decision_table.json (an MLflow table: "View as table")
     in the real UI, served by ``mlflow server`` over the sweep's own SQLite store."""
     from harness.tracking.server import start_server

@@ -56,6 +56,48 @@ def test_threads_started_inside_hold_the_signals_and_a_signal_meanwhile_is_deliv
         signal.signal(signal.SIGTERM, old)
 
 
+class _Stopped(BaseException):
+    pass
+
+
+def _stop(signum, frame):  # noqa: ARG001 - a handler that raises, as the harness's own does
+    raise _Stopped(signum)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["sigterm", "sigint", "sighup"])
+def test_a_signal_another_thread_takes_during_the_start_is_raised_only_after_it(sig):
+    """Another thread of the process (the stuck-build watcher, torch's pool) does not block the
+    signal, so it takes it and Python runs the handler in the main thread at its next bytecode:
+    inside the engine's constructor, which the exception used to leave joining a thread for good
+    (a SIGTERM test hung 10 minutes). The handler must run once the start has returned."""
+    assert threading.current_thread() is threading.main_thread()
+    old = signal.signal(sig, _stop)
+    awake = threading.Event()
+    other = threading.Thread(target=awake.wait, args=(60,), daemon=True)  # signals unblocked here
+    other.start()
+    steps: list[str] = []
+    try:
+        def start():
+            signal.pthread_kill(other.ident, sig)  # to the other thread, as the kernel may choose
+            deadline = time.monotonic() + 2.0
+            while time.monotonic() < deadline:  # Python code runs, the GIL changes hands: a
+                time.sleep(0.001)                 # handler would run in here
+            steps.append("started")
+            return "started"
+
+        with pytest.raises(_Stopped):
+            _start_with_signals_held(start)
+            deadline = time.monotonic() + 60  # raised at the next bytecode after the start
+            while time.monotonic() < deadline:
+                sum(range(100))
+        assert steps == ["started"]
+        assert signal.getsignal(sig) is _stop and sig not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    finally:
+        awake.set()
+        signal.signal(sig, old)
+        other.join()
+
+
 REPO = Path(__file__).resolve().parents[1]
 LATE_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -154,6 +196,7 @@ except (Terminated, KeyboardInterrupt):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
 @pytest.mark.parametrize("stuck", [True, False], ids=["stuck-in-native-code", "handled"])
 def test_a_signal_the_stuck_main_thread_cannot_handle_ends_the_build_after_the_grace(tmp_path, sig, stuck):

@@ -13,7 +13,6 @@ send the signal while the job runs.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -25,33 +24,25 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from harness.tracking import mlflow_tracker as mt
-from tests.test_answer_arms import _copies
+from tests.helpers.faults import (
+    ANSWER_BLOCKS,
+    ANSWER_BUILD,
+    ANSWER_CHUNKS,
+    CEILING_S,
+    REPO,
+    _block_folder,
+    _env,
+    _table_folder,
+    run,
+)
+from tests.helpers.qasper import _copies
 
-REPO = Path(__file__).resolve().parent.parent
 SMALL = ["dataset=synthetic", "dataset.n_docs=30", "dataset.questions_per_doc=4", "experiment=none",
          "protocol=threshold"]
 SLOW = ["policy=always_keep", "policy._target_=tests.fault_policy.SlowKeep"]
 SWEEP = ["-m", *SMALL, *SLOW, "cost.c=0,0.02"]
 EXPERIMENT = "synthetic/keep-vs-hybrid"
 ONE_LINE_ERROR = "error: "
-#: Every wait below synchronises on an observable event (a marker file, a shard on disk, a process
-#: ending); this ceiling only stops a true hang, generous enough for a 2-core machine whose cores
-#: are busy with other work (HARNESS_TEST_CEILING_S overrides it).
-CEILING_S = float(os.environ.get("HARNESS_TEST_CEILING_S") or 900)
-
-
-def _env(cache: Path, extra: dict | None = None) -> dict:
-    env = {**os.environ, "HARNESS_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO), **(extra or {})}
-    for var in ("MLFLOW_TRACKING_URI", "HYDRA_FULL_ERROR", "ROUTE_BENCH_TEST_SLOW_S"):
-        if var not in (extra or {}):
-            env.pop(var, None)
-    return env
-
-
-def run(args, cwd: Path, extra_env: dict | None = None, timeout: float = CEILING_S, entry=None):
-    cmd = [sys.executable, *(entry or ["-m", "harness"]), *args]
-    return subprocess.run(cmd, cwd=cwd, env=_env(cwd / "cache", extra_env), capture_output=True, text=True,
-                          timeout=timeout)
 
 
 def default_signals() -> None:
@@ -157,6 +148,7 @@ def test_kill9_leaves_stale_runs_that_the_rerun_ends_failed_with_a_reason(tmp_pa
     assert reason.startswith(f"stale: process {pid} on ") and "is gone" in reason
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", [None, ["-c", "from harness.runner.job import main; main()"]], ids=["cli", "hydra-app"])
 def test_mistyped_sweep_value_opens_no_parent_and_says_one_line(tmp_path, entry):
     """``python -m harness`` and the Hydra app itself (the sweep callback's own check)."""
@@ -172,6 +164,7 @@ def test_mistyped_sweep_value_opens_no_parent_and_says_one_line(tmp_path, entry)
     assert "Launching" not in proc.stdout + proc.stderr  # no job started
 
 
+@pytest.mark.slow
 def test_bad_value_of_one_job_stops_the_sweep_before_its_parent(tmp_path):
     proc = run(["-m", *SMALL, "policy=always_keep", "cost.c=0.02,-0.1"], tmp_path,
                entry=["-c", "from harness.runner.job import main; main()"])
@@ -250,6 +243,7 @@ def test_data_fixed_in_place_is_not_skipped(tmp_path):
     assert third.returncode == 0 and third.stdout.count("-> skipped: finished as run ") == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["sweep", "single"])
 def test_unreachable_server_fails_within_seconds_naming_the_url(tmp_path, mode):
     """No retry loop of minutes: the refusal comes within seconds of what the same command needs
@@ -270,6 +264,7 @@ def test_unreachable_server_fails_within_seconds_naming_the_url(tmp_path, mode):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["sweep", "single"])
 def test_corrupt_store_file_is_one_line_naming_it(tmp_path, mode):
     db = tmp_path / "mlruns" / "mlflow.db"
@@ -334,12 +329,6 @@ def test_sigterm_of_a_joblib_sweep_ends_every_run(tmp_path):
     parents, jobs = all_runs(tmp_path)
     assert [p.info.status for p in parents] == ["KILLED"]
     assert sorted(j.info.status for j in jobs) == ["KILLED", "KILLED"]
-
-
-def _table_folder(cache: Path) -> Path:
-    folders = [p for p in (cache / "tables").iterdir() if p.is_dir()]
-    assert len(folders) == 1, folders
-    return folders[0]
 
 
 @pytest.fixture(scope="module")
@@ -485,20 +474,6 @@ def test_sigterm_of_a_sweep_during_its_base_table_build_resumes_and_leaves_no_ru
     pd.testing.assert_frame_equal(a[cols], reference[cols])
 
 
-#: a real answer build (no_retrieval vs rag_keep on the packaged SmolLM2-135M GGUF, llama.cpp):
-#: short answers and one RAG unit keep it small; 18 questions are 2 chunks (16 + 2) per block
-ANSWER_BUILD = ["table", "build", "arms=noret_rag", "dataset=qasper", "arms.blocks.0.max_tokens=8",
-                "arms.blocks.1.max_tokens=8", "arms.blocks.1.k=1"]
-ANSWER_BLOCKS = ("no_retrieval", "rag_keep")
-ANSWER_CHUNKS = 2
-
-
-def _block_folder(cache: Path, name: str) -> Path:
-    folders = [p for p in (cache / "blocks" / name).iterdir() if p.is_dir()]
-    assert len(folders) == 1, folders
-    return folders[0]
-
-
 def _chunks_on_disk(folder: Path) -> int:
     """Chunks written whole: a chunk's digest sidecar is written after its Parquet."""
     return len(list((folder / "chunks").glob("chunk-*.parquet.sha256"))) if (folder / "chunks").is_dir() else 0
@@ -520,9 +495,23 @@ def _answers(folder: Path):
     return frame[cols]
 
 
+@pytest.fixture(scope="module")
+def answer_reference(tmp_path_factory):
+    """The 18-question answer build (real llama.cpp), built once, never interrupted: the
+    reference every interrupted answer build must equal (its folder is only read)."""
+    root = tmp_path_factory.mktemp("answer_reference")
+    data = _copies(root / "qasper.json", 3)  # 18 questions
+    args = [*ANSWER_BUILD, f"dataset.path={data}"]
+    reference = root / "reference"
+    reference.mkdir()
+    fresh = run(args, reference)
+    assert fresh.returncode == 0, fresh.stdout[-2000:] + fresh.stderr[-2000:]
+    return args, reference
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "sigterm"])
-def test_kill_of_a_real_llama_cpp_generation_resumes_with_identical_answers(tmp_path, sig):
+def test_kill_of_a_real_llama_cpp_generation_resumes_with_identical_answers(tmp_path, sig, answer_reference):
     """kill -9 or SIGTERM of a real answer build (llama.cpp generating) once its first answer
     chunk is on disk: no finished block and no half-written file or chunk is left (SIGTERM: exit
     143 and one error line), the rerun reuses every chunk written whole, and the answers (text,
@@ -532,12 +521,7 @@ def test_kill_of_a_real_llama_cpp_generation_resumes_with_identical_answers(tmp_
 
     import pandas as pd
 
-    data = _copies(tmp_path / "qasper.json", 3)  # 18 questions
-    args = [*ANSWER_BUILD, f"dataset.path={data}"]
-    reference = tmp_path / "reference"
-    reference.mkdir()
-    fresh = run(args, reference)
-    assert fresh.returncode == 0, fresh.stdout[-2000:] + fresh.stderr[-2000:]
+    args, reference = answer_reference
     killed = tmp_path / "killed"
     # the retrieval table is not what is tested here: the same verified one, so only answers are built
     shutil.copytree(reference / "cache" / "tables", killed / "cache" / "tables")

@@ -252,7 +252,7 @@ POLICIES = ("always_keep", "ridge", "signal_dense_top1", "random", "oracle")
 
 @pytest.mark.slow
 def test_sweep_logs_gain_comparison_on_the_parent_run(tmp_path):
-    from tests.test_app_sweep import SMALL, run_cli, runs_by_role, store_uri
+    from tests.helpers.sweeps import SMALL, run_cli, runs_by_role, store_uri
 
     proc = run_cli(["-m", *SMALL, "protocol=gain", f"policy={','.join(POLICIES)}", "cost.c=0,0.02"], tmp_path, tmp_path / "cache")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -25,7 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_faults import CEILING_S
+from tests.helpers.faults import CEILING_S
+
+pytestmark = pytest.mark.slow  # a real sweep, an mlflow server and its UI
 
 CHROMIUM = os.environ.get("HARNESS_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

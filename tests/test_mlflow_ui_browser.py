@@ -4,16 +4,15 @@ Why: team mode is only useful if people can SEE the runs; this loads the real JS
 a real ``mlflow server`` and checks the sweep's run names and a metric column are on the page.
 
 Chromium: Debian package ``chromium``. When ``/usr/bin/chromium`` is missing and we are root,
-the session fixture runs ``apt-get install -y chromium`` once. If it still is unavailable the
-test is skipped locally but FAILS when CI=true (a browser check must not vanish silently).
+the session fixture (``chromium``, tests/helpers/fixtures.py) runs ``apt-get install -y
+chromium`` once. If it still is unavailable the test is skipped locally but FAILS when CI=true
+(a browser check must not vanish silently).
 The screenshot is kept under ``test-artifacts/`` (gitignored) for a human to look at.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import urllib.parse
@@ -22,38 +21,7 @@ from pathlib import Path
 import pytest
 
 from harness.tracking.server import start_server
-
-CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
-FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--window-size=1400,1000",
-]
-
-
-def _install_chromium() -> str | None:
-    """Path of a working chromium, installing the Debian package if allowed; else None."""
-    if Path(CHROMIUM).exists():
-        return CHROMIUM
-    if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=600)
-        subprocess.run(["apt-get", "install", "-y", "chromium"], env=env,
-                       capture_output=True, timeout=900)
-    return CHROMIUM if Path(CHROMIUM).exists() else None
-
-
-@pytest.fixture(scope="session")
-def chromium() -> str:
-    path = _install_chromium()
-    if path is None:
-        msg = (f"{CHROMIUM} is missing and could not be installed "
-               "(run `apt-get install -y chromium` as root)")
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return path
+from tests.helpers.browser import ARTIFACTS, FLAGS
 
 
 def _render(chromium: str, url: str, user_data: Path, screenshot: Path | None = None) -> str:

@@ -10,8 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
-from tests.plugin_tools import activate, write_plugin
+from tests.helpers.plugin_tools import activate, write_plugin
+
+pytestmark = pytest.mark.slow  # real sweeps through the CLI
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -89,7 +92,7 @@ def test_new_dataset_and_protocol_sweep_stage_reach_console_report_and_parent_ru
     sweep-level table on the console, on the parent run and in the report, with no harness edit."""
     from mlflow.tracking import MlflowClient
 
-    from tests.test_registry import write_faq
+    from tests.helpers.faq import write_faq
 
     root = write_plugin(tmp_path / "site", "my_data_ext", {"faq.py": DATASET, "spread.py": PROTOCOL}, {
         "rag_route_bench.datasets": {"faq": "my_data_ext.faq:FaqLoader"},

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import re
 import shutil
 import subprocess
@@ -96,22 +95,6 @@ def test_main_prints_the_table(capsys):
     assert format_table(rows) in out
 
 
-@pytest.fixture(scope="module")
-def installed_plugin(tmp_path_factory):
-    """pip-install tests/plugin_example (a copy, so no build files land in the repo); uninstall after."""
-    src = tmp_path_factory.mktemp("plugin") / "plugin_example"
-    shutil.copytree(REPO / "tests" / "plugin_example", src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run(pip + ["install", "--no-deps", "--no-build-isolation", "--no-index", str(src)], check=True, timeout=300)
-    importlib.invalidate_caches()
-    try:
-        yield "long_question"
-    finally:
-        subprocess.run(pip + ["uninstall", "-y", "route-bench-example-plugin"], check=True, timeout=120)
-        sys.modules.pop("route_bench_example_plugin", None)
-        importlib.invalidate_caches()
-
-
 def test_installed_plugin_is_listed_built_and_scores(installed_plugin, planted_table):
     eps = entry_point_policies()
     assert installed_plugin in eps and eps[installed_plugin].group == ENTRY_POINT_GROUP
@@ -166,6 +149,7 @@ def test_writing_a_policy_doc_example_runs(planted_table):
     assert check_policy(cls(), missing_values=True, quiet=True).passed == CHECKS
 
 
+@pytest.mark.slow
 def test_installed_plugin_runs_in_a_sweep_job(installed_plugin, tmp_path):
     """The third-party policy runs through the real CLI sweep, no harness file touched."""
     from mlflow.tracking import MlflowClient
@@ -243,6 +227,7 @@ def test_entry_points_are_hydra_options_and_a_yaml_name_wins(installed_plugin, t
     assert f"policy={installed_plugin}  (or policy=plugin policy.plugin={installed_plugin})" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_builtin_and_plugin_in_one_sweep(installed_plugin, tmp_path):
     """policy=ridge,<entry point> in one real multirun: two FINISHED runs."""
     from mlflow.tracking import MlflowClient

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +16,8 @@ import pytest
 from harness.errors import HarnessError
 from harness.io import canonical_json, digest_of, json_problem
 from policies.base import PolicyStateError, check_json_state
-from tests.numeric import assert_same_numbers
+from tests.helpers.numeric import assert_same_numbers
+from tests.helpers.recorded import BUILTIN_OUTPUTS_FILE, _builtin_outputs
 
 
 @pytest.mark.parametrize("state,message", [
@@ -104,57 +104,7 @@ def test_plugin_with_numpy_state_fails_at_freeze_naming_it(planted_table, tmp_pa
     assert not (tmp_path / "freeze" / "policy_state.json").exists()
 
 
-def _builtin_outputs(planted_table) -> dict[str, dict]:
-    """{config: {"scores": held-out scores, "state": the frozen state}} for every built-in.
-
-    Each built-in config is fitted (when trainable) on the even-numbered documents with seed 3,
-    its state goes through strict JSON text into a fresh instance, and that instance scores the
-    odd-numbered documents (also with missing and infinite values); the scores of the fitted
-    instance must be bit-identical to it (the frozen router is the evaluated router)."""
-    from harness.task import RoutingTask
-    from policies.base import ScoreContext
-    from policies.registry import builtin_policy_configs, make_policy
-
-    task = RoutingTask.from_table(planted_table)
-    even = np.array([int(g[3:]) % 2 == 0 for g in task.groups])
-    dev, test = task.take(np.flatnonzero(even)), task.take(np.flatnonzero(~even))
-    out = {}
-    for stem, cfg in sorted(builtin_policy_configs().items()):
-        policy = make_policy(cfg)
-        if policy.trainable:
-            policy.fit(dev.feature_matrix(policy.features), dev.delta, dev.groups, 3)
-        state_text = canonical_json(policy.get_state())
-        rebuilt = make_policy(cfg)
-        rebuilt.set_state(json.loads(state_text))
-        X = test.feature_matrix(policy.features)
-        ctx = ScoreContext(qids=test.qids, seed=3, true_delta=test.delta if policy.oracle else None)
-        scores = np.asarray(rebuilt.score(X, ctx), dtype=np.float64)
-        np.testing.assert_array_equal(np.asarray(policy.score(X, ctx), dtype=np.float64), scores, err_msg=stem)
-        if X.shape[1]:  # and the imputation path: missing and infinite values at score time
-            X = X.copy()
-            X.iloc[:5, 0] = np.nan
-            X.iloc[5:7, 0] = np.inf
-            X.iloc[7:9, -1] = -np.inf
-            scores = np.concatenate([scores, np.asarray(rebuilt.score(X, ctx), dtype=np.float64)])
-        out[stem] = {"scores": [float(v) for v in scores], "state": json.loads(state_text)}
-    return out
-
-
-# Recorded with the policies before the declarative-state refactor (and before linear scores were
-# summed without BLAS), under OPENBLAS_CORETYPE=Haswell, where they reproduced the SHA-256 digests
-# pinned at that time bit for bit. A change beyond tests/numeric.py's cross-CPU tolerance changes
-# every published number. Regenerate (only for an intended change) with
-#   OPENBLAS_CORETYPE=Haswell python -c "import tests.test_policy_state as t; t.write_builtin_outputs()"
-BUILTIN_OUTPUTS_FILE = Path(__file__).parent / "fixtures" / "builtin_policy_outputs.json"
-
-
-def write_builtin_outputs() -> None:  # pragma: no cover - run by hand, see the comment above
-    from harness.synthetic import synthetic_outcome_table
-
-    outputs = _builtin_outputs(synthetic_outcome_table(n_docs=60, questions_per_doc=5, seed=0))
-    BUILTIN_OUTPUTS_FILE.write_text(json.dumps(outputs, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-
-
+# the recording (how it was made, and how to regenerate it): tests/helpers/recorded.py
 def test_builtin_scores_and_states_are_as_recorded(planted_table):
     got = _builtin_outputs(planted_table)
     recorded = json.loads(BUILTIN_OUTPUTS_FILE.read_text(encoding="utf-8"))

@@ -65,6 +65,7 @@ def _runs(cwd: Path) -> int:
         return con.execute("select count(*) from runs").fetchone()[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sweep", [False, True], ids=["single", "sweep"])
 def test_too_small_a_heldout_set_is_refused_before_any_run(tmp_path, sweep):
     args = (["-m"] if sweep else []) + ["dataset=synthetic", "dataset.n_docs=10", "dataset.questions_per_doc=2",

@@ -127,7 +127,7 @@ def test_hidden_state_is_what_the_lm_head_reads_for_the_arms_own_prompts(isolate
     from harness.generation import EvidenceUnit, no_retrieval_messages, rag_messages
     from harness.generation.backends import packaged_model_path
     from harness.generation.hidden_state import HiddenStateFeatures
-    from tests.test_answer_arms import FIXTURE
+    from tests.helpers.qasper import FIXTURE
 
     ds = load_dataset({"name": "qasper", "loader": "qasper", "path": str(FIXTURE)})
     qs = [q for q in ds.questions if q.answer_type == "yes_no"][:1] + [ds.questions[0]]
@@ -170,7 +170,7 @@ def test_query_embedding_is_the_encoders_sentence_vector(isolated_cache):
     from harness.data import load_dataset
     from harness.generation.hidden_state import QueryEmbeddingFeatures
     from harness.retrieval.encoder import packaged_minilm_path
-    from tests.test_answer_arms import FIXTURE
+    from tests.helpers.qasper import FIXTURE
 
     ds = load_dataset({"name": "qasper", "loader": "qasper", "path": str(FIXTURE)})
     rows = pd.DataFrame({"qid": [q.qid for q in ds.questions]})

@@ -50,7 +50,7 @@ def test_quiet_when_not_emitting_and_durations():
 
 def test_table_build_off_a_terminal_prints_the_time_left(tmp_path, capsys):
     from harness.retrieval.table import build_outcome_table
-    from tests.test_retrieval_table import ARMS_CFG, MAXSIM, FakeEncoder, tiny_dataset
+    from tests.helpers.retrieval import ARMS_CFG, MAXSIM, FakeEncoder, tiny_dataset
 
     build_outcome_table(tiny_dataset(extra_docs=3), ARMS_CFG, MAXSIM, cache_dir=tmp_path, encoder=FakeEncoder())  # 4 shards
     out = capsys.readouterr().out.splitlines()  # stdout is not a terminal under pytest
@@ -84,7 +84,7 @@ def test_the_warm_up_times_its_second_run_and_gives_the_first_estimate():
 def test_a_cold_table_build_warms_up_on_one_pool_and_keeps_the_same_table(tmp_path, capsys):
     from harness.retrieval.table import build_outcome_table
     from harness.retrieval.warm_up import warm_up_pool
-    from tests.test_retrieval_table import ARMS_CFG, MAXSIM, FakeEncoder, tiny_dataset
+    from tests.helpers.retrieval import ARMS_CFG, MAXSIM, FakeEncoder, tiny_dataset
 
     data = tiny_dataset(extra_docs=60)  # 304 units: a 5-unit pool is under the warm-up's share
     pool = warm_up_pool(data, [[p] for p in sorted(data.pools)], tmp_path / "none", 304)

@@ -27,7 +27,7 @@ from harness.stats import dkw_epsilon
 from harness.synthetic import synthetic_outcome_table
 from harness.task import RoutingTask
 from policies.base import Policy
-from tests.test_protocol_policies import ConstantPolicy, LstsqPolicy, OraclePolicy, RandomPolicy
+from tests.helpers.policies import ConstantPolicy, LstsqPolicy, OraclePolicy, RandomPolicy
 
 BUDGETS = (0.1, 0.25, 0.5, 0.75, 0.9)
 

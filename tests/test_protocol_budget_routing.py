@@ -15,7 +15,7 @@ from harness.protocols.routing_summaries import N_RANDOM_ORDERINGS, aiq, convex_
 from harness.stats import mcnemar_exact, sign_flip_test, stratified_grouped_halves
 from harness.synthetic import synthetic_outcome_table
 from harness.task import RoutingTask
-from tests.test_protocol_policies import ConstantPolicy, LstsqPolicy, OraclePolicy, RandomPolicy
+from tests.helpers.policies import ConstantPolicy, LstsqPolicy, OraclePolicy, RandomPolicy
 
 BUDGETS = (0.1, 0.25, 0.5, 0.75, 0.9)
 

@@ -9,7 +9,7 @@ from harness.errors import ConfigError, FeatureError, HarnessError
 from harness.protocols import fit_policy, run_budget_protocol, run_threshold_protocol, score_task
 from harness.task import RoutingTask
 from policies.base import Policy
-from tests.test_protocol_policies import ConstantPolicy, LstsqPolicy, OraclePolicy
+from tests.helpers.policies import ConstantPolicy, LstsqPolicy, OraclePolicy
 
 
 class _NaNPolicy(Policy):

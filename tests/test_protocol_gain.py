@@ -25,7 +25,7 @@ from policies.builtin import AlwaysBase, AlwaysExtra
 from policies.builtin import OraclePolicy as BuiltinOracle
 from policies.builtin import RandomPolicy as BuiltinRandom
 from policies.learned import RidgePolicy
-from tests.test_protocol_policies import ConstantPolicy, LstsqPolicy, OraclePolicy, RandomPolicy
+from tests.helpers.policies import ConstantPolicy, LstsqPolicy, OraclePolicy, RandomPolicy
 
 
 class GainOracle(OraclePolicy):

@@ -14,8 +14,8 @@ from harness.errors import ConfigError
 from harness.protocols.registry import Protocol, ProtocolContext, make_protocol, protocol_names, settings_of
 from harness.synthetic import synthetic_outcome_table
 from harness.task import RoutingTask
-from tests.plugin_tools import activate, write_plugin
-from tests.test_protocol_policies import LstsqPolicy
+from tests.helpers.plugin_tools import activate, write_plugin
+from tests.helpers.policies import LstsqPolicy
 
 PLUGIN = textwrap.dedent('''
     from dataclasses import dataclass

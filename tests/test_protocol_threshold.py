@@ -13,7 +13,6 @@ import json
 import math
 import statistics
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -29,17 +28,15 @@ from harness.protocols.threshold import (
     nested_dev_estimate,
     oof_scores,
     repeat_seeds,
-    ROUTER_FILE,
-    STATE_FILE,
     select_tau,
     split_dev_heldout,
 )
 from harness.paired import sample_size_plan, sign_flip_interval
 from harness.stats import grouped_kfold
-from harness.synthetic import synthetic_outcome_table
 from harness.task import RoutingTask
-from tests.numeric import assert_same_numbers
-from tests.test_protocol_policies import LstsqPolicy, OraclePolicy, RandomPolicy
+from tests.helpers.numeric import assert_same_numbers
+from tests.helpers.policies import LstsqPolicy, OraclePolicy, RandomPolicy
+from tests.helpers.recorded import PREVIOUS_KEYS, _one_repeat, _output_record, _previous_output, _task
 
 
 def _brute_tau(scores, base, extra, cost):
@@ -82,12 +79,6 @@ def test_select_tau_matches_brute_force(seed):
     tau, u, k = select_tau(scores, base, extra - base, cost)
     b_tau, b_u, b_k = _brute_tau(scores, base, extra, cost)
     assert tau == b_tau and k == b_k and u == pytest.approx(b_u, abs=1e-12)
-
-
-def _task(n_docs=60, seed=0, questions_per_doc=5):
-    return RoutingTask.from_table(
-        synthetic_outcome_table(n_docs=n_docs, questions_per_doc=questions_per_doc, seed=seed)
-    )
 
 
 def _doc_totals(diffs, groups) -> dict:
@@ -589,57 +580,8 @@ def test_nested_off_and_bad_settings(tmp_path):
 # Repeated splits
 # --------------------------------------------------------------------------------------------
 
-# Recorded with the protocol-A code of commit 3ebb103 (before repeats, nested estimate and power
-# metrics existed) on the planted table (_task()), freeze folder = freeze_dir itself: the metrics
-# of that time, every decision row, and the frozen files' contents. Numbers that went through a
-# BLAS call differ in their last bits between CPUs, so they are compared within the cross-CPU
-# tolerance of tests/numeric.py; counts, decisions and the config digest exactly. The fixture was
-# written under OPENBLAS_CORETYPE=Haswell, where this code reproduced the digests pinned at
-# 3ebb103 bit for bit; regenerate it (only for an intended change) with
-#   OPENBLAS_CORETYPE=Haswell python -c "import tests.test_protocol_threshold as t; t.write_previous_output()"
-PREVIOUS_OUTPUT_FILE = Path(__file__).parent / "fixtures" / "protocol_a_one_repeat.json"
-PREVIOUS_KEYS = [("lstsq", 1, 0.02), ("random", 4, 0.01)]
-DECISION_COLUMNS = ["qid", "doc_id", "score", "ran_extra", "chosen", "utility"]
-
-
-def _one_repeat(key, folder: Path):
-    name, seed, cost = key
-    factory = {"lstsq": LstsqPolicy, "random": RandomPolicy}[name]
-    return run_threshold_protocol(_task(), factory, freeze_dir=folder, seed=seed, cost=cost, repeats=1)
-
-
-def _output_record(res, metric_names) -> dict:
-    """What protocol A's single repeat produced, as plain JSON values."""
-    dec = res.decisions
-    folder = Path(res.frozen["dir"])
-    return {
-        "metrics": {m: res.metrics[m] for m in metric_names},
-        "decisions": {
-            "qid": [str(q) for q in dec.qid], "doc_id": [str(d) for d in dec.doc_id],
-            "score": [float(v) for v in dec.score], "ran_extra": [int(v) for v in dec.ran_extra],
-            "chosen": [float(v) for v in dec.chosen], "utility": [float(v) for v in dec.utility],
-        },
-        "frozen": {name: json.loads((folder / name).read_text(encoding="utf-8")) for name in (STATE_FILE, ROUTER_FILE)},
-        "config_sha256": res.frozen["sha256"]["config"],
-    }
-
-
-def _previous_output() -> dict:
-    return json.loads(PREVIOUS_OUTPUT_FILE.read_text(encoding="utf-8"))
-
-
-def write_previous_output() -> None:  # pragma: no cover - run by hand, see the comment above
-    import tempfile
-
-    old = _previous_output()
-    out = {"_about": old["_about"]}
-    for key in PREVIOUS_KEYS:
-        label = ",".join(map(str, key))
-        with tempfile.TemporaryDirectory() as folder:
-            out[label] = _output_record(_one_repeat(key, Path(folder)), sorted(old[label]["metrics"]))
-    PREVIOUS_OUTPUT_FILE.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-
-
+# R = 1 against protocol A's output recorded at commit 3ebb103 (how it was recorded, and how to
+# regenerate it: tests/helpers/recorded.py)
 @pytest.mark.parametrize("key", PREVIOUS_KEYS, ids=lambda k: ",".join(map(str, k)))
 def test_one_repeat_reproduces_the_previous_output(tmp_path, key):
     expected = _previous_output()[",".join(map(str, key))]

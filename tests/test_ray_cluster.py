@@ -29,9 +29,9 @@ import pytest
 
 from harness.executor import local_threads
 from harness.tracking.server import start_server
-from tests._mlflow_layout import same_metrics
-from tests.test_answer_arms import _copies
-from tests.test_faults import ANSWER_BLOCKS, ANSWER_BUILD, _block_folder, _table_folder, run
+from tests.helpers.faults import ANSWER_BLOCKS, ANSWER_BUILD, _block_folder, _table_folder, run
+from tests.helpers.mlflow_layout import same_metrics
+from tests.helpers.qasper import _copies
 
 pytest.importorskip("ray")
 
@@ -168,6 +168,7 @@ def test_a_worker_killed_during_the_build_is_retried_and_the_table_is_whole(tmp_
 
 @pytest.mark.parametrize("setting, key", [("executor.num_cpus=4096", "executor.num_cpus"),
                                           ("executor.num_gpus=1", "executor.num_gpus")])
+@pytest.mark.slow
 def test_a_task_no_node_can_hold_is_one_line_not_a_wait(tmp_path, cluster, setting, key):
     args = ["table", "build", "dataset=qasper", f"dataset.path={FIXTURE}", setting]
     got = _ray_build(args, tmp_path, cluster)

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from tests._mlflow_layout import same_metrics
+from tests.helpers.mlflow_layout import same_metrics
 
 try:
     import hydra_plugins.hydra_ray_launcher.ray_launcher  # noqa: F401

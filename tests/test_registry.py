@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
 import re
 import subprocess
 import sys
@@ -16,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ConfigError
-from tests.plugin_tools import activate, write_plugin
+from tests.helpers.faq import N_PAGES, PARAGRAPHS, QUESTIONS, write_faq
+from tests.helpers.plugin_tools import activate, write_plugin
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 REPO = DOCS.parent
@@ -52,24 +52,6 @@ ENTRY_POINTS = {"rag_route_bench.datasets": {
     "not_a_loader": "faq_ext.variants:NotALoader",
     "qasper": "faq_ext.faq:FaqLoader",  # a built-in's name: the built-in wins
 }}
-N_PAGES, PARAGRAPHS, QUESTIONS = 12, 4, 3
-
-
-def write_faq(path: Path) -> Path:
-    """FAQ pages of made-up words: each question repeats words of its gold paragraph."""
-    rng = random.Random(0)
-    vocab = [f"w{i:03d}" for i in range(400)]
-    pages, questions = {}, []
-    for p in range(N_PAGES):
-        paragraphs = [" ".join(rng.sample(vocab, 12)) for _ in range(PARAGRAPHS)]
-        pages[f"page{p}"] = paragraphs
-        for j in range(QUESTIONS):
-            gold = rng.randrange(PARAGRAPHS)
-            words = paragraphs[gold].split()
-            text = "Which Page says " + " ".join(rng.sample(words, 4) + rng.sample(vocab, 2)) + "?"
-            questions.append({"id": f"q{p}_{j}", "page": f"page{p}", "text": text, "answer": words[0], "gold": [gold]})
-    path.write_text(json.dumps({"pages": pages, "questions": questions}), encoding="utf-8")
-    return path
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from harness import report
-from tests._mlflow_layout import EXPERIMENT, JOBS, SWEEP_ID, populate_sweep
+from tests.helpers.mlflow_layout import EXPERIMENT, JOBS, SWEEP_ID, populate_sweep
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from harness import report
 from harness.protocols.builtin import decision_table_result
 from harness.protocols.decision_table import COLUMNS, HEADERS, _text_cells, decision_table, format_keyvalue
 from harness.report import Column, JobRow, SweepReport
-from tests.test_verdict import _arms, _record
+from tests.helpers.verdicts import _arms, _record
 
 ODD = '<script>alert("x")</script>&co'  # a policy name that is markup
 

@@ -4,8 +4,8 @@
   restored from its frozen JSON state scores bit for bit like the fitted router that was
   evaluated, whatever the memory layout of its arrays;
 - across CPUs (BLAS kernels differ: AVX2, AVX-512, ...) the same decisions, counts and ranks, and
-  floats equal within tests/numeric.py's tolerance. The suite shows this on the machine it runs
-  on by running the same computations under two OpenBLAS kernels (OPENBLAS_CORETYPE).
+  floats equal within tests/helpers/numeric.py's tolerance. The suite shows this on the machine it
+  runs on by running the same computations under two OpenBLAS kernels (OPENBLAS_CORETYPE).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from policies.preprocess import linear_predictor
-from tests import numeric
+from tests.helpers import numeric
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -100,16 +100,15 @@ import json, sys, tempfile
 from pathlib import Path
 import threadpoolctl
 from harness.synthetic import synthetic_outcome_table
-import tests.test_policy_state as ps
-import tests.test_protocol_threshold as pt
+import tests.helpers.recorded as rec
 
 arch = sorted({i.get("architecture") for i in threadpoolctl.threadpool_info() if i.get("internal_api") == "openblas"})
-outputs = ps._builtin_outputs(synthetic_outcome_table(n_docs=60, questions_per_doc=5, seed=0))
+outputs = rec._builtin_outputs(synthetic_outcome_table(n_docs=60, questions_per_doc=5, seed=0))
 protocol = {}
-for key in pt.PREVIOUS_KEYS:
+for key in rec.PREVIOUS_KEYS:
     with tempfile.TemporaryDirectory() as folder:
-        res = pt._one_repeat(key, Path(folder))
-        protocol[",".join(map(str, key))] = pt._output_record(res, sorted(res.metrics))
+        res = rec._one_repeat(key, Path(folder))
+        protocol[",".join(map(str, key))] = rec._output_record(res, sorted(res.metrics))
 json.dump({"arch": arch, "policies": outputs, "protocol": protocol}, sys.stdout)
 """
 

@@ -17,7 +17,7 @@ from mlflow.tracking import MlflowClient
 from harness.tracking import mlflow_tracker as mt
 from harness.tracking.artifact_root import ROOT_NAME, ROOT_TAG, own_root
 from harness.tracking.sweep_jobs import local_artifact
-from tests.test_app_sweep import EXPERIMENT, SMALL, run_cli, runs_by_role, store_uri
+from tests.helpers.sweeps import EXPERIMENT, SMALL, run_cli, runs_by_role, store_uri
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ import pytest
 
 from harness import report
 from harness.tracking.server import start_server
-from tests._mlflow_layout import EXPERIMENT, JOBS, SWEEP_ID, populate_sweep
+from tests.helpers.mlflow_layout import EXPERIMENT, JOBS, SWEEP_ID, populate_sweep
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -24,6 +24,7 @@ def server(tmp_path_factory):
     assert srv.process.poll() is not None, "server still running after stop()"
 
 
+@pytest.mark.slow
 def test_layout_over_http(server, tmp_path):
     from mlflow.tracking import MlflowClient
 

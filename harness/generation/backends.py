@@ -220,25 +220,43 @@ def _chat_body(gen: Generator, messages: list[dict], max_tokens: int) -> dict:
 
 
 def _start_with_signals_held(start):
-    """``start()`` with SIGTERM and SIGINT blocked in the calling thread, restored after.
+    """``start()`` with SIGTERM, SIGINT and SIGHUP held, both at the thread and at the Python
+    level, and delivered once it returned.
 
     Why: llama.cpp's server starts its threads in its constructor and waits for them; a SIGTERM
     that landed during that start left the constructor waiting forever (a build killed between
     two answer chunks hung instead of ending). Threads inherit the creating thread's signal
-    mask, so the engine's threads never receive the two signals; one that arrives meanwhile
-    stays pending and is delivered to this thread when the mask is restored, where the
-    harness's handler ends the build as usual. Only from the main thread (where Python runs
-    its signal handlers) and where the platform has ``pthread_sigmask``."""
+    mask, so the engine's threads never receive the signals. Blocking them in this thread alone
+    is not enough: another thread of the process (the stuck-build watcher, torch's pool) takes
+    the signal, and Python then runs the handler in this thread inside the constructor, whose
+    exception left the half-started server joining a thread that never ends (seen: a test's
+    SIGTERM hung a build for 10 minutes). So the Python handlers only note the signal while
+    the engine starts; it is raised again afterwards, where the harness's handler ends the
+    build as usual. Only from the main thread (where Python runs its signal handlers) and where
+    the platform has ``pthread_sigmask``."""
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
         return start()
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    wanted = [s for s in (signal.SIGTERM, signal.SIGINT, getattr(signal, "SIGHUP", None)) if s is not None]
+    pending: list[int] = []
+    handlers = {s: signal.getsignal(s) for s in wanted}
+    for sig, handler in handlers.items():
+        if callable(handler):  # a Python handler: note the signal now, run the handler after
+            signal.signal(sig, lambda signum, _frame: pending.append(signum))
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, set(wanted))
     try:
         return start()
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        try:  # the handlers first: a signal the mask held then reaches the harness's own
+            for sig, handler in handlers.items():
+                if callable(handler):
+                    signal.signal(sig, handler)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        for signum in dict.fromkeys(pending):
+            signal.raise_signal(signum)
 
 
 class LlamaCppGenerator(Generator):
