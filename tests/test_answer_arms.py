@@ -61,7 +61,7 @@ def test_no_retrieval_vs_rag_sweep_runs_every_protocol(tmp_path):
     env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "cache")}
     cmd = [sys.executable, "-m", "harness", "-m", "arms=noret_rag", "dataset=qasper", f"dataset.path={data}",
            "protocol=answers", "experiment=none", "policy=signal_unc_mean_entropy,query_ridge,bur_linear",
-           "arms.blocks.0.max_tokens=16", "arms.blocks.1.max_tokens=16", "budget.n_splits=2",
+           "arms.blocks.0.max_tokens=16", "arms.blocks.1.max_tokens=16", "arms.blocks.1.k=2", "budget.n_splits=2",
            f"tracking.uri={uri}"]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
