@@ -4,10 +4,10 @@ PYTHON ?= python3.11
 # pytest-xdist workers (`make test WORKERS=1` runs the suite in one process); each worker has its
 # own temporary folders, and every test its own cache and store unless it shares a built one
 WORKERS ?= 2
-PYTEST := $(PY) -m pytest -q -n $(WORKERS) --dist loadfile --durations=25
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+PYTEST := $(PY) -m pytest -q -n $(WORKERS) --dist loadfile --durations=25
 
 .PHONY: setup run test check data sweep bench report clean
 

@@ -10,9 +10,6 @@ refuses a unit in one line.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -249,14 +246,13 @@ def test_tracked_single_run_logs_the_derived_c(tmp_path, monkeypatch, isolated_c
     assert first.startswith(f"c = {1.0e-4 * mean:.4g} (derived: price 0.0001 per ms x")
 
 
-@pytest.mark.slow
-def test_synthetic_dataset_refuses_a_measured_cost_in_one_line(tmp_path):
-    env = {**os.environ, "HARNESS_CACHE_DIR": str(tmp_path / "cache")}
-    env.pop("HYDRA_FULL_ERROR", None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness", "dataset=synthetic", "cost=measured_ms", f"tracking.uri=sqlite:///{tmp_path / 'm.db'}"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    errors = proc.stderr.strip().splitlines()
-    assert len(errors) == 1 and "config key 'cost.unit'" in errors[0] and "synthetic" in errors[0], proc.stderr
+def test_synthetic_dataset_refuses_a_measured_cost_in_one_line(tmp_path, monkeypatch, capsys):
+    from tests.helpers.bad_inputs import _run
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    code, _, err = _run(["dataset=synthetic", "cost=measured_ms", f"tracking.uri=sqlite:///{tmp_path / 'm.db'}"], capsys)
+    assert code == 2, err[-2000:]
+    errors = err.strip().splitlines()
+    assert len(errors) == 1 and "config key 'cost.unit'" in errors[0] and "synthetic" in errors[0], err
