@@ -7,7 +7,7 @@ WORKERS ?= 2
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-PYTEST := $(PY) -m pytest -q -n $(WORKERS) --dist loadfile --durations=25
+PYTEST := $(PY) -m pytest -q -n $(WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 .PHONY: setup run test check data sweep bench report clean
 

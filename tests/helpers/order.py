@@ -2,7 +2,8 @@
 
 Why: ``make test`` runs the files on pytest-xdist workers (``--dist loadfile``: a file's tests,
 and so its module-scoped fixtures, stay on one worker), and a worker takes the next file in
-collection order when it is free. A file of several minutes taken last would run alone at the
+collection order when it is almost free (``--no-loadscope-reorder``: otherwise xdist orders the
+files by their number of tests). A file of several minutes taken last would run alone at the
 end; taken first, the short files fill the other worker meanwhile (longest processing time
 first). tests/durations.json holds each file's seconds as measured in one whole run; a file
 it does not name (a new one) is taken after the known ones, in its usual order. The order
