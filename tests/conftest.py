@@ -7,6 +7,9 @@ what they need themselves.
   (a lock per shard and chunk), so what one test built (a converted dataset, a real-model
   table) is read, not rebuilt, by the next. ``HARNESS_CACHE_DIR`` set before the run is kept.
 - Files run heaviest first (tests/helpers/order.py), so the workers end together.
+- Ray's workers at normal priority (``RAY_worker_niceness=0``; Ray's own default is 15): beside
+  other CPU-bound work a niced worker starves, and a cluster test hit its 900 s ceiling with
+  two busy processes on the machine. Nothing the tests check depends on the niceness.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ pytest_plugins = ["tests.helpers.fixtures"]
 
 @pytest.hookimpl(trylast=True)  # after pytest's own configure made the temporary-path factory
 def pytest_configure(config):
+    os.environ.setdefault("RAY_worker_niceness", "0")
     if os.environ.get("HARNESS_CACHE_DIR"):
         return
     # the run's root temporary folder: the same for every xdist worker of one run

@@ -1,9 +1,10 @@
 """Signals and exit statuses.
 
-llama.cpp's engine starts its threads with SIGTERM and SIGINT blocked: a signal that lands
-while the engine starts is delivered to the main thread once it has started (where the
-harness's handler ends the build), never to an engine thread nor into the start-up wait (a
-build killed between two answer chunks used to hang in the engine's constructor).
+llama.cpp's engine starts its threads with SIGTERM, SIGINT and SIGHUP held: a signal that
+lands while the engine starts is handled in the main thread once it has started (where the
+harness's handler ends the build), never by an engine thread nor inside the start-up wait,
+whichever thread of the process took it (a build killed between two answer chunks used to
+hang in the engine's constructor).
 
 The process's exit: Ctrl-C while the harness is still importing is the same one line and 130 as
 later; once the outcome is said, a late signal cannot turn the exit into a death by signal (the
