@@ -1,8 +1,8 @@
 # Two commands matter (see README "Quick start"): `make run` and `make test`; `make check` is
 # the edit loop's fast tier.
 PYTHON ?= python3.11
-# pytest-xdist workers (`make test WORKERS=1` runs the suite in one process); each worker has its
-# own temporary folders, and every test its own cache and store unless it shares a built one
+# pytest-xdist workers (`make test WORKERS=0` runs the suite in this one process); each worker
+# has its own temporary folders; tests that name no cache share the run's suite cache
 WORKERS ?= 2
 VENV ?= .venv
 PY := $(VENV)/bin/python
