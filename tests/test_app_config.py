@@ -66,12 +66,8 @@ def test_value_checks_name_the_key(override, key):
     assert err.value.key == key
 
 
-def test_cli_typo_exits_nonzero_before_any_work(tmp_path, monkeypatch, capsys):
-    from tests.helpers.bad_inputs import _run
-
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
-    code, out, err = _run(["-m", "dataset=synthetic", "cost.cc=1"], capsys)
+def test_cli_typo_exits_nonzero_before_any_work(tmp_path, cli):
+    code, out, err = cli(["-m", "dataset=synthetic", "cost.cc=1"])
     assert code != 0
     assert "cost.cc" in err + out
     assert not (tmp_path / "mlruns").exists()  # nothing was tracked
@@ -102,15 +98,10 @@ def test_every_budget_choice_composes_and_validates(choice):
      ("budget.tol=nan", "budget.tol"), ("protocol.equivalence_margin=0", "protocol.equivalence_margin"),
      ("protocol.alpha=0.5", "protocol.alpha")],
 )
-def test_single_run_bad_value_is_one_line_and_exit_2(tmp_path, override, key, monkeypatch, capsys):
+def test_single_run_bad_value_is_one_line_and_exit_2(tmp_path, override, key, cli):
     """The CLI entry point in-process (tests/test_bad_inputs.py runs a few such cases as real
     processes, to show that no traceback reaches the terminal)."""
-    from tests.helpers.bad_inputs import _run
-
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
-    code, _, err = _run(["dataset=synthetic", override, f"tracking.uri=sqlite:///{tmp_path / 'm.db'}"], capsys)
+    code, _, err = cli(["dataset=synthetic", override, f"tracking.uri=sqlite:///{tmp_path / 'm.db'}"])
     assert code == 2
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and f"config key '{key}'" in errors[0]

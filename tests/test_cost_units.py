@@ -246,13 +246,8 @@ def test_tracked_single_run_logs_the_derived_c(tmp_path, monkeypatch, isolated_c
     assert first.startswith(f"c = {1.0e-4 * mean:.4g} (derived: price 0.0001 per ms x")
 
 
-def test_synthetic_dataset_refuses_a_measured_cost_in_one_line(tmp_path, monkeypatch, capsys):
-    from tests.helpers.bad_inputs import _run
-
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
-    code, _, err = _run(["dataset=synthetic", "cost=measured_ms", f"tracking.uri=sqlite:///{tmp_path / 'm.db'}"], capsys)
+def test_synthetic_dataset_refuses_a_measured_cost_in_one_line(tmp_path, cli):
+    code, _, err = cli(["dataset=synthetic", "cost=measured_ms", f"tracking.uri=sqlite:///{tmp_path / 'm.db'}"])
     assert code == 2, err[-2000:]
     errors = err.strip().splitlines()
     assert len(errors) == 1 and "config key 'cost.unit'" in errors[0] and "synthetic" in errors[0], err

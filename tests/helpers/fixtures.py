@@ -5,6 +5,7 @@ Why here: a test module must not import another one for its fixtures.
 
 - ``installed_plugin``: tests/plugin_example pip-installed (policy registry, check_policy);
 - ``chromium``: a headless browser for the MLflow UI tests (tests/helpers/browser.py);
+- ``cli``: the CLI entry point in-process, from a fresh folder with its own cache;
 - ``empty_store``, ``closed_port``, ``workdir``: the folder, store and port a bad-input case
   runs with (tests/helpers/bad_inputs.py).
 """
@@ -111,3 +112,16 @@ def workdir(tmp_path, monkeypatch, isolated_cache):
 
     monkeypatch.setattr(Path, "open", path_open)
     return data, run, isolated_cache
+
+
+@pytest.fixture
+def cli(tmp_path, monkeypatch, capsys):
+    """``cli(argv) -> (exit code, stdout, stderr)``: ``python -m harness`` in-process, launched
+    from ``tmp_path`` with its own cache and Hydra's short errors (where a real process is not
+    the point of the test)."""
+    from tests.helpers.bad_inputs import _run
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    return lambda argv: _run(argv, capsys)
