@@ -259,6 +259,20 @@ def _start_with_signals_held(start):
             signal.raise_signal(signum)
 
 
+def _started_server(server):
+    """``server`` once its main loop runs: one metrics request, which only that loop answers.
+
+    Why: xllamacpp's constructor returns as soon as the model is loaded, before its thread has
+    entered the loop; destroyed in that window, the engine's stop request is lost and its
+    destructor waits for the loop forever (3 of 6 engines destroyed right after their start
+    hung; a build signalled while an engine started raised the signal there and hung 3 times in
+    17 runs beside two busy processes). Nothing returns an engine before its loop answered."""
+    reply = server.handle_metrics()
+    if "llamacpp:" not in reply:
+        raise GenerationError(f"llama.cpp: the engine's start check got no metrics: {reply[:200]}")
+    return server
+
+
 class LlamaCppGenerator(Generator):
     """llama.cpp in-process through the prebuilt ``xllamacpp`` wheel, on a GGUF file.
 
@@ -310,9 +324,10 @@ class LlamaCppGenerator(Generator):
         p.sampling.seed = self.config.seed
         p.verbosity = -1
         p.warmup = False
+        p.endpoint_metrics = True  # the start's round trip (_started_server) asks for the metrics
         t0 = time.perf_counter()
         try:
-            self._server = _start_with_signals_held(lambda: xlc.Server(p))
+            self._server = _start_with_signals_held(lambda: _started_server(xlc.Server(p)))
         except Exception as e:  # noqa: BLE001 - the engine's own message is the useful part
             raise GenerationError(f"llama.cpp could not load {path.name}: {e}") from None
         self.load_ms = (time.perf_counter() - t0) * 1000.0
