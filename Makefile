@@ -3,9 +3,9 @@
 PYTHON ?= python3.11
 # pytest-xdist workers (`make test WORKERS=0` runs the suite in this one process); each worker
 # has its own temporary folders; tests that name no cache share the run's suite cache. Three on
-# two cores: a test waiting on a subprocess, a server or a lock leaves its core to another worker
-# (two workers kept the cores 62% busy), and beside other CPU-bound work the suite's share of
-# the machine is its share of the runnable processes (README "Tests and reproducibility")
+# two cores: beside other CPU-bound work the suite's share of the machine is its share of the
+# runnable processes, and a test waiting on a subprocess, a server or a lock leaves its core to
+# another worker (measured: README "Tests and reproducibility")
 WORKERS ?= 3
 VENV ?= .venv
 PY := $(VENV)/bin/python
