@@ -14,8 +14,7 @@ what they need themselves.
   library that reads it is loaded; a value set before the run is kept). Three workers on two
   cores each run torch's thread pool: spinning, the waiting threads took the cores from the
   working ones (the real-encoder test files beside one busy process: 127 s, 185 CPU-s; passive:
-  67 s, 82 CPU-s). The
-  thread count and so every number stay the same.
+  67 s, 82 CPU-s). The thread count and so every number stay the same.
 """
 
 from __future__ import annotations
