@@ -118,6 +118,10 @@ class BudgetConfig:
     # the whole calibration half scores that same half
     calibration: str = "oof"
     cal_folds: int = 5
+    # the calibration-size diagnostic (docs/metrics.md §6): per split, re-calibrate the
+    # deployable and conservative thresholds on n_cal questions of the calibration half for each
+    # size, e.g. [32, 64, 125, 250]; [] = off
+    cal_sizes: List[Any] = field(default_factory=list)
 
 
 @dataclass
@@ -657,6 +661,9 @@ def validate(cfg: Any) -> None:
     _in_range("budget.dkw_delta", b.dkw_delta, 0, 1, low_open=True, high_open=True)
     _in_range("budget.tol", b.tol, 0, 1, high_open=True)  # a share of the questions, like the budgets
     _in_range("budget.n_splits", b.n_splits, 1, MAX_REPEATS, integer=True)
+    from harness.protocols.calibration_size import check_cal_sizes
+
+    check_cal_sizes(b.cal_sizes)
     _in_range("tracking.retries", cfg.tracking.retries, 1, MAX_RETRIES, integer=True)
     if not str(cfg.tracking.store_dir).strip():
         raise ConfigError("tracking.store_dir", "is empty; name a folder (default: mlruns)")

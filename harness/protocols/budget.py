@@ -265,6 +265,9 @@ class BudgetResult:
     # per test question, split, budget and frontier: run probability and expected utility
     # (docs/protocols.md, "Per-question decisions"); the app logs it as budget_decisions.parquet
     decisions: pd.DataFrame | None = None
+    # the calibration-size diagnostic (budget.cal_sizes; harness.protocols.calibration_size),
+    # per split, size, budget and frontier; the app logs it as budget_cal_sizes.parquet
+    cal_sizes: pd.DataFrame | None = None
 
     def _routing_lines(self) -> str:
         m, r = self.metrics, self.routing
@@ -368,12 +371,17 @@ class BudgetResult:
             f"calibration scores: {self.calibration} ({how}); a score equal to the threshold runs "
             "with the probability that spends the target on calibration (expectation reported)"
         )
-        return (
+        text = (
             f"{head}\n{table}\n"
             f"exact-frontier AUC {fmt(m['frontier/exact_auc'])} (sd {fmt(m['frontier/exact_auc_std'])})"
             f"  random {fmt(m['frontier/random_auc'])}  oracle {fmt(m['frontier/oracle_auc'])}\n"
             f"{cal}\n{self._routing_lines()}\n{self._power_line()}"
         )
+        if self.cal_sizes is not None:
+            from harness.protocols.calibration_size import calibration_size_block
+
+            text += "\n" + calibration_size_block(self.cal_sizes, m)
+        return text
 
 
 def _split_facts(s: int, split_seed: int, cal: RoutingTask, test: RoutingTask, calibration: str, folds: int) -> dict:
@@ -465,6 +473,7 @@ class _CostFree:
     routing: pd.DataFrame | None
     route: str | None
     label: str
+    scores: tuple = ()  # per split: calibration_size.SplitScores (the calibration-size diagnostic)
 
     def at_cost(self, cost: float) -> tuple[pd.DataFrame, pd.DataFrame]:
         """(frontiers, decisions) at ``cost``: utility = outcome - cost * usage, per row and per
@@ -494,6 +503,8 @@ def _cost_free_splits(
     """Every split's fits, frontiers, decisions and routing summaries at cost 0 (utilities are
     then outcomes); ``_CostFree.at_cost`` subtracts the cost with the expressions a run at that
     cost would evaluate, so the numbers are identical bit for bit (tested)."""
+    from harness.protocols.calibration_size import SplitScores  # it imports this module
+
     route = fixed_route_of(policy_factory)
     split_seeds = np.random.default_rng(seed).integers(0, 2**31 - 1, size=n_splits)
     rows: list[dict] = []
@@ -501,6 +512,7 @@ def _cost_free_splits(
     split_rows: list[dict] = []
     routing_rows: list[dict] = []
     decision_parts: list[pd.DataFrame] = []
+    score_parts: list = []
     first = policy_factory()
     label = policy_label(first)
     is_oracle = bool(getattr(first, "oracle", False))
@@ -521,6 +533,7 @@ def _cost_free_splits(
         )
         facts = _split_facts(s, int(split_seed), cal, test, calibration, folds)
         split_rows.append(facts)
+        score_parts.append(SplitScores(s, int(split_seed), cal.groups, cal_scores, test_scores, test.base, test.extra))
         n = test.n
         eps = dkw_epsilon(cal.n, dkw_delta)
         usage, curve = exact_frontier_curve(test_scores, test.base, test.delta)
@@ -606,6 +619,7 @@ def _cost_free_splits(
         routing=pd.DataFrame(routing_rows) if routing_rows else None,
         route=route,
         label=label,
+        scores=tuple(score_parts),
     )
 
 
@@ -623,6 +637,7 @@ def run_budget_protocol(
     cal_folds: int = 5,
     min_discordant: int = 10,
     alpha: float = 0.05,
+    cal_sizes=(),
 ) -> BudgetResult:
     """Protocol B: per split, calibrate on one half (out-of-fold scores by default: K fold
     models, each fitted on the other calibration folds, and test fold k is scored by fold model
@@ -637,7 +652,14 @@ def run_budget_protocol(
     frontiers, decisions, routing summaries) is kept in memory and reused by the next call with
     the same task, policy and settings at another cost: only utilities depend on the cost
     (docs/protocols.md, "Cost"), so a sweep over costs fits each policy once per seed. The
-    numbers are bit for bit those of a fresh run (tested)."""
+    numbers are bit for bit those of a fresh run (tested).
+
+    ``cal_sizes``: the calibration-size diagnostic (``harness.protocols.calibration_size``) at
+    these sizes, on the same splits and scores (nothing refitted); off when empty, and never for
+    a fixed decision (it has no threshold)."""
+    from harness.protocols.calibration_size import calibration_size_metrics, calibration_size_table, check_cal_sizes
+
+    sizes = check_cal_sizes(cal_sizes)
     if not 0.0 < float(alpha) < 1.0:
         raise ConfigError("protocol.alpha", f"must be in (0, 1), got {alpha!r}")
     budgets = tuple(float(b) for b in budgets)
@@ -716,5 +738,9 @@ def run_budget_protocol(
             ok = all_defined or not ratio
             metrics[f"routing/{curve}/{stat}"] = float(vals.mean()) if ok else math.nan
             metrics[f"routing/{curve}/{stat}_std"] = float(vals.std()) if ok else math.nan
-    return BudgetResult(metrics, frontiers, aucs, policy=label, metric=m, splits=splits,
-                        calibration=calibration, fixed_route=None, routing=routing, decisions=decisions)
+    by_size = None
+    if sizes:
+        by_size = calibration_size_table(free.scores, sizes, budgets, dkw_delta=float(dkw_delta), tol=float(tol))
+        metrics.update(calibration_size_metrics(by_size))
+    return BudgetResult(metrics, frontiers, aucs, policy=label, metric=m, splits=splits, calibration=calibration,
+                        fixed_route=None, routing=routing, decisions=decisions, cal_sizes=by_size)

@@ -62,8 +62,11 @@ class BudgetProtocol(Protocol):
             seed=ctx.seed, cost=ctx.cost, dkw_delta=float(b["dkw_delta"]), tol=float(b["tol"]),
             calibration=str(b["calibration"]), cal_folds=int(b["cal_folds"]),
             min_discordant=int(p["min_discordant"]), alpha=float(p["alpha"]),
+            cal_sizes=tuple(b.get("cal_sizes") or ()),
         )
         tables = {"frontiers": Table(res.frontiers)}
+        if res.cal_sizes is not None:  # per split, size, budget and frontier (docs/metrics.md §6)
+            tables["budget_cal_sizes"] = Table(res.cal_sizes)
         if res.decisions is not None:
             # per test question, split, budget and frontier: run probability, expected utility;
             # the sweep's decision table pairs policies on it
