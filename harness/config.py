@@ -77,10 +77,18 @@ class ProtocolConfig:
     # against its reference lies inside +-margin is "equivalent" (two one-sided tests,
     # docs/metrics.md §12); 0.01 = one question in a hundred
     equivalence_margin: float = 0.01
+    # the sweep's verdicts (docs/metrics.md §9): "as good" needs the router within min(margin,
+    # equivalence_fraction x the oracle's headroom over the fixed decision) of it, so the margin
+    # is never wider than what any router could gain there and the test can fail
+    equivalence_fraction: float = 0.5
+    # which calibrated rule the decision table and the verdicts test: "deployable" (calibrated at
+    # rho) or "conservative" (calibrated at rho minus the DKW slack: budget-safe)
+    verdict_frontier: str = "deployable"
     # settings of plugin protocols: protocol.settings.<name>.<key>, typed by the protocol's Config
     settings: Dict[str, Any] = field(default_factory=dict)
 
 
+VERDICT_FRONTIERS = ("deployable", "conservative")  # protocol.verdict_frontier
 COST_UNITS = ("ms", "tokens")  # cost.unit: what a measured cost is counted in
 
 
@@ -645,6 +653,10 @@ def validate(cfg: Any) -> None:
         _in_range(f"protocol.{key}", getattr(p, key), 0, 1, low_open=True, high_open=True)
     _in_range("protocol.alpha", p.alpha, 0, 0.5, low_open=True, high_open=True)  # two one-sided tests at alpha
     _in_range("protocol.equivalence_margin", p.equivalence_margin, 0, 1, low_open=True)
+    _in_range("protocol.equivalence_fraction", p.equivalence_fraction, 0, 1, low_open=True)
+    if p.verdict_frontier not in VERDICT_FRONTIERS:
+        raise ConfigError("protocol.verdict_frontier", f"unknown {p.verdict_frontier!r}"
+                          f"{did_you_mean(p.verdict_frontier, VERDICT_FRONTIERS)}; choose from {VERDICT_FRONTIERS}")
     _check_cost(cfg.cost)
     if b.calibration not in CALIBRATIONS:
         raise ConfigError("budget.calibration", f"unknown {b.calibration!r}{did_you_mean(b.calibration, CALIBRATIONS)}; choose from {CALIBRATIONS}")

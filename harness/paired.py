@@ -34,6 +34,9 @@ from harness.stats import (
 )
 
 PLAN_MAX_DOCS = 100_000  # beyond this a plan is reported as "more than"
+# the plan's discordant split is the posterior mean under this Beta prior (pos + a) / (k + a + b):
+# shrunk toward even, so 8 discordant documents all one way plan with 0.83, not with certainty
+PLAN_PRIOR = (2.0, 2.0)
 
 
 def document_totals(diffs, groups) -> tuple[np.ndarray, np.ndarray]:
@@ -115,12 +118,15 @@ def normal_plan_docs(q: float, pi: float, alpha: float, power: float) -> float:
     return ((za * math.sqrt(q) + zb * math.sqrt(max(q - mu * mu, 0.0))) / abs(mu)) ** 2
 
 
-def sample_size_plan(diffs, groups, alpha: float = 0.05, power: float = 0.8, n_questions: int | None = None) -> dict:
+def sample_size_plan(diffs, groups, alpha: float = 0.05, power: float = 0.8, n_questions: int | None = None,
+                     prior: tuple[float, float] = PLAN_PRIOR) -> dict:
     """About how many documents (and questions) the exact test would need for ``power`` at
     two-sided ``alpha``, from the observed discordance (docs/metrics.md §12):
 
     - q = k / n_docs, the share of documents whose total difference is not 0 (discordant);
-    - pi = the share of those whose total is positive (the policy's rescues : harms, by document);
+    - pi = the share of those whose total is positive (the policy's rescues : harms, by document),
+      shrunk by the Beta ``prior`` (a, b): (pos + a) / (k + a + b); (0, 0) plans with the observed
+      share, which all-one-way data make certain and the plan too small;
     - documents = the smallest M (searched upward from half the normal approximation, in unit
       steps below 400 documents, else in steps of 1/200 of it and then in unit steps) at which
       the exact two-sided sign test on the discordant documents of M new documents, each
@@ -149,7 +155,8 @@ def sample_size_plan(diffs, groups, alpha: float = 0.05, power: float = 0.8, n_q
     if pos == neg:
         out["why"] = "the discordant documents split evenly: no number of questions gives the power"
         return out
-    q, pi = k / n_docs, pos / k
+    q, pi = k / n_docs, (pos + prior[0]) / (k + prior[0] + prior[1])
+    out["pi"] = pi
     approx = normal_plan_docs(q, pi, alpha, power)
     if approx > PLAN_MAX_DOCS:
         out.update(docs=float(PLAN_MAX_DOCS), questions=float(math.ceil(PLAN_MAX_DOCS * n / n_docs)), capped=True)
@@ -458,9 +465,12 @@ def resolution_words(c: dict, alpha: float, power: float) -> str:
 def closing_line(items: list[dict]) -> str:
     """The sweep's last line (docs/metrics.md §12), over the comparisons of every protocol that
     could not tell a policy from its reference (``items``: dicts with ``where``, ``detectable``,
-    ``questions``, ``docs``, ``capped``, ``alpha``, ``power``): in how many no difference is
-    detectable with these questions, and the smallest sample-size plan among them. "" when no
-    protocol reported a comparison."""
+    ``questions``, ``docs``, ``capped``, ``alpha`` (the level the comparison is decided at),
+    ``power``, and where known ``protocol``, ``unit``, ``share`` (the share of the dataset the
+    plan's questions are: protocol A's held-out fraction) and ``have`` (the questions tested)):
+    in how many no difference is detectable with these questions, and the smallest plan in
+    dataset questions (questions / share), named with its protocol and unit, never a minimum
+    over two units. "" when no protocol reported a comparison."""
     if not items:
         return ""
     blind = sum(not it["detectable"] for it in items)
@@ -473,13 +483,24 @@ def closing_line(items: list[dict]) -> str:
     else:
         head = f"{n} comparisons cannot be told apart, each with a detectable difference"
     plans = [it for it in items if it["questions"] == it["questions"]]
-    if plans:
-        best = min(plans, key=lambda it: it["questions"])
-        c = {"plan_why": "", "plan_capped": best["capped"], "plan_questions": best["questions"],
-             "plan_docs": best["docs"]}
-        head += f"; the closest ({best['where']}) needs {plan_words(c, best['alpha'], best['power'])}"
+    if not plans:
+        return f"Overall: {head}; no sample-size plan (no discordant question points one way)."
+    best = min(plans, key=lambda it: it["questions"] / float(it.get("share", 1.0) or 1.0))
+    share = float(best.get("share", 1.0) or 1.0)
+    more = "more than" if best["capped"] else "about"
+    where = f"{best['protocol']}: {best['where']}" if best.get("protocol") else best["where"]
+    level = f"level {best['alpha']:.2g}" if "protocol" in best else f"alpha {best['alpha']:g}"
+    if share < 1.0:
+        need = (f"{more} {math.ceil(best['questions'] / share):,} dataset questions ({int(best['questions']):,} "
+                f"{best.get('unit', 'questions')}, {share:.0%} of the dataset; {int(best['docs']):,} documents)")
     else:
-        head += "; no sample-size plan (no discordant question points one way)"
+        unit = best.get("unit", "questions")
+        need = f"{more} {int(best['questions']):,} {unit} ({int(best['docs']):,} documents)"
+    head += f"; the closest ({where}) needs {need} for {best['power']:.0%} power at {level}"
+    have = int(best.get("have", 0) or 0)
+    if have and best["questions"] <= have:
+        head += (f", no more than the {have:,} tested: a sample that size has that power at the planned effect, "
+                 "this one fell short by chance or its effect is smaller")
     return f"Overall: {head}."
 
 

@@ -541,31 +541,37 @@ def _verdicts(page: Page, view: SweepView, client: Any) -> None:
         return
     pid = view.parent.info.run_id
     page.add("The verdict per cost and budget (protocol B's test halves; the router chosen on each split's calibration "
-             "half against the better fixed arm; verdicts at Holm-adjusted alpha 0.05 over the sweep's cells; router - "
-             "fixed: utility difference with its unadjusted 95% interval; questions needed: for 80% power where it "
-             "cannot tell):", "")
+             "half against the fixed decisions; every claim decided in one family at family-wise alpha 0.05 over the "
+             "sweep's cells; router - fixed: utility difference with the interval at the level its verdict was decided "
+             "at; over budget: splits whose usage exceeds the budget beyond sampling error; questions needed: for 80% "
+             "power at that level where it cannot tell):", "")
     rows = []
     for _, r in frame.sort_values(["cost", "budget"]).iterrows():
         match = {"cost": r["cost"], "budget": r["budget"]}
-        kind = str(r["kind"])
+        kind, text = str(r["kind"]), str(r["verdict"])
+        router = md_escape(str(r["policy"]).split(" (")[0])
         if kind == "no router":
-            words = f"deploy no router: {md_escape(str(r['arm']))} is " + ("as good" if bool(r["equivalent"]) else "better")
-        elif kind == "deploy":
-            words = f"deploy the router ({md_escape(str(r['policy']).split(' (')[0])})"
+            words = ("deploy no router: no room to route" if "no room to route" in text else
+                     f"deploy no router: {md_escape(str(r['arm']))} is "
+                     + ("as good" if bool(r["equivalent"]) else "better") + f" than {router}")
+        elif kind in ("deploy", "over budget"):
+            words = f"deploy the router ({router})" if kind == "deploy" else f"over budget ({router})"
         else:
-            words = "cannot tell"
+            words = f"cannot tell ({router})"
+        over = "overspent" if "overspent" in frame.columns else "violations"
         rows.append([page.cell(pid, path, frame, match, "cost", decimals=4),
                      page.cell(pid, path, frame, match, "budget", decimals=2), words,
                      f"{page.cell(pid, path, frame, match, 'diff', decimals=3)} "
-                     f"[{page.cell(pid, path, frame, match, 'ci_low', decimals=3)}, "
-                     f"{page.cell(pid, path, frame, match, 'ci_high', decimals=3)}]",
+                     f"[{page.cell(pid, path, frame, match, 'ci_low', decimals=4)}, "
+                     f"{page.cell(pid, path, frame, match, 'ci_high', decimals=4)}]",
+                     page.cell(pid, path, frame, match, "level", decimals=4) if "level" in frame.columns else "",
                      page.cell(pid, path, frame, match, "usage", decimals=2),
-                     f"{page.cell(pid, path, frame, match, 'violations', decimals=0)} of "
+                     f"{page.cell(pid, path, frame, match, over, decimals=0)} of "
                      f"{page.cell(pid, path, frame, match, 'splits', decimals=0)}",
-                     (("more than " if "more than" in str(r["verdict"]) else "about ")  # a capped plan says so
+                     (("more than " if "more than" in text else "about ")  # a capped plan says so
                       + page.cell(pid, path, frame, match, "plan_questions", decimals=0))
                      if kind == "cannot tell" and math.isfinite(float(r["plan_questions"])) else ""])
-    page.table(["cost", "budget", "verdict", "router - fixed [95%]", "usage", "over budget (splits)",
+    page.table(["cost", "budget", "verdict", "router - fixed [interval]", "level", "usage", "over budget (splits)",
                 "questions needed"], rows)
 
 

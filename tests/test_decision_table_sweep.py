@@ -142,8 +142,11 @@ def test_parent_run_holds_the_verdicts_as_params_metrics_and_pages(sweep, tmp_pa
     for v in verdicts.itertuples():
         key = f"verdict/c{v.cost:g}/b{v.budget:g}"
         assert run.data.params[key] == v.verdict and run.data.params[f"{key}/policy"] == v.policy
-        assert run.data.metrics[f"{key}/deploy"] == {"deploy": 1.0, "no router": 0.0, "cannot tell": -1.0}[v.kind]
-        assert v.kind in vd.KINDS and v.verdict.startswith(("deploy ", "deploy no router: ", "cannot tell: "))
+        code = {"deploy": 1.0, "no router": 0.0, "cannot tell": -1.0, "over budget": -2.0}
+        assert run.data.metrics[f"{key}/deploy"] == code[v.kind]
+        assert v.kind in vd.KINDS and v.verdict.startswith(("deploy ", "deploy no router: ", "cannot tell",
+                                                            "over budget: "))
+        assert str(v.policy) in v.verdict  # every verdict names the router it is about
         if np.isfinite(v.diff):
             assert run.data.metrics[f"{key}/diff"] == pytest.approx(v.diff)
     arts = {a.path for a in client.list_artifacts(run.info.run_id)}

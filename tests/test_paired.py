@@ -148,6 +148,13 @@ def test_interval_covers_under_the_null_at_the_real_tables_shapes():
         assert covered / sims >= 0.94, (k, covered / sims)
 
 
+def _binom_pmf(x: int, n: int, p: float) -> float:
+    """Bin(x; n, p) from math.comb in logs (no scipy; no overflow for n beyond 1,000)."""
+    if p in (0.0, 1.0):
+        return float(x == (n if p == 1.0 else 0))
+    return math.exp(math.log(math.comb(n, x)) + x * math.log(p) + (n - x) * math.log1p(-p))
+
+
 def _brute_exact_plan(q, pi, alpha=0.05, power=0.8, n_max=2000):
     """The smallest number of documents at which the exact two-sided sign test on the
     discordant ones (each discordant with probability q, the policy's way with probability pi)
@@ -161,31 +168,36 @@ def _brute_exact_plan(q, pi, alpha=0.05, power=0.8, n_max=2000):
         total = 0.0
         for x in range(D + 1):
             if min(1.0, 2 * tail[min(x, D - x)]) < alpha:
-                total += math.comb(D, x) * pi**x * (1 - pi) ** (D - x)
+                total += _binom_pmf(x, D, pi)
         return total
 
     g: list[float] = []
     for n in range(1, n_max + 1):
         while len(g) <= n:
             g.append(reject_power(len(g)))
-        if sum(math.comb(n, D) * q**D * (1 - q) ** (n - D) * g[D] for D in range(n + 1)) >= power:
+        if sum(_binom_pmf(D, n, q) * g[D] for D in range(n + 1)) >= power:
             return n
     raise AssertionError("no plan below n_max")
 
 
-@pytest.mark.parametrize("rescues,harms,n", [(4, 1, 70), (6, 1, 52), (9, 3, 60), (5, 0, 80), (3, 1, 80)])
+@pytest.mark.parametrize("rescues,harms,n", [(8, 1, 40), (6, 1, 52), (9, 3, 60), (5, 0, 80), (10, 2, 30)])
 def test_sample_size_plan_matches_a_brute_force_exact_power_loop(rescues, harms, n):
     """One question per document, 0/1 differences: the plan's N is the brute-force exact N (the
-    issue asks within 10%)."""
+    issue asks within 10%), with the rescue share shrunk by the Beta(2, 2) prior ((r + 2) /
+    (k + 4)); with the prior (0, 0), the observed share."""
     d = np.zeros(n)
     d[:rescues], d[rescues:rescues + harms] = 1.0, -1.0
     docs = [f"d{i:03d}" for i in range(n)]
+    k = rescues + harms
     plan = paired.sample_size_plan(d, docs)
-    want = _brute_exact_plan((rescues + harms) / n, rescues / (rescues + harms))
+    want = _brute_exact_plan(k / n, (rescues + 2) / (k + 4))
     assert abs(plan["questions"] - want) <= 0.1 * want
     assert plan["docs"] == plan["questions"] == want  # the same computation, exactly
+    assert plan["pi"] == pytest.approx((rescues + 2) / (k + 4))
+    observed = paired.sample_size_plan(d, docs, prior=(0.0, 0.0))
+    assert observed["docs"] == _brute_exact_plan(k / n, rescues / k) < want  # all one way: certain, too small
     # Connor's normal approximation is a few percent below the exact size
-    approx = paired.normal_plan_docs((rescues + harms) / n, rescues / (rescues + harms), 0.05, 0.8)
+    approx = paired.normal_plan_docs(k / n, (rescues + 2) / (k + 4), 0.05, 0.8)
     assert 0.85 * want <= approx <= want
 
 
@@ -196,7 +208,7 @@ def test_sample_size_plan_in_questions_scales_by_questions_per_document():
         d[3 * doc] = sign
     docs = np.repeat([f"d{i:02d}" for i in range(20)], 3)
     plan = paired.sample_size_plan(d, docs)
-    want = _brute_exact_plan(6 / 20, 5 / 6)
+    want = _brute_exact_plan(6 / 20, 7 / 10)  # 5 of 6 shrunk by Beta(2, 2): (5 + 2) / (6 + 4)
     assert plan["docs"] == want and plan["questions"] == math.ceil(want * 3)
     # no direction, no plan; nothing discordant, no plan
     even = paired.sample_size_plan(np.r_[1.0, -1.0, np.zeros(8)], [f"d{i}" for i in range(10)])
@@ -220,6 +232,18 @@ def test_closing_line_counts_the_blind_comparisons_and_names_the_smallest_plan()
     line = paired.closing_line([item("a", True, 50.0, 10.0), item("b", False, math.nan, math.nan)])
     assert line.startswith("Overall: no difference is detectable with these questions in 1 of the 2 comparisons")
     assert line.endswith("the closest (a) needs about 50 questions (10 documents) for 80% power at alpha 0.05.")
+    # protocol A's held-out plan (20% of the dataset) and protocol B's: compared in dataset questions,
+    # the line names the protocol and the unit; a plan within the questions tested says why
+    a = {**item("ridge vs keep", False, 653.0, 580.0), "alpha": 0.0025, "protocol": "protocol A",
+         "unit": "held-out questions", "share": 0.2, "have": 662}
+    b = {**item("gbm vs keep", False, 2000.0, 1800.0), "alpha": 0.0021, "protocol": "protocol B",
+         "unit": "questions of the test halves", "share": 1.0, "have": 3270}
+    line = paired.closing_line([a, b])
+    assert ("the closest (protocol B: gbm vs keep) needs about 2,000 questions of the test halves (1,800 documents) "
+            "for 80% power at level 0.0021, no more than the 3,270 tested: ") in line  # 2,000 < 653 / 0.2 = 3,265
+    line = paired.closing_line([{**a, "questions": 600.0}, {**b, "questions": 4000.0}])
+    assert ("the closest (protocol A: ridge vs keep) needs about 3,000 dataset questions (600 held-out questions, 20% "
+            "of the dataset; 580 documents) for 80% power at level 0.0025, no more than the 662 tested") in line
 
 
 @pytest.mark.parametrize("pos,neg", [(0, 0), (4, 1), (3, 3), (0, 5), (12, 2)])
@@ -273,9 +297,9 @@ def test_a_plan_beyond_the_cap_says_more_than_and_stays_quick():
     assert paired.normal_plan_docs(200 / 2000, 101 / 200, 0.05, 0.8) > paired.PLAN_MAX_DOCS
     mid = paired.sample_size_plan(np.r_[np.ones(11), -np.ones(9), np.zeros(180)],
                                   [f"d{i:03d}" for i in range(200)])
-    approx = paired.normal_plan_docs(20 / 200, 11 / 20, 0.05, 0.8)
+    approx = paired.normal_plan_docs(20 / 200, 13 / 24, 0.05, 0.8)  # 11 of 20 shrunk: (11 + 2) / (20 + 4)
     assert not mid["capped"] and approx <= mid["docs"] <= 1.1 * approx  # exact: a few percent above Connor
-    assert paired.sign_test_power(int(mid["docs"]), 0.1, 0.55) >= 0.8
+    assert paired.sign_test_power(int(mid["docs"]), 0.1, 13 / 24) >= 0.8
     assert time.process_time() - start < 30  # generous: no scan over a million sizes
     c = {"plan_why": "", "plan_capped": True, "plan_questions": plan["questions"], "plan_docs": plan["docs"]}
     assert paired.plan_words(c, 0.05, 0.8).startswith("more than 100000 questions (100000 documents)")

@@ -33,8 +33,10 @@ is written down here and in docs/numbers.md):
   seeds' and repeats' questions of a document form one document total). Test:
   ``stats.sign_flip_test`` on the document totals of d (exact up to 16 discordant documents,
   else sampled), Holm-adjusted. Interval: the (1 - alpha) interval obtained by inverting that
-  test (``harness.paired.sign_flip_interval``, unadjusted; it excludes 0 exactly when the
-  unadjusted p < alpha), NaN where no shift can be rejected.
+  test (``harness.paired.sign_flip_interval``) at the level of the policy's Holm step
+  (``verdict_stats.stepdown_levels``: alpha * p / its uncapped Holm value), so it excludes 0
+  exactly when the Holm-adjusted p < alpha; NaN where no shift can be rejected. Equivalence and
+  the sample-size plan are at that level too.
 - Verdicts: "reference"; "same decisions" (d = 0 on every question); "worse than reference" /
   "better than reference" when the Holm-adjusted p < alpha; otherwise "cannot be told from
   reference". What the held-out set can resolve (``harness.paired``, docs/metrics.md §12):
@@ -55,14 +57,15 @@ import pandas as pd
 
 from harness.errors import HarnessError
 from harness.paired import (
-    equivalence_words, interval_words, p_words, paired_comparison, plan_words, resolution_words,
+    equivalence_interval, equivalence_words, interval_words, p_words, paired_comparison, plan_words, resolution_words,
+    sample_size_plan, sign_flip_interval,
 )
-from harness.stats import holm_adjust
+from harness.protocols.verdict_stats import stepdown_levels
 
 TIE_TOL = 1e-12
 PAIR_KEYS = ("seed", "repeat", "qid")
 COLUMNS = (
-    "policy", "n_questions", "dev_utility", "utility", "diff_vs_ref", "ci_low", "ci_high", "p", "p_holm",
+    "policy", "n_questions", "dev_utility", "utility", "diff_vs_ref", "ci_low", "ci_high", "level", "p", "p_holm",
     "mdd", "max_diff", "detectable", "discordant_docs", "discordant_questions", "plan_questions", "plan_docs",
     "p_better", "equivalent", "verdict",
 )
@@ -251,7 +254,7 @@ def compare_with_reference(
     if all("chosen" in decisions[label].columns for label in labels):  # the outcome, to tell a cost alone
         outcomes, _ = pair_frame(decisions, column="chosen")
         ref_outcomes = choice.values(outcomes)
-    rows, details = [], {}
+    rows, details, data = [], {}, {}
     for label in labels:
         d = frame[label].to_numpy(dtype=float) - ref_values
         row = {
@@ -276,11 +279,21 @@ def compare_with_reference(
                                           "discordant_questions", "plan_questions", "plan_docs", "p_better",
                                           "equivalent")})
             details[label] = {k: c[k] for k in DETAIL_KEYS}
+            data[label] = (d, o if o is not None and c["discordant_questions"] else d)
         rows.append(row)
     out = pd.DataFrame(rows)
+    out.attrs["questions"] = int(frame["qid"].nunique())  # the distinct questions behind the plans
     family = out["policy"].isin(not_deployable) | (out["policy"] == ref)
-    out["p_holm"] = math.nan
-    out.loc[~family, "p_holm"] = holm_adjust(out.loc[~family, "p"].to_numpy())
+    out["p_holm"] = out["level"] = math.nan
+    adjusted, levels = stepdown_levels(out.loc[~family, "p"].to_numpy(), alpha=alpha)
+    out.loc[~family, "p_holm"], out.loc[~family, "level"] = adjusted, levels
+    for i in np.flatnonzero(~family.to_numpy()):  # interval, equivalence and plan at the Holm step's level
+        label = out.at[i, "policy"]
+        if details[label]["same"]:
+            continue
+        plan = _at_level(out, i, *data[label], groups, float(out.at[i, "level"]), margin, power,
+                         int(frame["qid"].nunique()))
+        details[label].update(plan_capped=plan["capped"], plan_why=plan["why"])
     out.loc[out["policy"].isin(not_deployable), "p"] = math.nan  # an upper bound is not tested
     where = choice.source.split()[0]
     verdicts = []
@@ -301,7 +314,7 @@ def compare_with_reference(
     order = sorted(range(len(out)), key=lambda i: (out["policy"].iat[i] != ref, -out["utility"].iat[i], out["policy"].iat[i]))
     result = out.iloc[order][list(COLUMNS)].reset_index(drop=True)
     result.attrs.update(reference=choice.name, reference_from=choice.source, tied=tied, details=details, alpha=alpha,
-                        power=power, margin=margin, reference_choice=choice)
+                        power=power, margin=margin, reference_choice=choice, questions=out.attrs["questions"])
     return result
 
 
@@ -343,8 +356,8 @@ def format_comparison(table: pd.DataFrame, alpha: float = 0.05, power: float | N
     unresolved = int((table["verdict"] == "cannot be told from reference").sum())
     lines = [
         text,
-        f"policy - ref > 0: the policy is better. Reference: {ref}, chosen on {how} data; intervals unadjusted "
-        f"(the sign-flip test inverted: an interval excludes 0 exactly when the unadjusted p < {alpha:g}), Holm p "
+        f"policy - ref > 0: the policy is better. Reference: {ref}, chosen on {how} data; each interval at the level "
+        f"of its Holm step (the sign-flip test inverted: it excludes 0 exactly when the Holm p < {alpha:g}), Holm p "
         "from the sign-flip test on document totals; P(better): posterior probability that the policy beats the "
         "reference (Beta(1, 1) prior on the share of discordant documents pointing its way).",
         f"{worse} polic{'y is' if worse == 1 else 'ies are'} worse and {better} better than the reference "
@@ -391,6 +404,18 @@ def conclusion(table: pd.DataFrame, where: str, alpha: float, power: float | Non
     return head + "."
 
 
+def _at_level(out: pd.DataFrame, i: int, d, basis, groups, level: float, margin: float, power: float,
+              n_questions: int) -> dict:
+    """Row ``i``'s interval, equivalence and plan at ``level``, the Holm step it was decided at
+    (``verdict_stats.stepdown_levels``): its interval excludes 0 exactly when its Holm p < alpha."""
+    lo, hi = sign_flip_interval(d, groups, alpha=level, p_at_zero=float(out.at[i, "p"]))
+    t_lo, t_hi = equivalence_interval(d, groups, alpha=level, p_at_zero=float(out.at[i, "p"]))
+    plan = sample_size_plan(basis, groups, alpha=level, power=power, n_questions=n_questions)
+    out.loc[i, ["ci_low", "ci_high", "plan_questions", "plan_docs"]] = [lo, hi, plan["questions"], plan["docs"]]
+    out.at[i, "equivalent"] = bool(math.isfinite(t_lo) and math.isfinite(t_hi) and -margin < t_lo and t_hi < margin)
+    return plan
+
+
 def open_comparisons(table: pd.DataFrame, where: str, alpha: float, power: float | None = None) -> list[dict]:
     """The policies that cannot be told from the reference, as ``harness.paired.closing_line``
     reads them."""
@@ -402,5 +427,7 @@ def open_comparisons(table: pd.DataFrame, where: str, alpha: float, power: float
             d = _details(table, r)
             out.append({"where": f"{r.policy} vs {ref} at {where}", "detectable": bool(d["detectable"]),
                         "questions": r.plan_questions, "docs": r.plan_docs, "capped": bool(d["plan_capped"]),
-                        "alpha": alpha, "power": power})
+                        "alpha": float(r.level) if r.level == r.level else alpha, "power": power,
+                        "protocol": "protocol A", "unit": "held-out questions",
+                        "share": float(table.attrs.get("share", 1.0)), "have": int(table.attrs.get("questions", 0))})
     return out

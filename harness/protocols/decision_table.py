@@ -43,8 +43,9 @@ The reference and the test
   ``stats.sign_flip_test`` on document totals (a document's questions of all seeds and splits
   form one total; exact up to 16 non-zero documents, else sampled), Holm-adjusted across the
   deployable policies of the cell and budget (the reference and the oracle are not in the
-  family); the (1 - alpha) interval inverting that test (``harness.paired``: it excludes 0
-  exactly when the unadjusted p < alpha; NaN when no shift can be rejected); the largest
+  family); the interval inverting that test at the level the row's mark is decided at (the
+  table-wide Holm step, ``level``: it excludes 0 exactly when ``p_holm_table`` < alpha; NaN
+  when no shift can be rejected), equivalence and the plan at that level too; the largest
   difference the test halves could show (``max_diff``), the minimum detectable difference
   (``mdd``) and the sample-size plan (``plan_questions``, ``plan_docs``; docs/metrics.md §12).
   These are ``harness.protocols.compare``'s pieces (``pair_frame``, ``choose_reference``) and
@@ -74,7 +75,8 @@ import pandas as pd
 
 from harness.protocols.compare import ReferenceChoice, choose_per_unit, pair_frame
 from harness.errors import HarnessError, UsageError
-from harness.paired import paired_comparison, plan_words
+from harness.paired import equivalence_interval, paired_comparison, plan_words, sample_size_plan, sign_flip_interval
+from harness.protocols.verdict_stats import Comparisons, stepdown_levels
 from harness.stats import holm_adjust
 
 NOT_DEPLOYABLE = ("oracle",)
@@ -85,7 +87,7 @@ BUDGET_DIGITS = 9
 COLUMNS = (
     "cost", "budget", "policy", "kind", "mark", "utility", "utility_sd", "cal_utility", "outcome", "outcome_sd",
     "usage", "usage_sd", "violation_rate", "random_utility", "oracle_utility", "exact_utility", "exact_utility_sd",
-    "diff_vs_ref", "ci_low", "ci_high", "p", "p_holm", "p_holm_table", "mdd", "max_diff", "detectable", "discordant_docs",
+    "diff_vs_ref", "ci_low", "ci_high", "level", "questions", "p", "p_holm", "p_holm_table", "mdd", "max_diff", "detectable", "discordant_docs",
     "discordant_questions", "plan_questions", "plan_docs", "p_better", "equivalent", "n_runs", "reference",
     "reference_from",
     "reference_tied", "note", "cell",
@@ -104,6 +106,7 @@ class JobRecord:
     frontiers: pd.DataFrame
     decisions: pd.DataFrame | None = None
     cell: str = ""
+    arms: tuple[str, str] = ("", "")  # the base and extra arms' names (the fixed decisions are named by them)
 
     @property
     def fixed(self) -> bool:
@@ -156,8 +159,8 @@ def _operating_point(fr: pd.DataFrame, cost: float) -> dict:
     )
 
 
-def _budget_row(cell, cost, budget, policy, kind, fr: pd.DataFrame) -> dict:
-    dep = fr[fr["frontier"] == "deployable"]
+def _budget_row(cell, cost, budget, policy, kind, fr: pd.DataFrame, frontier: str = "deployable") -> dict:
+    dep = fr[fr["frontier"] == frontier]
     exact = fr[fr["frontier"] == "exact"]
     row = _empty_row(cell, cost, budget, policy, kind)
     row.update(
@@ -179,17 +182,35 @@ def _fixed_row(cell, cost, policy, fr: pd.DataFrame) -> dict:
 UNIT_KEYS = ("seed", "split")
 
 
-def calibration_by_unit(frontiers: dict[str, pd.DataFrame]) -> dict[tuple, dict[str, float]]:
-    """Unit (seed, split) -> policy -> the deployable rule's calibration-half utility there,
+def calibration_by_unit(frontiers: dict[str, pd.DataFrame], frontier: str = "deployable"
+                        ) -> dict[tuple, dict[str, float]]:
+    """Unit (seed, split) -> policy -> the calibrated rule's calibration-half utility there,
     from each policy's frontiers rows at one budget (NaN where not logged)."""
     out: dict[tuple, dict[str, float]] = {}
     for label, fr in frontiers.items():
-        dep = fr[fr["frontier"] == "deployable"]
+        dep = fr[fr["frontier"] == frontier]
         if "cal_utility" not in dep.columns:
             continue
         for seed, split, value in zip(dep["seed"], dep["split"], dep["cal_utility"].astype(float)):
             out.setdefault((int(seed), int(split)), {})[label] = float(value)
     return out
+
+
+def sizes_by_unit(frontiers: dict[str, pd.DataFrame]) -> dict[tuple, tuple[float, float]]:
+    """Unit (seed, split) -> (calibration questions, test questions), from any policy's rows."""
+    out: dict[tuple, tuple[float, float]] = {}
+    for fr in frontiers.values():
+        if {"n_cal", "n_test"} <= set(fr.columns):
+            for seed, split, n_cal, n_test in zip(fr["seed"], fr["split"], fr["n_cal"], fr["n_test"]):
+                out.setdefault((int(seed), int(split)), (float(n_cal), float(n_test)))
+    return out
+
+
+def _arm_names(records: list[JobRecord]) -> dict[str, str]:
+    """The fixed decisions named by their arms ("always keep", "always hybrid"), as the jobs of a
+    cell logged them; the generic names where they did not."""
+    base, extra = next((r.arms for r in records if all(r.arms)), ("", ""))
+    return {"always_keep": f"always {base}", "always_extra": f"always {extra}"} if base and extra else {}
 
 
 def _reference_choice(labels: list[str], cal_by_unit: dict, test_utility: dict[str, float]) -> ReferenceChoice:
@@ -202,24 +223,43 @@ def _reference_choice(labels: list[str], cal_by_unit: dict, test_utility: dict[s
     return ReferenceChoice.one(test_utility, labels, "test (optimistic)")
 
 
-def _chosen_rows(choice: ReferenceChoice, have: dict[str, pd.DataFrame]) -> pd.DataFrame | None:
-    """The per-question decisions of the per-split choice: in each (seed, split), the rows of
-    the policy that split chose (None when one of them logged no decisions)."""
-    parts = []
-    for unit, label in sorted(choice.by_unit.items()):
-        rows = have.get(label)
-        if rows is None:
-            return None
-        mask = np.ones(len(rows), dtype=bool)
-        for key, value in zip(choice.keys, unit):
-            mask &= rows[key].to_numpy() == value
-        parts.append(rows[mask])
-    return pd.concat(parts, ignore_index=True) if parts else None
+def _router_comparisons(r0: dict, choice: ReferenceChoice, have: dict, vs_fixed: list, *, alpha: float,
+                        power: float, margin: float, seed: int, sizes: dict, arm_names: dict) -> None:
+    """The router of one budget (the calibration choice, and every equally valid choice where a
+    split's choice was a tie: ``verdict_stats.tie_alternatives``) and the best rule at the
+    budget (``verdict_stats.oracle_rows``, role "oracle") against the fixed decisions, appended
+    to ``vs_fixed`` with the router's usage, splits and the splits that overspent the budget."""
+    from harness.protocols.verdict_stats import fixed_comparisons, oracle_rows, overspent, tie_alternatives
+
+    where = {"cell": r0["cell"], "cost": float(r0["cost"]), "budget": float(r0["budget"]), "policy": choice.name,
+             "alpha": alpha}
+    alternatives, count = tie_alternatives(choice, have)
+    if alternatives is None:
+        if count:
+            vs_fixed.append({**where, "role": "ties", "alternatives": count})
+        return
+    chosen = alternatives[0][1]
+    units = chosen.groupby(list(UNIT_KEYS))["prob"].mean()
+    n_cal = [sizes.get(tuple(int(v) for v in u), (math.nan, math.nan))[0] for u in units.index]
+    n_test = chosen.groupby(list(UNIT_KEYS))["qid"].size().to_numpy(dtype=float)
+    usage = {"router_usage": float(units.mean()), "router_splits": len(units),
+             "router_violations": int(np.sum(units.to_numpy(dtype=float) > float(r0["budget"]) + 1e-12)),
+             "router_overspent": int(np.sum(overspent(units.to_numpy(dtype=float), float(r0["budget"]), n_cal, n_test))),
+             "alternatives": count}
+    cost = float(r0["cost"])
+    for i, (name, rows) in enumerate(alternatives):
+        for c in fixed_comparisons(rows, cost, alpha=alpha, power=power, margin=margin, seed=seed):
+            vs_fixed.append({**where, "role": "router", "alternative": i, "router": name, **usage, **c,
+                             "arm_name": arm_names.get(c["arm"], c["arm"])})
+    for c in fixed_comparisons(oracle_rows(chosen, float(r0["budget"]), cost), cost, alpha=alpha, power=power,
+                               margin=margin, seed=seed):
+        vs_fixed.append({**where, "role": "oracle", "router": "oracle", **c, "arm_name": arm_names.get(c["arm"], c["arm"])})
 
 
 def _test_budget(rows: list[dict], decisions: dict[str, pd.DataFrame | None], oracles: set[str], *,
                  n_boot: int, seed: int, alpha: float, power: float, margin: float = 0.01,
-                 cal_by_unit: dict | None = None, vs_fixed: list | None = None) -> None:
+                 cal_by_unit: dict | None = None, vs_fixed: list | None = None,
+                 sizes_by_unit: dict | None = None, arm_names: dict | None = None) -> None:
     """Choose the reference among ``rows`` (one budget of one cell) and fill in the paired
     test of every other row, in place; the reference (and any router tied with it) against the
     fixed decisions goes to ``vs_fixed`` (``harness.protocols.verdict.fixed_comparisons``)."""
@@ -246,23 +286,8 @@ def _test_budget(rows: list[dict], decisions: dict[str, pd.DataFrame | None], or
         reason += f" for the reference {choice.name}"
     groups = frame["doc_id"].astype(str).to_numpy() if frame is not None else None
     if vs_fixed is not None and rows:
-        from harness.protocols.verdict import fixed_comparisons
-
-        r0 = rows[0]
-        routers = {label: have[label] for label in [ref, *choice.tied_labels] if label in have} if ref else {}
-        extra: dict = {}
-        if ref is None:  # the splits chose differently: the router is that choice, split by split
-            chosen = _chosen_rows(choice, have)
-            routers = {choice.name: chosen} if chosen is not None else {}
-            if chosen is not None:  # its usage and violations, as the table's rows count them (per split)
-                unit_usage = chosen.groupby(list(UNIT_KEYS))["prob"].mean().to_numpy(dtype=float)
-                extra = {"router_usage": float(unit_usage.mean()), "router_splits": len(unit_usage),
-                         "router_violations": int(np.sum(unit_usage > float(r0["budget"]) + 1e-12))}
-        for router, router_rows in routers.items():
-            for c in fixed_comparisons(router_rows, float(r0["cost"]), alpha=alpha, power=power, margin=margin,
-                                       seed=seed):
-                vs_fixed.append({"cell": r0["cell"], "cost": float(r0["cost"]), "budget": float(r0["budget"]),
-                                 "policy": router, "alpha": alpha, **extra, **c})
+        _router_comparisons(rows[0], choice, have, vs_fixed, alpha=alpha, power=power, margin=margin, seed=seed,
+                            sizes=sizes_by_unit or {}, arm_names=arm_names or {})
     outcomes = probs = None
     if frame is not None:  # the expected outcome (utility + cost * run probability): to tell a cost alone
         outcomes, _ = pair_frame({p: d.assign(outcome=d["base"] + d["prob"] * (d["extra"] - d["base"]))
@@ -288,7 +313,10 @@ def _test_budget(rows: list[dict], decisions: dict[str, pd.DataFrame | None], or
                                   n_questions=int(frame["qid"].nunique()), margin=margin)
         r.update(diff_vs_ref=float(d.mean()), **{k: stats[k] for k in (
             "ci_low", "ci_high", "p", "mdd", "max_diff", "detectable", "discordant_docs", "discordant_questions",
-            "plan_questions", "plan_docs", "p_better", "equivalent")})
+            "plan_questions", "plan_docs", "p_better", "equivalent")}, questions=int(frame["qid"].nunique()))
+        if not stats["same"] and label not in oracles:  # for the interval and plan at the table's level
+            r["_data"] = (d, o if stats["discordant_questions"] else d, groups, int(frame["qid"].nunique()), margin,
+                          power)
         notes = []
         if label in oracles:
             r["p"] = math.nan  # an upper bound is shown, not tested
@@ -336,14 +364,27 @@ def _mark_over_the_table(rows: list[dict], alpha: float) -> None:
         if r.get("_hypothesis"):
             groups.setdefault(r["_hypothesis"], []).append(r)
     keys = list(groups)
-    adjusted = holm_adjust([max(r["p"] for r in groups[k]) for k in keys])
-    for key, p in zip(keys, adjusted):
+    adjusted, levels = stepdown_levels([max(r["p"] for r in groups[k]) for k in keys], alpha=alpha)
+    for key, p, level in zip(keys, adjusted, levels):
         for r in groups[key]:
             r["p_holm_table"] = float(p)
-            if p < alpha:
-                r["mark"] = ">" if r["diff_vs_ref"] > 0 else "<"
-            else:
-                r["mark"] = "="
+            r["mark"] = ("<" if r["diff_vs_ref"] < 0 else ">") if p < alpha else "="
+            _at_level(r, float(level))
+
+
+def _at_level(r: dict, level: float) -> None:
+    """A row's interval, equivalence and plan at the level its mark was decided at (the table's
+    Holm step, ``verdict_stats.stepdown_levels``): the interval excludes 0 exactly when the mark
+    is "<" or ">"; the TOST interval at 1 - 2 level; the plan at that level."""
+    r["level"] = level
+    if "_data" not in r:
+        return
+    d, basis, groups, n_q, margin, power = r.pop("_data")
+    r["ci_low"], r["ci_high"] = sign_flip_interval(d, groups, alpha=level, p_at_zero=r["p"])
+    lo, hi = equivalence_interval(d, groups, alpha=level, p_at_zero=r["p"])
+    r["equivalent"] = bool(math.isfinite(lo) and math.isfinite(hi) and -margin < lo and hi < margin)
+    plan = sample_size_plan(basis, groups, alpha=level, power=power, n_questions=n_q)
+    r["plan_questions"], r["plan_docs"] = plan["questions"], plan["docs"]
 
 
 def decision_table(
@@ -355,6 +396,8 @@ def decision_table(
     power: float = 0.8,
     not_deployable: tuple[str, ...] = NOT_DEPLOYABLE,
     margin: float = 0.01,
+    fraction: float = 0.5,
+    frontier: str = "deployable",
 ) -> pd.DataFrame:
     """The decision table of a sweep's jobs (module docstring): one row per cell, policy and
     budget, plus one per fixed decision and cell; columns ``COLUMNS``. Within a cell and budget
@@ -393,15 +436,19 @@ def decision_table(
                 if at.empty:
                     continue
                 kind = "oracle" if label in oracles else "deployable"
-                rows.append(_budget_row(cell, cost, budget, label, kind, at))
+                rows.append(_budget_row(cell, cost, budget, label, kind, at, frontier))
                 if kind == "deployable":
                     at_budget[label] = at
                 dec = decisions_all[label]
                 if dec is not None:
-                    dec = dec[(dec["frontier"] == "deployable") & (dec["budget"].astype(float).round(BUDGET_DIGITS) == budget)]
+                    dec = dec[(dec["frontier"] == frontier) & (dec["budget"].astype(float).round(BUDGET_DIGITS) == budget)]
                 decisions[label] = dec
+            first = len(vs_fixed)
             _test_budget(rows, decisions, oracles, n_boot=n_boot, seed=seed, alpha=alpha, power=power, margin=margin,
-                         cal_by_unit=calibration_by_unit(at_budget), vs_fixed=vs_fixed)
+                         cal_by_unit=calibration_by_unit(at_budget, frontier), vs_fixed=vs_fixed,
+                         sizes_by_unit=sizes_by_unit(at_budget), arm_names=_arm_names(members))
+            for c in vs_fixed[first:]:  # the cell's verdict settings travel with its comparisons
+                c.update(margin=margin, fraction=fraction, power=power)
             ref = rows[0]["reference"] if rows else ""
             rows.sort(key=lambda r: (r["policy"] != ref, r["kind"] == "oracle", -r["utility"], r["policy"]))
             out += rows
@@ -410,7 +457,8 @@ def decision_table(
     _mark_over_the_table(out, alpha)
     table = pd.DataFrame(out, columns=list(COLUMNS))
     # the router chosen at each budget against the fixed decisions: the verdicts (harness.protocols.verdict)
-    table.attrs.update(alpha=alpha, n_boot=n_boot, power=power, margin=margin, fixed_comparisons=vs_fixed)
+    table.attrs.update(alpha=alpha, n_boot=n_boot, power=power, margin=margin, fraction=fraction, frontier=frontier,
+                       fixed_comparisons=Comparisons(vs_fixed))
     return table
 
 
@@ -424,7 +472,10 @@ def open_comparisons(table: pd.DataFrame) -> list[dict]:
         for r in rows.itertuples():
             out.append({"where": f"{r.policy} vs {r.reference} at {_cell_title(cell, cost)}, rho={float(r.budget):g}",
                         "detectable": bool(r.detectable), "questions": float(r.plan_questions),
-                        "docs": float(r.plan_docs), "capped": False, "alpha": alpha, "power": power})
+                        "docs": float(r.plan_docs), "capped": False,
+                        "alpha": float(r.level) if r.level == r.level else alpha, "power": power,
+                        "protocol": "protocol B", "unit": "questions of the test halves", "share": 1.0,
+                        "have": int(r.questions) if r.questions == r.questions else 0})
     return out
 
 
@@ -497,7 +548,8 @@ def legend(table: pd.DataFrame) -> str:
         "chosen before any test outcome) | =: cannot be told apart | "
         f"< >: worse / better than ref (paired by question, sign-flip by document, Holm alpha {alpha} over the "
         "table's budgets x policies, a comparison whose decisions no cost changes counted once) | "
-        "policy - ref > 0: better | ub: oracle, upper bound, not tested | fixed: one arm everywhere, a reference"
+        "policy - ref > 0: better, its interval at the level its mark was decided at (level) | ub: oracle, upper "
+        "bound, not tested | fixed: one arm everywhere, a reference"
     )
 
 
@@ -595,7 +647,8 @@ HEADERS = {
     "outcome_sd": "outcome sd", "usage": "usage", "usage_sd": "usage sd", "violation_rate": "violation rate",
     "random_utility": "random utility (matched usage)", "oracle_utility": "oracle utility (matched usage)",
     "exact_utility": "exact-frontier utility", "exact_utility_sd": "exact-frontier utility sd",
-    "diff_vs_ref": "policy - ref", "ci_low": "CI low (sign-flip)", "ci_high": "CI high (sign-flip)", "p": "p",
+    "diff_vs_ref": "policy - ref", "ci_low": "CI low (sign-flip)", "ci_high": "CI high (sign-flip)",
+    "level": "interval level (Holm step)", "questions": "questions tested", "p": "p",
     "p_holm": "Holm p (budget)", "p_holm_table": "Holm p (whole table)", "mdd": "MDD", "max_diff": "largest showable difference", "detectable": "detectable",
     "discordant_docs": "discordant documents", "discordant_questions": "discordant questions",
     "plan_questions": "questions for the power", "plan_docs": "documents for the power",

@@ -84,6 +84,14 @@ def cell_margin(members: list, margin: float = 0.01) -> float:
     return float(params.get("protocol.equivalence_margin", margin))
 
 
+def cell_verdict_settings(members: list) -> tuple[float, str]:
+    """The cell's ``protocol.equivalence_fraction`` and ``protocol.verdict_frontier`` (the
+    defaults where not logged)."""
+    params = members[0].params if members else {}
+    return (float(params.get("protocol.equivalence_fraction", 0.5)),
+            str(params.get("protocol.verdict_frontier", "deployable")))
+
+
 def _cell_key(params: dict[str, str]) -> tuple:
     return tuple(
         sorted(
@@ -208,6 +216,7 @@ def decision_records(runs: list[SweepJob]) -> list:
                     frontiers=frontiers,
                     decisions=r.table(BUDGET_DECISIONS_ARTIFACT),
                     cell=cell,
+                    arms=(str(r.params.get("arms.base", "")), str(r.params.get("arms.extra", ""))),
                 )
             )
     return records
@@ -217,6 +226,7 @@ def sweep_decision_table(runs: list[SweepJob], *, n_boot: int = 1000, alpha: flo
     """The decision table of a sweep's runs (``harness.protocols.decision_table.decision_table``), each
     cell tested at its own runs' ``protocol.alpha`` and ``protocol.power``."""
     from harness.protocols.decision_table import decision_table
+    from harness.protocols.verdict_stats import Comparisons
 
     # cells named over the whole sweep (a sweep over protocol.alpha has a cell per level), then
     # tested in groups of one setting
@@ -224,17 +234,19 @@ def sweep_decision_table(runs: list[SweepJob], *, n_boot: int = 1000, alpha: flo
     by_setting: dict[tuple[float, float, float], list] = {}
     for rec in decision_records(runs):
         members = cells[rec.cell]
-        by_setting.setdefault((*cell_test_settings(members, alpha), cell_margin(members)), []).append(rec)
+        key = (*cell_test_settings(members, alpha), cell_margin(members), *cell_verdict_settings(members))
+        by_setting.setdefault(key, []).append(rec)
     tables = []
-    for (a, pw, mg), records in sorted(by_setting.items()):
-        tables.append(decision_table(records, n_boot=n_boot, alpha=a, power=pw, margin=mg))
+    for (a, pw, mg, fraction, frontier), records in sorted(by_setting.items()):
+        tables.append(decision_table(records, n_boot=n_boot, alpha=a, power=pw, margin=mg, fraction=fraction,
+                                     frontier=frontier))
     if not tables:
         tables.append(decision_table([], n_boot=n_boot, alpha=alpha))
     if len(tables) == 1:
         return tables[0]
     table = pd.concat(tables, ignore_index=True)
     table.attrs.update(alpha="per cell (protocol.alpha)", n_boot=n_boot,
-                       fixed_comparisons=[c for t in tables for c in t.attrs.get("fixed_comparisons", [])])
+                       fixed_comparisons=Comparisons(c for t in tables for c in t.attrs.get("fixed_comparisons", [])))
     return table
 
 
@@ -270,6 +282,7 @@ def sweep_comparisons(runs: list[SweepJob], *, n_boot: int = 1000, alpha: float 
         except HarnessError as exc:
             out.append(CellComparison(name, None, str(exc)))
             continue
+        table.attrs["share"] = 1.0 - float(members[0].params.get("protocol.dev_frac", 0.8))  # held-out share
         out.append(CellComparison(name, table, alpha=cell_alpha))
     return out
 

@@ -27,7 +27,7 @@ def _record(policy, base, extra, prob, cal, *, budget=0.25, cost=0.0, violated=F
                               "prob": prob, "base": base, "extra": extra, "utility": utility, "oracle": False})
     common = {"split": 0, "budget": budget, "fixed": False, "realized_usage": prob.mean(), "violated": violated,
               "outcome": (utility + cost * prob).mean(), "utility": utility.mean(), "random_matched": 0.5,
-              "oracle_matched": 0.9}
+              "oracle_matched": 0.9, "n_cal": len(DOCS), "n_test": len(DOCS)}
     frontiers = pd.DataFrame([{**common, "frontier": "exact", "cal_utility": math.nan},
                               {**common, "frontier": "deployable", "cal_utility": cal}])
     return JobRecord(policy, 0, cost, frontiers, decisions, cell=cell or f"cost.c={cost:g}")
