@@ -201,15 +201,18 @@ def test_interval_inverts_the_test_and_the_budget_lines_plan(protocol_records):
     d, docs = _paired_diffs(records, "random", row.reference, 0.05, 0.25)
     assert len(d) == 2 * 3 * 80  # seeds x splits x test-half questions
     assert row.diff_vs_ref == pytest.approx(d.mean())  # policy - reference
-    lo, hi = paired.sign_flip_interval(d, docs, alpha=0.05, seed=0)
+    # the interval inverts the test at the level the row's mark was decided at (its Holm step over
+    # the whole table): it excludes 0 exactly when the table-wide Holm p < alpha
+    assert 0 < row.level <= 0.05
+    lo, hi = paired.sign_flip_interval(d, docs, alpha=row.level, seed=0)
     assert row.ci_low == pytest.approx(lo) and row.ci_high == pytest.approx(hi)
-    assert (row.ci_low <= 0 <= row.ci_high) == (row.p >= 0.05)  # the interval agrees with the test
+    assert (row.ci_low <= 0 <= row.ci_high) == (row.p_holm_table >= 0.05)
     assert row.mdd == pytest.approx(stats.min_detectable_difference(d, docs))
     assert row.max_diff == pytest.approx(paired.max_showable_difference(d, docs))
     # the plan rests on the expected outcomes (rescues and harms, not the cost) and converts
     # documents to questions by the distinct questions per document (160 on 40)
     outcome, _ = _paired_diffs(records, "random", row.reference, 0.05, 0.25, outcome=True)
-    plan = paired.sample_size_plan(outcome, docs, n_questions=160)
+    plan = paired.sample_size_plan(outcome, docs, alpha=row.level, n_questions=160)
     assert row.plan_docs == plan["docs"] and row.plan_questions == math.ceil(plan["docs"] * 160 / 40)
     # one line per budget of the cell, in the console text and at the sweep's end
     part = table[table.cost == 0.05]

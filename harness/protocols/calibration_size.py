@@ -55,8 +55,6 @@ class SplitScores:
 def check_cal_sizes(sizes) -> tuple[int, ...]:
     """``budget.cal_sizes`` as a tuple of ints (empty: off); ConfigError naming the key (and the
     entry) otherwise. A size must be an integer >= 2 (one question has no quantile to speak of)."""
-    from harness.config import _in_range
-
     if sizes is None:
         return ()
     if isinstance(sizes, (str, bytes, int, float)) or not hasattr(sizes, "__iter__"):
@@ -66,7 +64,9 @@ def check_cal_sizes(sizes) -> tuple[int, ...]:
     if len(sizes) > MAX_CAL_SIZES:
         raise ConfigError("budget.cal_sizes", f"has {len(sizes)} sizes; at most {MAX_CAL_SIZES}")
     for i, n in enumerate(sizes):
-        _in_range(f"budget.cal_sizes[{i}]", n, 2, MAX_CAL_SIZE, integer=True)
+        whole = isinstance(n, (int, float)) and not isinstance(n, bool) and math.isfinite(n) and float(n).is_integer()
+        if not (whole and 2 <= n <= MAX_CAL_SIZE):
+            raise ConfigError(f"budget.cal_sizes[{i}]", f"must be an integer in [2, {MAX_CAL_SIZE}], got {n!r}")
         if n in sizes[:i]:
             raise ConfigError(f"budget.cal_sizes[{i}]", f"size {n} appears twice")
     return tuple(int(n) for n in sizes)

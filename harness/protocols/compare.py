@@ -292,7 +292,7 @@ def compare_with_reference(
         if details[label]["same"]:
             continue
         plan = _at_level(out, i, *data[label], groups, float(out.at[i, "level"]), margin, power,
-                         int(frame["qid"].nunique()))
+                         int(frame["qid"].nunique()), seed)
         details[label].update(plan_capped=plan["capped"], plan_why=plan["why"])
     out.loc[out["policy"].isin(not_deployable), "p"] = math.nan  # an upper bound is not tested
     where = choice.source.split()[0]
@@ -405,11 +405,11 @@ def conclusion(table: pd.DataFrame, where: str, alpha: float, power: float | Non
 
 
 def _at_level(out: pd.DataFrame, i: int, d, basis, groups, level: float, margin: float, power: float,
-              n_questions: int) -> dict:
+              n_questions: int, seed: int) -> dict:
     """Row ``i``'s interval, equivalence and plan at ``level``, the Holm step it was decided at
     (``verdict_stats.stepdown_levels``): its interval excludes 0 exactly when its Holm p < alpha."""
-    lo, hi = sign_flip_interval(d, groups, alpha=level, p_at_zero=float(out.at[i, "p"]))
-    t_lo, t_hi = equivalence_interval(d, groups, alpha=level, p_at_zero=float(out.at[i, "p"]))
+    lo, hi = sign_flip_interval(d, groups, alpha=level, p_at_zero=float(out.at[i, "p"]), seed=seed)
+    t_lo, t_hi = equivalence_interval(d, groups, alpha=level, p_at_zero=float(out.at[i, "p"]), seed=seed)
     plan = sample_size_plan(basis, groups, alpha=level, power=power, n_questions=n_questions)
     out.loc[i, ["ci_low", "ci_high", "plan_questions", "plan_docs"]] = [lo, hi, plan["questions"], plan["docs"]]
     out.at[i, "equivalent"] = bool(math.isfinite(t_lo) and math.isfinite(t_hi) and -margin < t_lo and t_hi < margin)

@@ -316,7 +316,7 @@ def _test_budget(rows: list[dict], decisions: dict[str, pd.DataFrame | None], or
             "plan_questions", "plan_docs", "p_better", "equivalent")}, questions=int(frame["qid"].nunique()))
         if not stats["same"] and label not in oracles:  # for the interval and plan at the table's level
             r["_data"] = (d, o if stats["discordant_questions"] else d, groups, int(frame["qid"].nunique()), margin,
-                          power)
+                          power, seed)
         notes = []
         if label in oracles:
             r["p"] = math.nan  # an upper bound is shown, not tested
@@ -379,9 +379,9 @@ def _at_level(r: dict, level: float) -> None:
     r["level"] = level
     if "_data" not in r:
         return
-    d, basis, groups, n_q, margin, power = r.pop("_data")
-    r["ci_low"], r["ci_high"] = sign_flip_interval(d, groups, alpha=level, p_at_zero=r["p"])
-    lo, hi = equivalence_interval(d, groups, alpha=level, p_at_zero=r["p"])
+    d, basis, groups, n_q, margin, power, seed = r.pop("_data")
+    r["ci_low"], r["ci_high"] = sign_flip_interval(d, groups, alpha=level, p_at_zero=r["p"], seed=seed)
+    lo, hi = equivalence_interval(d, groups, alpha=level, p_at_zero=r["p"], seed=seed)
     r["equivalent"] = bool(math.isfinite(lo) and math.isfinite(hi) and -margin < lo and hi < margin)
     plan = sample_size_plan(basis, groups, alpha=level, power=power, n_questions=n_q)
     r["plan_questions"], r["plan_docs"] = plan["questions"], plan["docs"]
@@ -448,7 +448,7 @@ def decision_table(
                          cal_by_unit=calibration_by_unit(at_budget, frontier), vs_fixed=vs_fixed,
                          sizes_by_unit=sizes_by_unit(at_budget), arm_names=_arm_names(members))
             for c in vs_fixed[first:]:  # the cell's verdict settings travel with its comparisons
-                c.update(margin=margin, fraction=fraction, power=power)
+                c.update(margin=margin, fraction=fraction, power=power, seed=seed)
             ref = rows[0]["reference"] if rows else ""
             rows.sort(key=lambda r: (r["policy"] != ref, r["kind"] == "oracle", -r["utility"], r["policy"]))
             out += rows

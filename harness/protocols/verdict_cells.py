@@ -123,12 +123,13 @@ class CellTest:
         self.hyps["diff"] = (diff_key, max(_direction_p(cs) for cs in self.alts), ("router", diff_key))
         eq = []
         for cs in self.alts:
-            ps = [0.0 if c["same"] else tost_p(c["data"][0], c["data"][2], self.margins.get(c["arm"], m)) for c in cs]
+            ps = [0.0 if c["same"] else tost_p(c["data"][0], c["data"][2], self.margins.get(c["arm"], m),
+                                                       seed=c.get("seed", 0)) for c in cs]
             eq.append(min(1.0, len(cs) * min(ps)))
         self.hyps["eq"] = (("eq", diff_key, tuple(sorted(self.margins.items()))), max(eq), ("router", diff_key))
         if self.oracle:
             best = min(self.oracle.values(), key=lambda o: float(o["diff"]))  # the best fixed decision
-            p = 0.0 if best["same"] else tost_p(best["data"][0], best["data"][2], m)
+            p = 0.0 if best["same"] else tost_p(best["data"][0], best["data"][2], m, seed=best.get("seed", 0))
             self.hyps["room"] = (("room", best["key"], m), p, ("oracle", best["key"]))
 
     def keys(self) -> list:
@@ -181,9 +182,9 @@ class CellTest:
 
     def _numbers(self, c: dict, lvl: float) -> tuple[float, float]:
         lo, hi = (0.0, 0.0) if c["same"] else sign_flip_interval(c["data"][0], c["data"][2], alpha=lvl,
-                                                                  p_at_zero=c["p"])
+                                                                  p_at_zero=c["p"], seed=c.get("seed", 0))
         o = self.oracle.get(c["arm"])
-        self.row.update(arm=arm_name(c), diff=c["diff"], diff_outcome=c["diff_outcome"], diff_cost=c["diff_cost"],
+        self.row.update(arm=arm_name(c), equivalent=False, diff=c["diff"], diff_outcome=c["diff_outcome"], diff_cost=c["diff_cost"],
                         ci_low=lo, ci_high=hi, margin=self.margins.get(c["arm"], self.setting.margin),
                         headroom=float(o["diff"]) if o else math.nan, dataset_questions=c["n_questions"])
         return lo, hi
@@ -217,7 +218,8 @@ class CellTest:
         if best["same"]:
             lo = hi = 0.0
         else:
-            lo, hi = equivalence_interval(best["data"][0], best["data"][2], alpha=lvl, p_at_zero=best["p"])
+            lo, hi = equivalence_interval(best["data"][0], best["data"][2], alpha=lvl, p_at_zero=best["p"],
+                                          seed=best.get("seed", 0))
             if not (math.isfinite(lo) and math.isfinite(hi) and -m < lo and hi < m):
                 return False
         self._numbers(self._decisive(self.alts[0], "open"), self.row.get("level", lvl))
@@ -240,7 +242,8 @@ class CellTest:
                 if c["same"]:
                     hit = (c, 0.0, 0.0, m)
                     break
-                lo, hi = equivalence_interval(c["data"][0], c["data"][2], alpha=lvl, p_at_zero=c["p"])
+                lo, hi = equivalence_interval(c["data"][0], c["data"][2], alpha=lvl, p_at_zero=c["p"],
+                                              seed=c.get("seed", 0))
                 if math.isfinite(lo) and math.isfinite(hi) and -m < lo and hi < m:
                     hit = (c, lo, hi, m)
                     break
