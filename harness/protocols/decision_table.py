@@ -223,6 +223,21 @@ def _reference_choice(labels: list[str], cal_by_unit: dict, test_utility: dict[s
     return ReferenceChoice.one(test_utility, labels, "test (optimistic)")
 
 
+def _choice_rows(choice: ReferenceChoice, have: dict[str, pd.DataFrame]) -> pd.DataFrame | None:
+    """The per-question decisions of the calibration choice: in each unit, the rows of the
+    label that unit chose (None when one of them logged no decisions)."""
+    parts = []
+    for unit, label in sorted(choice.by_unit.items()):
+        rows = have.get(label)
+        if rows is None:
+            return None
+        mask = np.ones(len(rows), dtype=bool)
+        for key, value in zip(choice.keys, unit):
+            mask &= rows[key].to_numpy() == value
+        parts.append(rows[mask])
+    return pd.concat(parts, ignore_index=True) if parts else None
+
+
 def _router_comparisons(r0: dict, choice: ReferenceChoice, have: dict, vs_fixed: list, *, alpha: float,
                         power: float, margin: float, seed: int, sizes: dict, arm_names: dict) -> None:
     """The router of one budget (the calibration choice, and every equally valid choice where a
@@ -233,19 +248,20 @@ def _router_comparisons(r0: dict, choice: ReferenceChoice, have: dict, vs_fixed:
 
     where = {"cell": r0["cell"], "cost": float(r0["cost"]), "budget": float(r0["budget"]), "policy": choice.name,
              "alpha": alpha}
-    alternatives, count = tie_alternatives(choice, have)
-    if alternatives is None:
-        if count:
-            vs_fixed.append({**where, "role": "ties", "alternatives": count})
+    chosen = _choice_rows(choice, have)
+    if chosen is None:
         return
-    chosen = alternatives[0][1]
     units = chosen.groupby(list(UNIT_KEYS))["prob"].mean()
     n_cal = [sizes.get(tuple(int(v) for v in u), (math.nan, math.nan))[0] for u in units.index]
     n_test = chosen.groupby(list(UNIT_KEYS))["qid"].size().to_numpy(dtype=float)
+    alternatives, count = tie_alternatives(choice, have)
     usage = {"router_usage": float(units.mean()), "router_splits": len(units),
              "router_violations": int(np.sum(units.to_numpy(dtype=float) > float(r0["budget"]) + 1e-12)),
              "router_overspent": int(np.sum(overspent(units.to_numpy(dtype=float), float(r0["budget"]), n_cal, n_test))),
              "alternatives": count}
+    if alternatives is None:  # too many to test: only the room claim can still be decided
+        vs_fixed.append({**where, "role": "ties", **usage})
+        alternatives = []
     cost = float(r0["cost"])
     for i, (name, rows) in enumerate(alternatives):
         for c in fixed_comparisons(rows, cost, alpha=alpha, power=power, margin=margin, seed=seed):

@@ -39,7 +39,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from harness.protocols.verdict_cells import COLUMNS, CellTest, Setting, _interval, decide_all
+from harness.protocols.verdict_cells import COLUMNS, CellTest, Setting, _interval, _num, decide_all
 from harness.protocols.verdict_stats import FIXED_ARMS, fixed_comparisons  # noqa: F401  (re-exported)
 
 WIDTH = 100  # the console's line width
@@ -136,11 +136,13 @@ def _g(x: float) -> str:
 
 def _console_row(r) -> list[str]:
     d = r._asdict()
-    diff = "" if not math.isfinite(float(r.diff)) else (
-        f"{float(r.diff):+.3f} {_interval(r.ci_low, r.ci_high)}" if math.isfinite(float(r.ci_low))
-        else f"{float(r.diff):+.3f}")
+    x = float(r.diff)
+    diff = "" if not math.isfinite(x) else ("+" if x >= 0 else "") + _num(x)
+    if diff and math.isfinite(float(r.ci_low)):
+        diff += f" {_interval(r.ci_low, r.ci_high)}"
     level = f"{float(r.level):.2g}" if math.isfinite(float(r.level)) else ""
-    over = "" if not r.splits else f"{int(r.overspent)} of {int(r.splits)}" + (" !" if r.flag else "")
+    known = all(math.isfinite(float(x)) for x in (r.splits, r.overspent)) and r.splits
+    over = f"{int(r.overspent)} of {int(r.splits)}" + (" !" if r.flag else "") if known else ""
     return [_g(r.cost), _g(r.budget), short_verdict(d), diff, level,
             "" if not math.isfinite(float(r.usage)) else f"{float(r.usage):.2f}", over]
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from harness.paired import equivalence_interval, sample_size_plan, sign_flip_interval
-from harness.protocols.verdict_stats import stepdown_levels, tost_p
+from harness.protocols.verdict_stats import MAX_TIE_ALTERNATIVES, stepdown_levels, tost_p
 
 COLUMNS = (
     "cost", "budget", "kind", "verdict", "policy", "chosen", "arm", "diff", "diff_outcome", "diff_cost", "ci_low",
@@ -95,10 +95,6 @@ class CellTest:
         if router["overspent"] * 2 > router["splits"] > 0:
             row["flag"] = f"overspends the budget beyond sampling error in {router['overspent']} of {router['splits']} splits"
         ties = next((c for c in comps if c.get("role") == "ties"), None)
-        if ties is not None:
-            row.update(kind="cannot tell", verdict=f"cannot tell ({router['policy']}): the calibration choice ties in "
-                                                   f"{ties['alternatives']} ways, more than are tested")
-            return cell
         by_alt: dict[int, list[dict]] = {}
         for c in comps:
             if c.get("role", "router") == "router" and _fits(c, budget):
@@ -106,6 +102,13 @@ class CellTest:
             elif c.get("role") == "oracle" and _fits(c, budget):
                 cell.oracle[c["arm"]] = c
         cell.alts = [by_alt[i] for i in sorted(by_alt)]
+        if ties is not None:  # too many equally valid routers to test: only "no room" can be decided
+            row.update(kind="cannot tell", verdict=f"cannot tell ({router['policy']}): the calibration choice ties in "
+                                                   f"{ties['alternatives']} ways, more than the {MAX_TIE_ALTERNATIVES} "
+                                                   "that are tested")
+            row["note"] = f"the calibration choice tied in {ties['alternatives']} ways: too many to test each"
+            cell._room_hypothesis()
+            return cell
         if not cell.alts:
             row.update(kind="cannot tell", verdict=f"cannot tell ({router['policy']}): no per-question decisions")
             return cell
@@ -127,6 +130,11 @@ class CellTest:
                                                        seed=c.get("seed", 0)) for c in cs]
             eq.append(min(1.0, len(cs) * min(ps)))
         self.hyps["eq"] = (("eq", diff_key, tuple(sorted(self.margins.items()))), max(eq), ("router", diff_key))
+        self._room_hypothesis()
+
+    def _room_hypothesis(self) -> None:
+        """The claim that even the oracle is within the margin of the best fixed decision."""
+        m = self.setting.margin
         if self.oracle:
             best = min(self.oracle.values(), key=lambda o: float(o["diff"]))  # the best fixed decision
             p = 0.0 if best["same"] else tost_p(best["data"][0], best["data"][2], m, seed=best.get("seed", 0))
@@ -140,6 +148,11 @@ class CellTest:
     def decide(self, adjusted: dict, levels: dict, alpha: float) -> None:
         """The verdict from the family's adjusted p (``adjusted``) and levels, in place."""
         if not self.hyps:
+            return
+        if not self.alts:  # a tie too wide to test: only the room claim
+            room = self.hyps["room"]
+            if adjusted[room[0]] < alpha:
+                self._room(levels[room[0]])
             return
         key = self.hyps["diff"][0]
         p_adj, lvl = adjusted[key], levels[key]
@@ -222,7 +235,10 @@ class CellTest:
                                           seed=best.get("seed", 0))
             if not (math.isfinite(lo) and math.isfinite(hi) and -m < lo and hi < m):
                 return False
-        self._numbers(self._decisive(self.alts[0], "open"), self.row.get("level", lvl))
+        if self.alts:
+            self._numbers(self._decisive(self.alts[0], "open"), self.row.get("level", lvl))
+        else:  # a tie too wide to test: the oracle's claim is the only one decided
+            self.row.update(level=lvl, arm=arm_name(best), headroom=float(best["diff"]))
         gain = (f"the oracle itself makes {arm_name(best)}'s decisions" if best["same"] else
                 f"even the oracle gains only {_num(float(best['diff']))} {_interval(lo, hi)} over {arm_name(best)}, "
                 f"within +-{m:g} at level {lvl:.2g}")
