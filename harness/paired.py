@@ -435,7 +435,7 @@ def interval_words(c: dict, alpha: float) -> str:
     """The interval of ``c`` in words, or that there is none."""
     if not (math.isfinite(c["ci_low"]) and math.isfinite(c["ci_high"])):
         return "no informative interval (too few documents for the sign-flip test to reject any difference)"
-    return f"{1 - alpha:.0%} interval [{_num(c['ci_low'])}, {_num(c['ci_high'])}] (inverted sign-flip test)"
+    return f"{(1 - alpha) * 100:.4g}% interval [{_num(c['ci_low'])}, {_num(c['ci_high'])}] (inverted sign-flip test)"
 
 
 def plan_words(c: dict, alpha: float, power: float) -> str:
@@ -444,7 +444,7 @@ def plan_words(c: dict, alpha: float, power: float) -> str:
         return f"no sample-size plan: {c['plan_why']}"
     more = "more than " if c["plan_capped"] else "about "
     return (f"{more}{int(c['plan_questions'])} questions ({int(c['plan_docs'])} documents) for "
-            f"{power:.0%} power at alpha {alpha:g}")
+            f"{power:.0%} power at alpha {alpha:.2g}")
 
 
 def resolution_words(c: dict, alpha: float, power: float) -> str:

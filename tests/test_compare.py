@@ -190,4 +190,4 @@ def test_a_cost_alone_is_named_and_the_conclusion_line_plans():
     assert line.startswith("Policy vs policy at cost.c=0.01: 1 of 2 policies told from the reference")
     assert "no difference is detectable with these questions for any of the 1 others" in line
     plan = paired.sample_size_plan(close - hits, docs)
-    assert f"about {int(plan['questions'])} questions ({int(plan['docs'])} documents)" in line
+    assert f"about {int(plan['questions']):,} held-out questions ({int(plan['docs']):,} documents)" in line

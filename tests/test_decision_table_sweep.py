@@ -4,8 +4,10 @@ filters it; headless Chromium sees it in the MLflow UI (screenshot in ``test-art
 
 from __future__ import annotations
 
+
 import itertools
 import json
+import math
 import subprocess
 import sys
 
@@ -178,10 +180,19 @@ def test_sweep_ends_with_what_the_questions_can_show(sweep, tmp_path):
         assert f"no difference is detectable with these questions in any of the {n} comparisons" in last
     elif blind:
         assert f"no difference is detectable with these questions in {blind} of the {n} comparisons" in last
-    plans = pd.concat([open_dt[["plan_questions", "plan_docs"]], open_pc[["plan_questions", "plan_docs"]]]).dropna()
-    best = plans.loc[plans["plan_questions"].idxmin()]
-    assert last.endswith(f"needs about {int(best.plan_questions)} questions ({int(best.plan_docs)} documents) for "
-                         "80% power at alpha 0.05.")
+    # the smallest plan in dataset questions: protocol A's held-out plans (20% of the dataset) divided
+    # by their share, protocol B's as they are; the line names its protocol, unit and level
+    cols = ["plan_questions", "plan_docs", "level"]
+    plans = pd.concat([open_dt[cols].dropna().assign(share=1.0), open_pc[cols].dropna().assign(share=0.2)])
+    best = plans.loc[(plans["plan_questions"] / plans["share"]).idxmin()]
+    if best.share == 1.0:
+        want = (f"{int(best.plan_questions):,} questions of the test halves ({int(best.plan_docs):,} documents) for "
+                f"80% power at level {best.level:.2g}")
+    else:
+        want = (f"{math.ceil(best.plan_questions / 0.2):,} dataset questions ({int(best.plan_questions):,} held-out "
+                f"questions, 20% of the dataset; {int(best.plan_docs):,} documents) for 80% power at level "
+                f"{best.level:.2g}")
+    assert want in last, last
     # every policy is compared policy - reference in both CSVs
     assert "diff_vs_ref" in table.columns and "diff_vs_ref" in comp.columns
 

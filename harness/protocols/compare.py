@@ -368,11 +368,12 @@ def format_comparison(table: pd.DataFrame, alpha: float = 0.05, power: float | N
             continue
         c = {**_details(table, r), "ci_low": r.ci_low, "ci_high": r.ci_high, "mdd": r.mdd, "max_diff": r.max_diff,
              "discordant_docs": int(r.discordant_docs), "plan_questions": r.plan_questions, "plan_docs": r.plan_docs}
+        level = float(r.level) if r.level == r.level else alpha  # the Holm step's: interval and plan
         line = (f"  {r.policy}: {p_words(c)} p on {int(r.discordant_docs)} discordant documents "
-                f"({int(r.discordant_questions)} discordant questions); {interval_words(c, alpha)}; "
+                f"({int(r.discordant_questions)} discordant questions); {interval_words(c, level)}; "
                 f"{resolution_words(c, alpha, power)}")
         if r.verdict == "cannot be told from reference":
-            line += f"; {equivalence_words({'equivalent': bool(r.equivalent)}, margin)}; {plan_words(c, alpha, power)}"
+            line += f"; {equivalence_words({'equivalent': bool(r.equivalent)}, margin)}; {plan_words(c, level, power)}"
         lines.append(line + ".")
     return "\n".join(lines)
 
@@ -394,13 +395,17 @@ def conclusion(table: pd.DataFrame, where: str, alpha: float, power: float | Non
         head += f"; no difference is detectable with these questions for any of the {len(open_rows)} others"
     else:
         head += f"; {len(open_rows)} cannot be told apart ({detectable} of them with a detectable difference)"
-    plans = [(r.plan_questions, r.plan_docs, d, r.policy) for r, d in zip(open_rows, dets)
+    plans = [(r.plan_questions, r.plan_docs, d, r.policy, r.level) for r, d in zip(open_rows, dets)
              if r.plan_questions == r.plan_questions]
     if plans:
-        q, m, d, name = min(plans, key=lambda t: t[0])
+        q, m, d, name, level = min(plans, key=lambda t: t[0])
         more = "more than " if d["plan_capped"] else "about "
-        head += (f"; the closest ({name}) needs {more}{int(q)} questions ({int(m)} documents) for {power:.0%} power "
-                 f"at alpha {alpha:g}")
+        level = float(level) if level == level else alpha
+        have = int(table.attrs.get("questions", 0))
+        head += (f"; the closest ({name}) needs {more}{int(q):,} held-out questions ({int(m):,} documents) for "
+                 f"{power:.0%} power at its Holm level {level:.2g}")
+        if have and q <= have:
+            head += f", no more than the {have:,} tested: this sample fell short by chance or its effect is smaller"
     return head + "."
 
 

@@ -603,7 +603,11 @@ def budget_conclusions(table: pd.DataFrame, part: pd.DataFrame, prefix: str = ""
                 best = plans.loc[plans["plan_questions"].astype(float).idxmin()]
                 c = {"plan_why": "", "plan_capped": False, "plan_questions": best["plan_questions"],
                      "plan_docs": best["plan_docs"]}
-                line += f"; the closest ({best['policy']}) needs {plan_words(c, alpha, power)}"
+                level = float(best["level"]) if best["level"] == best["level"] else alpha
+                line += f"; the closest ({best['policy']}) needs {plan_words(c, level, power)}"
+                if best["questions"] == best["questions"] and best["plan_questions"] <= best["questions"]:
+                    line += (f", no more than the {int(best['questions']):,} tested: this sample fell short by chance "
+                             "or its effect is smaller")
         lines.append(line + ".")
     return lines
 
