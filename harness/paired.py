@@ -64,9 +64,7 @@ def max_showable_difference(diffs, groups) -> float:
     return float(np.abs(totals).sum() / sizes.sum())
 
 
-# --------------------------------------------------------------------------------------------
-# Sample-size plan: exact power of the sign test on discordant documents
-# --------------------------------------------------------------------------------------------
+# ---- Sample-size plan: exact power of the sign test on discordant documents
 
 
 @functools.lru_cache(maxsize=8)
@@ -178,9 +176,7 @@ def sample_size_plan(diffs, groups, alpha: float = 0.05, power: float = 0.8, n_q
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# The interval that agrees with the test: inverting the sign-flip test on document totals
-# --------------------------------------------------------------------------------------------
+# ---- The interval that agrees with the test: inverting the sign-flip test on document totals
 
 
 # The sampled sign patterns of one (documents, patterns, seed): every comparison of a decision
@@ -300,9 +296,7 @@ def sign_flip_interval(
     return float(ends[0]), float(ends[1])
 
 
-# --------------------------------------------------------------------------------------------
-# Equivalence and the probability that the policy is better
-# --------------------------------------------------------------------------------------------
+# ---- Equivalence and the probability that the policy is better
 
 DEFAULT_EQUIVALENCE_MARGIN = 0.01  # protocol.equivalence_margin: a utility difference too small to matter
 
@@ -331,9 +325,7 @@ def posterior_better(diffs, groups, prior: tuple[float, float] = (1.0, 1.0)) -> 
     return float(sps.beta.sf(0.5, prior[0] + pos, prior[1] + neg))
 
 
-# --------------------------------------------------------------------------------------------
-# Everything of one comparison
-# --------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------- one comparison, in full
 
 
 def paired_comparison(
@@ -417,9 +409,7 @@ def paired_comparison(
     }
 
 
-# --------------------------------------------------------------------------------------------
-# Words
-# --------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------------------------- words
 
 
 def _num(x: float) -> str:
@@ -463,14 +453,11 @@ def resolution_words(c: dict, alpha: float, power: float) -> str:
 
 
 def closing_line(items: list[dict]) -> str:
-    """The sweep's last line (docs/metrics.md §12), over the comparisons of every protocol that
-    could not tell a policy from its reference (``items``: dicts with ``where``, ``detectable``,
-    ``questions``, ``docs``, ``capped``, ``alpha`` (the level the comparison is decided at),
-    ``power``, and where known ``protocol``, ``unit``, ``share`` (the share of the dataset the
-    plan's questions are: protocol A's held-out fraction) and ``have`` (the questions tested)):
-    in how many no difference is detectable with these questions, and the smallest plan in
-    dataset questions (questions / share), named with its protocol and unit, never a minimum
-    over two units. "" when no protocol reported a comparison."""
+    """The sweep's last line (docs/metrics.md §12) over every protocol's undecided comparisons
+    (dicts: ``where``, ``detectable``, ``questions``, ``docs``, ``capped``, ``alpha`` (its level),
+    ``power``; where known ``protocol``, ``unit``, ``share`` of the dataset, ``have`` tested): how
+    many can detect nothing, and the smallest plan in dataset questions (questions / share),
+    never a minimum over two units. "" when there is none."""
     if not items:
         return ""
     blind = sum(not it["detectable"] for it in items)

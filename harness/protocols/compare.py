@@ -284,33 +284,11 @@ def compare_with_reference(
     out = pd.DataFrame(rows)
     out.attrs["questions"] = int(frame["qid"].nunique())  # the distinct questions behind the plans
     family = out["policy"].isin(not_deployable) | (out["policy"] == ref)
-    out["p_holm"] = out["level"] = math.nan
-    adjusted, levels = stepdown_levels(out.loc[~family, "p"].to_numpy(), alpha=alpha)
-    out.loc[~family, "p_holm"], out.loc[~family, "level"] = adjusted, levels
-    for i in np.flatnonzero(~family.to_numpy()):  # interval, equivalence and plan at the Holm step's level
-        label = out.at[i, "policy"]
-        if details[label]["same"]:
-            continue
-        plan = _at_level(out, i, *data[label], groups, float(out.at[i, "level"]), margin, power,
-                         int(frame["qid"].nunique()), seed)
-        details[label].update(plan_capped=plan["capped"], plan_why=plan["why"])
+    _holm_with_levels(out, ~family.to_numpy(), details, data, groups, alpha=alpha, margin=margin, power=power,
+                      n_questions=int(frame["qid"].nunique()), seed=seed)
     out.loc[out["policy"].isin(not_deployable), "p"] = math.nan  # an upper bound is not tested
-    where = choice.source.split()[0]
-    verdicts = []
-    for row in out.itertuples():
-        if row.policy == ref:
-            others = ", ".join(tied) if len(tied) <= 2 else f"{len(tied)} others"
-            verdict = "reference" + (f" (tied on {where} with {others})" if tied else "")
-        elif details[row.policy]["same"]:
-            verdict = "same decisions"
-        elif row.policy in not_deployable:
-            verdict = "upper bound, not deployable"
-        elif row.p_holm < alpha:
-            verdict = "better than reference" if row.diff_vs_ref > 0 else "worse than reference"
-        else:
-            verdict = "cannot be told from reference"
-        verdicts.append(verdict)
-    out["verdict"] = verdicts
+    out["verdict"] = [_verdict(row, ref, tied, choice.source.split()[0], details, not_deployable, alpha)
+                      for row in out.itertuples()]
     order = sorted(range(len(out)), key=lambda i: (out["policy"].iat[i] != ref, -out["utility"].iat[i], out["policy"].iat[i]))
     result = out.iloc[order][list(COLUMNS)].reset_index(drop=True)
     result.attrs.update(reference=choice.name, reference_from=choice.source, tied=tied, details=details, alpha=alpha,
@@ -407,6 +385,34 @@ def conclusion(table: pd.DataFrame, where: str, alpha: float, power: float | Non
         if have and q <= have:
             head += f", no more than the {have:,} tested: this sample fell short by chance or its effect is smaller"
     return head + "."
+
+
+def _verdict(row, ref: str, tied: list, where: str, details: dict, not_deployable, alpha: float) -> str:
+    """One policy's verdict against the reference, at the Holm-adjusted alpha."""
+    if row.policy == ref:
+        others = ", ".join(tied) if len(tied) <= 2 else f"{len(tied)} others"
+        return "reference" + (f" (tied on {where} with {others})" if tied else "")
+    if details[row.policy]["same"]:
+        return "same decisions"
+    if row.policy in not_deployable:
+        return "upper bound, not deployable"
+    if row.p_holm < alpha:
+        return "better than reference" if row.diff_vs_ref > 0 else "worse than reference"
+    return "cannot be told from reference"
+
+
+def _holm_with_levels(out: pd.DataFrame, family: np.ndarray, details: dict, data: dict, groups, *, alpha: float,
+                      margin: float, power: float, n_questions: int, seed: int) -> None:
+    """``p_holm`` and ``level`` over the ``family`` rows, then each row's interval, equivalence
+    and plan at its Holm step's level (``_at_level``), in place."""
+    out["p_holm"] = out["level"] = math.nan
+    adjusted, levels = stepdown_levels(out.loc[family, "p"].to_numpy(), alpha=alpha)
+    out.loc[family, "p_holm"], out.loc[family, "level"] = adjusted, levels
+    for i in np.flatnonzero(family):
+        label = out.at[i, "policy"]
+        if not details[label]["same"]:
+            plan = _at_level(out, i, *data[label], groups, float(out.at[i, "level"]), margin, power, n_questions, seed)
+            details[label].update(plan_capped=plan["capped"], plan_why=plan["why"])
 
 
 def _at_level(out: pd.DataFrame, i: int, d, basis, groups, level: float, margin: float, power: float,

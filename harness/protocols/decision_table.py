@@ -276,9 +276,8 @@ def _test_budget(rows: list[dict], decisions: dict[str, pd.DataFrame | None], or
                  n_boot: int, seed: int, alpha: float, power: float, margin: float = 0.01,
                  cal_by_unit: dict | None = None, vs_fixed: list | None = None,
                  sizes_by_unit: dict | None = None, arm_names: dict | None = None) -> None:
-    """Choose the reference among ``rows`` (one budget of one cell) and fill in the paired
-    test of every other row, in place; the reference (and any router tied with it) against the
-    fixed decisions goes to ``vs_fixed`` (``harness.protocols.verdict.fixed_comparisons``)."""
+    """Choose the reference among ``rows`` (one budget of one cell) and fill in the paired test
+    of every other row, in place; the router against the fixed decisions goes to ``vs_fixed``."""
     deployable = [r for r in rows if r["policy"] not in oracles]
     if not deployable:
         for r in rows:
