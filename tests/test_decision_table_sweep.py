@@ -121,11 +121,13 @@ def test_console_shows_one_verdict_table_not_the_full_tables(sweep, tmp_path):
     rows = end[head + 2:head + 2 + len(verdicts)]
     for line, v in zip(rows, verdicts.itertuples()):
         assert line.split()[:2] == [f"{v.cost:g}", f"{v.budget:g}"]
-        lead = v.verdict.split(":")[0] if v.kind == "deploy" else v.verdict.split(" by ")[0].split(" (")[0]
-        if lead.startswith("deploy best on calibration per split ("):  # a per-split choice: its counts in the CSV
-            lead = "deploy the split choice *"
+        # the console's verdict column: the lead of the CSV's sentence (a per-split choice starred)
+        from harness.protocols.verdict import short_verdict
+
+        lead = short_verdict(v._asdict())
+        assert lead and lead in line
+        if str(v.policy).startswith("best on calibration per split ("):  # a per-split choice: counts in the CSV
             assert any(x.startswith("* the splits chose different routers") for x in end)
-        assert lead in line
     assert "Decision table at" not in "\n".join(end) and "Policies vs the reference" not in "\n".join(end)
     assert end[-1].startswith("Serve it:   mlflow ui --backend-store-uri sqlite:///")
     assert end[-2] == f"Parent run: http://127.0.0.1:5000/#/experiments/{sweep['parent'].info.experiment_id}/runs/{parent}"
@@ -283,7 +285,7 @@ def test_each_cell_is_tested_at_its_own_alpha(tmp_path):
         assert f"Holm-adjusted alpha {level}" in block
     with open(_download(client, pid, "decision_table.md", tmp_path), encoding="utf-8") as fh:
         assert "Holm alpha per cell (protocol.alpha)" in fh.read()
-    assert "Holm alpha per cell (protocol.alpha)" in proc.stdout  # the verdict table's legend
+    assert "family-wise alpha per cell (protocol.alpha)" in proc.stdout  # the verdict table's legend
     table = pd.read_csv(_download(client, parents[0].info.run_id, "decision_table.csv", tmp_path))
     strict = table[(table["cell"] == "protocol.alpha=0.01") & (table["mark"].isin(["<", ">"]))]
     assert (strict["p_holm_table"] < 0.01).all()  # a mark at 0.01 needs p < 0.01 (Holm over the table)

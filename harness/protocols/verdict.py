@@ -126,8 +126,19 @@ def short_verdict(row) -> str:
         if "no room to route" in text:
             return "no room to route"
         return f"{row['arm']} is {'as good' if ' is as good as ' in text else 'better'}"
+    if "equally valid routers" in text:
+        return "cannot tell: tied routers differ"
+    if "calibration choice ties in" in text:
+        return "cannot tell: tie too wide to test"
+    if "no deployable router" in text:
+        return "cannot tell: no router"
     text = re.sub(r" \([^()]* vs [^()]*\)", "", text.replace(router, short))
     return text.split(" for ", 1)[0] if "questions needed" in text else text
+
+
+def _text(x) -> str:
+    """A text column's value, "" for a missing one (a CSV read back gives NaN)."""
+    return x if isinstance(x, str) else ""
 
 
 def _g(x: float) -> str:
@@ -142,7 +153,7 @@ def _console_row(r) -> list[str]:
         diff += f" {_interval(r.ci_low, r.ci_high)}"
     level = f"{float(r.level):.2g}" if math.isfinite(float(r.level)) else ""
     known = all(math.isfinite(float(x)) for x in (r.splits, r.overspent)) and r.splits
-    over = f"{int(r.overspent)} of {int(r.splits)}" + (" !" if r.flag else "") if known else ""
+    over = f"{int(r.overspent)} of {int(r.splits)}" + (" !" if _text(r.flag) else "") if known else ""
     return [_g(r.cost), _g(r.budget), short_verdict(d), diff, level,
             "" if not math.isfinite(float(r.usage)) else f"{float(r.usage):.2f}", over]
 
@@ -166,16 +177,16 @@ def format_console(frame: pd.DataFrame, width: int = WIDTH) -> str:
             lines.append(line)
     refs = " / ".join(sorted({r.chosen for r in frame.itertuples() if r.chosen})) or "best on calibration"
     frontier = frame.attrs.get("frontier", "deployable")
-    title = f"Verdict per cost and budget (protocol B, test halves, {frontier} frontier; the router: the policy {refs})"
+    title = f"Verdict per cost and budget (protocol B test halves, {frontier} rule; router: {refs})"
     star = lambda r: "the split choice *" if str(r.policy).startswith("best on ") else r.policy  # noqa: E731
-    flags = [f"! {star(r)} at c={_g(r.cost)}, rho={_g(r.budget)}: {r.flag}" for r in frame.itertuples() if r.flag]
+    flags = [f"! {star(r)} at c={_g(r.cost)}, rho={_g(r.budget)}: {r.flag}" for r in frame.itertuples() if _text(r.flag)]
     if len(flags) > 2:
-        worst = sorted({star(r) for r in frame.itertuples() if r.flag})
+        worst = sorted({star(r) for r in frame.itertuples() if _text(r.flag)})
         flags = [f"! overspends beyond sampling error in more than half of the splits in {len(flags)} cells "
                  f"({', '.join(worst)})"]
     if any(str(r.policy).startswith("best on ") for r in frame.itertuples()):
         flags.insert(0, "* the splits chose different routers: each split's calibration choice (verdicts.csv)")
-    notes = [f"{r.policy} at c={_g(r.cost)}, rho={_g(r.budget)}: {r.note}" for r in frame.itertuples() if r.note]
+    notes = [f"{r.policy} at c={_g(r.cost)}, rho={_g(r.budget)}: {r.note}" for r in frame.itertuples() if _text(r.note)]
     if len(notes) > 2:
         notes = [f"{len(notes)} cells chose their router from a tie on calibration; every equally valid router "
                  "was tested (verdicts.csv, note)"]
@@ -187,11 +198,9 @@ def legend_text(frame: pd.DataFrame) -> str:
     """What "router - fixed" means and the test behind the verdicts (console, report)."""
     alpha, family = frame.attrs.get("alpha", 0.05), frame.attrs.get("family", len(frame))
     alpha = alpha if isinstance(alpha, (int, float)) else "per cell (protocol.alpha)"
-    return (f"router - fixed: the router's utility minus the fixed decision's (always the base arm, or always the "
-            f"extra arm where usage 1 fits the budget), with the interval that inverts the test at the level its "
-            f"verdict was decided at (level); over: splits whose usage exceeds rho beyond sampling error; every claim (a difference, equivalence, no room to route) is decided "
-            f"in one family at family-wise alpha {alpha} (Holm with Shaffer's count, {family} claims of "
-            f"{len(frame)} cells).")
+    return (f"router - fixed: utility difference, its interval inverting the test at the level its verdict was "
+            f"decided at; over: splits over rho beyond sampling error; every claim decided in one family at "
+            f"family-wise alpha {alpha} (Holm-Shaffer, {family} claims, {len(frame)} cells).")
 
 
 def wrap(text: str, width: int = WIDTH) -> list[str]:
