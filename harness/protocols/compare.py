@@ -57,10 +57,9 @@ import pandas as pd
 
 from harness.errors import HarnessError
 from harness.paired import (
-    equivalence_interval, equivalence_words, interval_words, p_words, paired_comparison, plan_words, resolution_words,
-    sample_size_plan, sign_flip_interval,
+    equivalence_words, interval_words, p_words, paired_comparison, plan_words, resolution_words,
 )
-from harness.protocols.verdict_stats import stepdown_levels
+from harness.protocols.verdict_stats import at_level, stepdown_levels
 
 TIE_TOL = 1e-12
 PAIR_KEYS = ("seed", "repeat", "qid")
@@ -404,27 +403,20 @@ def _verdict(row, ref: str, tied: list, where: str, details: dict, not_deployabl
 def _holm_with_levels(out: pd.DataFrame, family: np.ndarray, details: dict, data: dict, groups, *, alpha: float,
                       margin: float, power: float, n_questions: int, seed: int) -> None:
     """``p_holm`` and ``level`` over the ``family`` rows, then each row's interval, equivalence
-    and plan at its Holm step's level (``_at_level``), in place."""
+    and plan at its Holm step's level (``verdict_stats.at_level``), in place."""
     out["p_holm"] = out["level"] = math.nan
     adjusted, levels = stepdown_levels(out.loc[family, "p"].to_numpy(), alpha=alpha)
     out.loc[family, "p_holm"], out.loc[family, "level"] = adjusted, levels
     for i in np.flatnonzero(family):
         label = out.at[i, "policy"]
         if not details[label]["same"]:
-            plan = _at_level(out, i, *data[label], groups, float(out.at[i, "level"]), margin, power, n_questions, seed)
-            details[label].update(plan_capped=plan["capped"], plan_why=plan["why"])
-
-
-def _at_level(out: pd.DataFrame, i: int, d, basis, groups, level: float, margin: float, power: float,
-              n_questions: int, seed: int) -> dict:
-    """Row ``i``'s interval, equivalence and plan at ``level``, the Holm step it was decided at
-    (``verdict_stats.stepdown_levels``): its interval excludes 0 exactly when its Holm p < alpha."""
-    lo, hi = sign_flip_interval(d, groups, alpha=level, p_at_zero=float(out.at[i, "p"]), seed=seed)
-    t_lo, t_hi = equivalence_interval(d, groups, alpha=level, p_at_zero=float(out.at[i, "p"]), seed=seed)
-    plan = sample_size_plan(basis, groups, alpha=level, power=power, n_questions=n_questions)
-    out.loc[i, ["ci_low", "ci_high", "plan_questions", "plan_docs"]] = [lo, hi, plan["questions"], plan["docs"]]
-    out.at[i, "equivalent"] = bool(math.isfinite(t_lo) and math.isfinite(t_hi) and -margin < t_lo and t_hi < margin)
-    return plan
+            d, basis = data[label]
+            got = at_level(d, basis, groups, level=float(out.at[i, "level"]), p=float(out.at[i, "p"]), margin=margin,
+                           power=power, n_questions=n_questions, seed=seed)
+            out.loc[i, ["ci_low", "ci_high", "plan_questions", "plan_docs"]] = [
+                got["ci_low"], got["ci_high"], got["plan_questions"], got["plan_docs"]]
+            out.at[i, "equivalent"] = got["equivalent"]
+            details[label].update(plan_capped=got["plan_capped"], plan_why=got["plan_why"])
 
 
 def open_comparisons(table: pd.DataFrame, where: str, alpha: float, power: float | None = None) -> list[dict]:

@@ -75,8 +75,8 @@ import pandas as pd
 
 from harness.protocols.compare import ReferenceChoice, choose_per_unit, pair_frame
 from harness.errors import HarnessError, UsageError
-from harness.paired import equivalence_interval, paired_comparison, plan_words, sample_size_plan, sign_flip_interval
-from harness.protocols.verdict_stats import Comparisons, stepdown_levels
+from harness.paired import paired_comparison, plan_words
+from harness.protocols.verdict_stats import Comparisons, at_level, stepdown_levels
 from harness.stats import holm_adjust
 
 NOT_DEPLOYABLE = ("oracle",)
@@ -395,11 +395,8 @@ def _at_level(r: dict, level: float) -> None:
     if "_data" not in r:
         return
     d, basis, groups, n_q, margin, power, seed = r.pop("_data")
-    r["ci_low"], r["ci_high"] = sign_flip_interval(d, groups, alpha=level, p_at_zero=r["p"], seed=seed)
-    lo, hi = equivalence_interval(d, groups, alpha=level, p_at_zero=r["p"], seed=seed)
-    r["equivalent"] = bool(math.isfinite(lo) and math.isfinite(hi) and -margin < lo and hi < margin)
-    plan = sample_size_plan(basis, groups, alpha=level, power=power, n_questions=n_q)
-    r["plan_questions"], r["plan_docs"] = plan["questions"], plan["docs"]
+    got = at_level(d, basis, groups, level=level, p=r["p"], margin=margin, power=power, n_questions=n_q, seed=seed)
+    r.update({k: got[k] for k in ("ci_low", "ci_high", "equivalent", "plan_questions", "plan_docs")})
 
 
 def decision_table(
@@ -756,7 +753,7 @@ def budget_cells(table: pd.DataFrame, budget: float) -> list[list[str]]:
     """The decision table at one budget, the columns a decision needs (``BUDGET_HEADER``; every
     column: ``decision_table.csv``): per cost, the reference first (``ref``, named by how it was
     chosen), then the policies by utility, then the fixed decisions."""
-    from harness.protocols.verdict import ref_name
+    from harness.protocols.verdict_cells import ref_name
 
     pm = "±"
     at = table[((table["budget"].astype(float) - budget).abs() <= 1e-9) | (table["kind"] == "fixed")]

@@ -36,21 +36,12 @@ import re
 import textwrap
 from typing import Iterable
 
-import numpy as np
 import pandas as pd
 
 from harness.protocols.verdict_cells import COLUMNS, CellTest, Setting, _interval, _num, decide_all
-from harness.protocols.verdict_stats import FIXED_ARMS, fixed_comparisons  # noqa: F401  (re-exported)
 
 WIDTH = 100  # the console's line width
-BUDGET_TOL = 1e-9
-REF_NAMES = {"calibration": "best on calibration", "test (optimistic)": "best on test (optimistic)"}
 KINDS = ("deploy", "no router", "over budget", "cannot tell")
-
-
-def ref_name(reference_from: str) -> str:
-    """How the reference (the router of a verdict) was chosen, in words."""
-    return REF_NAMES.get(str(reference_from), f"best on {reference_from}" if reference_from else "reference")
 
 
 # ---------------------------------------------------------------- the verdicts

@@ -26,6 +26,11 @@ COLUMNS = (
 REF_NAMES = {"calibration": "best on calibration", "test (optimistic)": "best on test (optimistic)"}
 
 
+def ref_name(reference_from: str) -> str:
+    """How the reference (the router of a verdict) was chosen, in words."""
+    return REF_NAMES.get(str(reference_from), f"best on {reference_from}" if reference_from else "reference")
+
+
 @dataclass(frozen=True)
 class Setting:
     """The sweep's verdict settings: ``margin`` (protocol.equivalence_margin, the difference that
@@ -88,7 +93,7 @@ class CellTest:
         if router is None:
             row.update(kind="cannot tell", verdict="cannot tell: no deployable router at this budget")
             return cell
-        row.update(policy=router["policy"], chosen=REF_NAMES.get(str(part["reference_from"].iat[0]), "reference"),
+        row.update(policy=router["policy"], chosen=ref_name(part["reference_from"].iat[0]),
                    usage=router["usage"], splits=router["splits"], violations=router["violations"],
                    overspent=router["overspent"],
                    violation_rate=router["violations"] / router["splits"] if router["splits"] else math.nan)

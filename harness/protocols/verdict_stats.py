@@ -26,7 +26,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from harness.paired import _pattern_sums, document_totals, paired_comparison
+from harness.paired import (
+    _pattern_sums, document_totals, equivalence_interval, paired_comparison, sample_size_plan, sign_flip_interval,
+)
 
 FIXED_ARMS = (("always_keep", 0.0), ("always_extra", 1.0))  # the fixed decisions and their usage
 MAX_TIE_ALTERNATIVES = 64  # beyond this many equally valid calibration choices a cell says "cannot tell"
@@ -67,6 +69,22 @@ def stepdown_levels(pvalues, slots=None, alpha: float = 0.05) -> tuple[np.ndarra
         level[i] = min(alpha, alpha * float(p[i]) / h) if h > 0 else alpha / max(divisor, 1)
         left[slots[i]] -= 1
     return adjusted, level
+
+
+def at_level(diffs, basis, groups, *, level: float, p: float, margin: float, power: float, n_questions: int,
+             seed: int = 0) -> dict:
+    """One comparison's interval, equivalence and plan at ``level`` (its step-down level, p its
+    unadjusted p): ``ci_low`` / ``ci_high`` invert the sign-flip test there (0 outside exactly
+    when p < level), ``equivalent`` is the (1 - 2 level) interval inside +-``margin``, the plan
+    (``plan_questions``, ``plan_docs``, ``plan_capped``, ``plan_why``) rests on ``basis`` (the
+    outcome differences where some differ, else the utility differences)."""
+    lo, hi = sign_flip_interval(diffs, groups, alpha=level, p_at_zero=p, seed=seed)
+    t_lo, t_hi = equivalence_interval(diffs, groups, alpha=level, p_at_zero=p, seed=seed)
+    plan = sample_size_plan(basis, groups, alpha=level, power=power, n_questions=n_questions)
+    return {"ci_low": lo, "ci_high": hi,
+            "equivalent": bool(math.isfinite(t_lo) and math.isfinite(t_hi) and -margin < t_lo and t_hi < margin),
+            "plan_questions": plan["questions"], "plan_docs": plan["docs"], "plan_capped": plan["capped"],
+            "plan_why": plan["why"]}
 
 
 def tost_p(diffs, groups, margin: float, *, n_perm: int = 20_000, seed: int = 0) -> float:
