@@ -96,7 +96,9 @@ def test_every_budget_choice_composes_and_validates(choice):
      ("budget.calibration=foo", "budget.calibration"), ("budget.cal_folds=1", "budget.cal_folds"),
      ("protocol.min_discordant=0", "protocol.min_discordant"), ("protocol.gain_threshold=inf", "protocol.gain_threshold"),
      ("budget.tol=nan", "budget.tol"), ("protocol.equivalence_margin=0", "protocol.equivalence_margin"),
-     ("protocol.alpha=0.5", "protocol.alpha")],
+     ("protocol.alpha=0.5", "protocol.alpha"), ("protocol.equivalence_fraction=0", "protocol.equivalence_fraction"),
+     ("protocol.equivalence_fraction=1.5", "protocol.equivalence_fraction"),
+     ("protocol.verdict_frontier=exact", "protocol.verdict_frontier")],
 )
 def test_single_run_bad_value_is_one_line_and_exit_2(tmp_path, override, key, cli):
     """The CLI entry point in-process (tests/test_bad_inputs.py runs a few such cases as real

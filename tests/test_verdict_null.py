@@ -128,3 +128,24 @@ def test_stepdown_levels_are_holm_and_agree_with_each_decision():
     assert list(adjusted) == pytest.approx([0.03, 0.04]) and list(level) == pytest.approx([ALPHA, ALPHA])
     adjusted, _ = stepdown_levels([0.03, 0.04], alpha=ALPHA)  # distinct: Holm 0.06, 0.06
     assert list(adjusted) == pytest.approx([0.06, 0.06])
+
+
+def test_tost_p_is_the_larger_one_sided_sign_flip_p_by_brute_force():
+    """Six documents of unequal sizes: every one of the 2^6 sign patterns enumerated by hand.
+    H0 delta >= +m: shifted totals r = T - m n, p = share of patterns s with s.r <= sum r;
+    H0 delta <= -m: r = T + m n, p = share with s.r >= sum r; TOST p = the larger."""
+    import itertools
+
+    from harness.protocols.verdict_stats import tost_p
+
+    diffs = np.array([0.0, 0.01, -0.02, 0.0, 0.03, 0.0, -0.01, 0.02, 0.0, 0.01])
+    docs = np.array(["a", "a", "b", "c", "c", "d", "e", "e", "f", "f"])
+    totals = np.array([diffs[docs == d].sum() for d in "abcdef"])
+    sizes = np.array([(docs == d).sum() for d in "abcdef"], dtype=float)
+    for m in (0.005, 0.02, 0.05):
+        signs = np.array(list(itertools.product((-1, 1), repeat=6)), dtype=float)
+        up, lo = totals - m * sizes, totals + m * sizes
+        p_up = np.mean(signs @ up <= up.sum() + 1e-12)
+        p_lo = np.mean(signs @ lo >= lo.sum() - 1e-12)
+        assert tost_p(diffs, docs, m) == pytest.approx(max(p_up, p_lo))
+    assert tost_p(diffs, docs, 0.0) == 1.0
