@@ -21,9 +21,10 @@ from typing import Mapping
 import numpy as np
 
 from harness.errors import DataSizeError
+from harness.store_schema import TAG_PREFLIGHT
 
 NOTHING_TO_ROUTE = "nothing to route: the arms agree on every question"
-TAG = "route_bench.preflight"
+TAG = TAG_PREFLIGHT
 MIN_HELDOUT = 6  # protocol.min_heldout's default: 2^(1 - 6) = 0.03 < 0.05 <= 2^(1 - 5)
 
 

@@ -62,16 +62,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from harness.errors import ConfigError, HarnessError
+from harness.errors import HarnessError
 from harness.io import atomic_write, atomic_write_text
+from harness.markdown import md_code, md_escape
+from harness.store_schema import DEFAULT_TRACKING_URI, TAG_POLICY, TAG_ROLE, TAG_SWEEP_ID
 from harness.protocols.threshold import CEILING  # one threshold for summaries, reports and the results page
 from harness.protocols.sweep_stage import conclusion_lines
-from harness.tracking.mlflow_tracker import pick_runs
+from harness.tracking.store_reader import (
+    SweepNotFound, existing_store_uri, experiments, metric_series, pick_latest_sweep, open_client, pick_runs, search_runs,
+)
 
-SWEEP_TAG = "route_bench.sweep_id"
-ROLE_TAG = "route_bench.role"
-POLICY_TAG = "route_bench.policy"
-DEFAULT_TRACKING_URI = "sqlite:///mlruns/mlflow.db"
 FRONTIERS_PLOTTED = ("exact", "deployable")
 TIE_TOL = 1e-12
 PLOT_NAME = "frontier.png"
@@ -79,10 +79,6 @@ _NON_OUTCOME = {
     "utility", "realized_usage", "usage_error", "violation_rate", "tolerance_overshoot_rate",
     "target_usage", "extra_calls", "random_matched", "oracle_matched",
 }
-
-
-class SweepNotFound(HarnessError):
-    """No run carries the requested sweep id (or no sweep at all, for --latest)."""
 
 
 @dataclass
@@ -130,115 +126,6 @@ class SweepReport:
         return None if result is None else result.raw
     picked: str = ""  # why --latest picked this sweep (empty for --sweep)
     warnings: list[str] = field(default_factory=list)  # see sweep_warnings
-
-
-# ---------------------------------------------------------------- tracking store access
-
-
-def existing_store_uri(explicit: str | None) -> str:
-    """--tracking-uri, else $MLFLOW_TRACKING_URI, else the harness default local store.
-
-    A SQLite URI whose file does not exist is an error (reading must not create an empty DB).
-    """
-    uri = explicit or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
-    from harness.config import tracking_uri_problem
-
-    # the key the URI came from: the option, the environment, or the default store
-    key = ("--tracking-uri" if explicit else "MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI")
-           else "--tracking-uri (default)")
-    problem = tracking_uri_problem(uri)
-    if problem:
-        raise ConfigError(key, problem)
-    if uri.startswith("sqlite:///"):
-        db = Path(uri[len("sqlite:///"):])
-        if not db.is_file():
-            raise ConfigError(key, f"tracking store {uri} does not exist (no file {db})")
-    return uri
-
-
-def _client(uri: str):
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=uri)
-
-
-def _experiments(client, name: str | None, uri: str) -> list:
-    if name is not None:
-        exp = client.get_experiment_by_name(name)
-        if exp is None:
-            raise ConfigError("--experiment", f"no experiment named {name!r} in {uri}")
-        return [exp]
-    out, token = [], None
-    while True:
-        page = client.search_experiments(max_results=1000, page_token=token)
-        out.extend(page)
-        token = page.token
-        if not token:
-            return out
-
-
-def _search(client, exp_ids: list[str], filter_string: str, order_by=None) -> list:
-    out, token = [], None
-    while True:
-        page = client.search_runs(
-            exp_ids, filter_string=filter_string, max_results=1000,
-            order_by=order_by, page_token=token,
-        )
-        out.extend(page)
-        token = page.token
-        if not token:
-            return out
-
-
-def _newest_job(client, exp_ids: list[str]):
-    runs = client.search_runs(
-        exp_ids, filter_string=f"tags.`{ROLE_TAG}` = 'job'", max_results=1,
-        order_by=["attributes.start_time DESC"],
-    )
-    return runs[0] if runs and runs[0].data.tags.get(SWEEP_TAG) else None
-
-
-def find_latest_sweep_id(client, exp_ids: list[str], uri: str) -> str:
-    """The sweep whose newest job run started last (a rerun reuses its sweep's parent run, so
-    the parent's own start time would point at the sweep first launched, not the last one run)."""
-    run = _newest_job(client, exp_ids)
-    if run is None:
-        raise SweepNotFound(f"no sweep (job run tagged {SWEEP_TAG}) in tracking store {uri}")
-    return run.data.tags[SWEEP_TAG]
-
-
-def pick_latest_sweep(client, exps: list, uri: str, explicit: bool) -> tuple[str, object, str]:
-    """``--latest``: (sweep id, its experiment, why). The sweep whose newest job run started
-    last, in ONE experiment (the one of that run; with ``--experiment``, that one): a sweep id is
-    only compared within its experiment. ``why`` names the experiment and, without
-    ``--experiment``, the other experiments that hold sweeps."""
-    run = _newest_job(client, [e.experiment_id for e in exps])
-    if run is None:
-        raise SweepNotFound(f"no sweep (job run tagged {SWEEP_TAG}) in tracking store {uri}")
-    sweep_id = run.data.tags[SWEEP_TAG]
-    exp = next(e for e in exps if e.experiment_id == run.info.experiment_id)
-    why = f"picked sweep {sweep_id}: the sweep with the most recent job run in experiment {exp.name!r}"
-    if explicit:
-        return sweep_id, exp, why + " (--experiment)"
-    others = [e.name for e in exps
-              if e.experiment_id != exp.experiment_id and _newest_job(client, [e.experiment_id]) is not None]
-    if others:
-        why += (f"; other experiments: {', '.join(repr(n) for n in sorted(others))} "
-                f"({len(others) + 1} experiments hold sweeps; --experiment NAME picks the latest of one)")
-    else:
-        why += "; other experiments: none hold sweeps"
-    return sweep_id, exp, why
-
-
-def _series(client, run_id: str, keys: list[str]) -> dict[str, list[tuple[int, float]]]:
-    out = {}
-    for key in keys:
-        hist = client.get_metric_history(run_id, key)
-        by_step = {}
-        for m in sorted(hist, key=lambda m: (m.step, m.timestamp)):
-            by_step[int(m.step)] = float(m.value)  # last logged value per step wins
-        out[key] = sorted(by_step.items())
-    return out
 
 
 def outcome_metric_of(metric_keys: set[str]) -> str | None:
@@ -308,8 +195,8 @@ def load_sweep(
     tracking_uri: str, sweep_id: str | None = None, experiment: str | None = None
 ) -> SweepReport:
     """Read a sweep (by id, or the latest when ``sweep_id`` is None) into a SweepReport."""
-    client = _client(tracking_uri)
-    exps = _experiments(client, experiment, tracking_uri)
+    client = open_client(tracking_uri)
+    exps = experiments(client, experiment, tracking_uri)
     exp_ids = [e.experiment_id for e in exps]
     if not exp_ids:
         raise SweepNotFound(f"tracking store {tracking_uri} has no experiments")
@@ -318,19 +205,19 @@ def load_sweep(
         sweep_id, exp, picked_why = pick_latest_sweep(client, exps, tracking_uri, experiment is not None)
         exp_ids = [exp.experiment_id]
     quoted = sweep_id.replace("'", "\\'")
-    runs = _search(client, exp_ids, f"tags.`{SWEEP_TAG}` = '{quoted}'")
+    runs = search_runs(client, exp_ids, f"tags.`{TAG_SWEEP_ID}` = '{quoted}'")
     if not runs:
         where = f" experiment {experiment!r} of" if experiment else ""
         raise SweepNotFound(
-            f"sweep {sweep_id!r} not found: no run tagged {SWEEP_TAG}={sweep_id} in{where} "
+            f"sweep {sweep_id!r} not found: no run tagged {TAG_SWEEP_ID}={sweep_id} in{where} "
             f"tracking store {tracking_uri}"
         )
-    parents = [r for r in runs if r.data.tags.get(ROLE_TAG) == "sweep"]
-    children = [r for r in runs if r.data.tags.get(ROLE_TAG) == "job"]
+    parents = [r for r in runs if r.data.tags.get(TAG_ROLE) == "sweep"]
+    children = [r for r in runs if r.data.tags.get(TAG_ROLE) == "job"]
     if not children:
         raise SweepNotFound(
             f"sweep {sweep_id!r} in tracking store {tracking_uri} has no job runs "
-            f"(tag {ROLE_TAG}=job)"
+            f"(tag {TAG_ROLE}=job)"
         )
     exp_names = {e.experiment_id: e.name for e in exps}
     picked = pick_runs(children)
@@ -349,10 +236,10 @@ def load_sweep(
                 run_id=r.info.run_id,
                 run_name=r.info.run_name or r.info.run_id,
                 status=r.info.status,
-                policy=r.data.tags.get(POLICY_TAG) or r.data.params.get("policy.name", "?"),
+                policy=r.data.tags.get(TAG_POLICY) or r.data.params.get("policy.name", "?"),
                 cost=r.data.params.get("cost.c", ""),
                 metrics=metrics,
-                series=_series(client, r.info.run_id, sorted(keys)),
+                series=metric_series(client, r.info.run_id, sorted(keys)),
                 alpha=float(r.data.params.get("protocol.alpha", 0.05)),
             )
         )
@@ -639,19 +526,6 @@ def plot_report_frontiers(rep: SweepReport, path: Path) -> bool:
 # ---------------------------------------------------------------- rendering
 
 
-def _md_escape(s: str) -> str:
-    from harness.protocols.decision_table import md_escape
-
-    return md_escape(s)
-
-
-def _md_code(s: object) -> str:
-    """A name shown as typed in Markdown (a code span; ``_md_escape`` would show ``&lt;`` there)."""
-    from harness.protocols.decision_table import md_code
-
-    return md_code(s)
-
-
 STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;font-size:15px;
  line-height:1.45;color:#1f2328;max-width:1280px;margin:0 auto;padding:0 18px 48px}
@@ -714,32 +588,32 @@ def render_markdown(rep: SweepReport, plot_name: str | None) -> str:
     toc = ["Verdicts", *[r.title for _, r in results], *(["Conclusions"] if concluded else []), "Frontiers",
            "Jobs", "About this report"]
     lines = [
-        f"# Sweep {_md_escape(rep.sweep_id)}",
+        f"# Sweep {md_escape(rep.sweep_id)}",
         "",
-        f"experiment {_md_code(rep.experiment)} · {len(rep.rows)} jobs · parent run {_md_code(rep.parent_run_id or '(none)')}",
+        f"experiment {md_code(rep.experiment)} · {len(rep.rows)} jobs · parent run {md_code(rep.parent_run_id or '(none)')}",
         "",
-        "Contents: " + " · ".join(f"[{_md_escape(t)}](#{_slug(t)})" for t in toc),
+        "Contents: " + " · ".join(f"[{md_escape(t)}](#{_slug(t)})" for t in toc),
         "",
         "## Verdicts",
         "",
     ]
     leads = [r.lead_as_markdown() for _, r in results if r.lead_as_markdown()]
     lines += [lead for lead in leads] if leads else [NO_VERDICT, ""]
-    lines += [line for w in rep.warnings for line in (f"> **warning:** {_md_escape(w)}", "")]
+    lines += [line for w in rep.warnings for line in (f"> **warning:** {md_escape(w)}", "")]
     for _, result in results:  # each protocol's sweep stage: the ones with a verdict first
         lines += [result.as_markdown()]
     if concluded:
-        lines += ["## Conclusions", "", *[f"- {_md_escape(x)}" for x in concluded], ""]
+        lines += ["## Conclusions", "", *[f"- {md_escape(x)}" for x in concluded], ""]
     lines += ["## Frontiers", ""]
     lines += [f"![frontiers]({plot_name})", ""] if plot_name else ["No frontier series were logged for this sweep.", ""]
     lines += ["## Jobs", "", f"<details><summary>One row per job ({len(rep.rows)} jobs, {len(head)} columns)"
               "</summary>", "", JOBS_NOTE, "",
-              "| " + " | ".join(_md_escape(h) for h in head) + " |", "|" + "---|" * len(head)]
+              "| " + " | ".join(md_escape(h) for h in head) + " |", "|" + "---|" * len(head)]
     for r in rep.rows:
         cells = [f"**{t}**" if is_best else t for _, t, is_best in _job_cells(rep, best, r)]
-        lines.append("| " + " | ".join(_md_escape(x) for x in cells) + " |")
+        lines.append("| " + " | ".join(md_escape(x) for x in cells) + " |")
     lines += ["", "</details>", "", "## About this report", ""]
-    lines += [f"- {k}: {_md_code(v)}" if k != "picked" else f"- {_md_escape(v)}" for k, v in _about(rep)]
+    lines += [f"- {k}: {md_code(v)}" if k != "picked" else f"- {md_escape(v)}" for k, v in _about(rep)]
     return "\n".join(lines + [""])
 
 

@@ -41,10 +41,15 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from harness.errors import HarnessError
-from harness.protocols.decision_table import md_code, md_escape
+from harness.markdown import md_code, md_escape
 from harness.io import atomic_write_text
 from harness.protocols.threshold import CEILING  # the base arm at ceiling: nothing can be rescued
 from harness.published import PAPERS, figure
+from harness.tracking.store_reader import existing_store_uri, pick_runs
+from harness.store_schema import (
+    TAG_CODE_VERSION, TAG_DATASET_FINGERPRINT, TAG_GIT_COMMIT, TAG_POLICY, TAG_ROLE, TAG_ROUTER_FAMILY, TAG_SWEEP_ID,
+    TAG_TABLE_SHA256,
+)
 from harness.results_summary import Claim, both_include_zero, more_than, positive_and_significant, share_above, summary_lines
 
 DEFAULT_OUT = "docs/results.md"
@@ -170,7 +175,7 @@ class SweepView:
 
     @property
     def sweep_id(self) -> str:
-        return self.parent.data.tags.get("route_bench.sweep_id", "")
+        return self.parent.data.tags.get(TAG_SWEEP_ID, "")
 
     def command(self) -> str:
         """The command that ran this sweep (its parent run's task overrides)."""
@@ -200,7 +205,7 @@ class SweepView:
     def find(self, policy: str, cost: str | None = None) -> Any:
         """The job run of ``policy`` (at cost config ``cost``: ``default``, ``measured_ms``...)."""
         for r in self.runs:
-            if r.data.tags.get("route_bench.policy") == policy and (cost is None or r.data.params.get("cost.name") == cost):
+            if r.data.tags.get(TAG_POLICY) == policy and (cost is None or r.data.params.get("cost.name") == cost):
                 return r
         return None
 
@@ -211,7 +216,7 @@ class SweepView:
     def policies(self) -> list[str]:
         seen: list[str] = []
         for r in self.runs:
-            p = r.data.tags.get("route_bench.policy", "")
+            p = r.data.tags.get(TAG_POLICY, "")
             if p not in seen:
                 seen.append(p)
         return seen
@@ -226,21 +231,19 @@ class SweepView:
 
 def find_sweeps(client: Any, name: str) -> list[SweepView]:
     """Every dataset's latest FINISHED sweep of experiment ``name`` (module docstring)."""
-    from harness.tracking.mlflow_tracker import pick_runs
-
     views = []
     for exp in client.search_experiments():
         if not exp.name.startswith(name + "/"):
             continue
         parents = client.search_runs(
-            [exp.experiment_id], filter_string="tags.`route_bench.role` = 'sweep' and attributes.status = 'FINISHED'",
+            [exp.experiment_id], filter_string=f"tags.`{TAG_ROLE}` = 'sweep' and attributes.status = 'FINISHED'",
             order_by=["attributes.end_time DESC"], max_results=1)  # a rerun sweep keeps its parent run
         if not parents:
             continue
         parent = parents[0]
-        sweep = parent.data.tags.get("route_bench.sweep_id", "")
+        sweep = parent.data.tags.get(TAG_SWEEP_ID, "")
         children = client.search_runs(
-            [exp.experiment_id], filter_string=f"tags.`route_bench.sweep_id` = '{sweep}' and tags.`route_bench.role` = 'job'",
+            [exp.experiment_id], filter_string=f"tags.`{TAG_SWEEP_ID}` = '{sweep}' and tags.`{TAG_ROLE}` = 'job'",
             max_results=5000)
         runs = [r for r in pick_runs(children) if r.info.status == "FINISHED"]
         if runs:
@@ -307,16 +310,16 @@ def _m(run, name: str) -> float:
 
 def _provenance(page: Page, view: SweepView) -> None:
     start = datetime.fromtimestamp((view.parent.info.start_time or 0) / 1000, tz=timezone.utc)
-    commits = view.tag_values("route_bench.git_commit") or ["unknown"]
+    commits = view.tag_values(TAG_GIT_COMMIT) or ["unknown"]
     expected = view.expected_jobs()
     page.add(
         f"- Command: {md_code(view.command())}",
         f"- Runs: MLflow experiment {md_code(view.experiment)}, sweep {md_code(view.sweep_id)} (parent run "
         f"{md_code(view.parent.info.run_id)}, started {start:%Y-%m-%d %H:%M} UTC), {len(view.runs)} job runs",
-        f"- Dataset fingerprint: {md_code(', '.join(view.tag_values('route_bench.dataset_fingerprint')) or 'n/a')}; "
-        f"outcome table: {md_code(', '.join(view.tag_values('route_bench.table_sha256')) or 'n/a')}",
+        f"- Dataset fingerprint: {md_code(', '.join(view.tag_values(TAG_DATASET_FINGERPRINT)) or 'n/a')}; "
+        f"outcome table: {md_code(', '.join(view.tag_values(TAG_TABLE_SHA256)) or 'n/a')}",
         f"- Code: git commit {md_code(', '.join(commits))}, version "
-        f"{md_code(', '.join(view.tag_values('route_bench.code_version')))}",
+        f"{md_code(', '.join(view.tag_values(TAG_CODE_VERSION)))}",
         "",
     )
     if expected is not None and expected != len(view.runs):
@@ -607,7 +610,7 @@ def section_003(page: Page, view: SweepView, client: Any) -> None:
     if ranked:
         top = max(_m(r, f"budget/0.50/exact/{m}") for r in ranked)
         best = [r for r in ranked if abs(_m(r, f"budget/0.50/exact/{m}") - top) <= 1e-12]
-        names = ", ".join(md_escape(r.data.tags.get("route_bench.policy", "?")) for r in best)
+        names = ", ".join(md_escape(r.data.tags.get(TAG_POLICY, "?")) for r in best)
         page.add(f"- Exact 50% usage, the best router (a maximum over routers on the test halves, optimistic, as in the "
                  f"paper): SmolLM2-1.7B in the paper {figure('s3.smol_exact50_best').text} (random "
                  f"{figure('s3.smol_exact50_random').text}, oracle {figure('s3.smol_exact50_oracle').text}); ours "
@@ -730,7 +733,7 @@ def _cost_003(page: Page, view: SweepView, cost0: str) -> None:
         r = view.find(policy, cost0)
         if r is None:
             continue
-        rows.append([f"{label}", md_escape(r.data.tags.get("route_bench.router_family", "")),
+        rows.append([f"{label}", md_escape(r.data.tags.get(TAG_ROUTER_FAMILY, "")),
                      page.metric(r, "cost/0.5/deployable/prompt_tokens", decimals=1),
                      page.metric(r, "cost/0.5/deployable/output_tokens", decimals=1),
                      page.metric(r, "cost/0.5/deployable/ms", decimals=1)])
@@ -1049,7 +1052,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                         f"{', '.join(e[0] for e in EXPERIMENTS)})")
     args = parser.parse_args(list(argv) if argv is not None else None)
     check_out(args.out)  # before the store is read: a FIFO there would block the write
-    from harness.report import existing_store_uri
 
     uri = existing_store_uri(args.tracking_uri)  # a bad or missing store: one line naming where it came from
     from mlflow.tracking import MlflowClient

@@ -12,8 +12,8 @@ from mlflow.tracking import MlflowClient
 
 from harness import app
 from harness.runner import job as runner
+from harness.store_schema import TAG_CONFIG_HASH, TAG_ERROR, TAG_PARENT, TAG_POLICY, TAG_ROLE, TAG_SWEEP_ID
 from harness.errors import FeatureError
-from harness.tracking import mlflow_tracker as mt
 from tests.helpers.mlflow_layout import same_metrics
 from tests.helpers.sweeps import EXPERIMENT, SMALL, run_cli, runs_by_role, store_uri
 
@@ -45,18 +45,18 @@ def test_sweep_creates_parent_and_children_with_layout(basic_sweep):
     client, parents, jobs = basic_sweep["after_first"]
     assert len(parents) == 1 and len(jobs) == 4
     parent = parents[0]
-    sweep_id = parent.data.tags[mt.TAG_SWEEP_ID]
+    sweep_id = parent.data.tags[TAG_SWEEP_ID]
     assert parent.info.run_name == f"sweep {sweep_id}" and parent.info.status == "FINISHED"
     # a sweep's run names carry the policy and every swept key (here cost.c), nothing unswept
     assert {j.info.run_name for j in jobs} == {f"{p} c={c}" for p in ("always_keep", "ridge") for c in ("0", "0.02")}
     for job in jobs:
         tags, params, metrics = job.data.tags, job.data.params, job.data.metrics
         assert job.info.status == "FINISHED"
-        assert tags[mt.TAG_PARENT] == parent.info.run_id
-        assert tags[mt.TAG_SWEEP_ID] == sweep_id
-        assert tags[mt.TAG_POLICY] in ("always_keep", "ridge")
-        assert len(tags[mt.TAG_CONFIG_HASH]) == 16
-        assert params["policy.name"] == tags[mt.TAG_POLICY]
+        assert tags[TAG_PARENT] == parent.info.run_id
+        assert tags[TAG_SWEEP_ID] == sweep_id
+        assert tags[TAG_POLICY] in ("always_keep", "ridge")
+        assert len(tags[TAG_CONFIG_HASH]) == 16
+        assert params["policy.name"] == tags[TAG_POLICY]
         assert tags["route_bench.table_sha256"] == expected_table_sha
         assert params["dataset.name"] == "synthetic" and params["seed"] == "0"
         assert float(params["cost.c"]) in (0.0, 0.02)
@@ -67,7 +67,7 @@ def test_sweep_creates_parent_and_children_with_layout(basic_sweep):
             assert name in metrics, name
         assert metrics["table/n_questions"] == 120.0
         assert not any(k.startswith("gain/") for k in metrics)  # protocol=threshold_budget
-        if tags[mt.TAG_POLICY] == "always_keep":
+        if tags[TAG_POLICY] == "always_keep":
             # a fixed decision is a reference point, not a budget frontier (docs/metrics.md §6)
             assert metrics["budget/fixed/realized_usage"] == 0.0
             assert not any(k.startswith(("budget/0.", "frontier/")) for k in metrics)
@@ -82,7 +82,7 @@ def test_sweep_creates_parent_and_children_with_layout(basic_sweep):
         assert {"decisions.parquet", "frontier.png", "frozen", "config.yaml", "summary.txt"} <= arts
         frozen = {Path(a.path).name for a in client.list_artifacts(job.info.run_id, "frozen")}
         assert "manifest.json" in frozen
-    hashes = {j.data.tags[mt.TAG_CONFIG_HASH] for j in jobs}
+    hashes = {j.data.tags[TAG_CONFIG_HASH] for j in jobs}
     assert len(hashes) == 4
     # the sweep's end counts the jobs and points at the parent run and the store (relative to
     # the launch folder: the command a person types there); the job table is the parent run's
@@ -97,7 +97,7 @@ def test_decisions_artifact_matches_logged_metric(basic_sweep):
     import pandas as pd
 
     client, _, jobs = basic_sweep["after_first"]
-    job = next(j for j in jobs if j.data.tags[mt.TAG_POLICY] == "ridge")
+    job = next(j for j in jobs if j.data.tags[TAG_POLICY] == "ridge")
     local = client.download_artifacts(job.info.run_id, "decisions.parquet", str(basic_sweep["root"] / "dl"))
     dec = pd.read_parquet(local)
     assert dec["chosen"].mean() == pytest.approx(job.data.metrics["heldout/hit_at_10"])
@@ -121,9 +121,9 @@ def test_joblib_gives_identical_metrics(basic_sweep, tmp_path):
     _, _, basic_jobs = basic_sweep["after_first"]
     assert len(parents) == 1 and len(jobs) == 4
     assert all(j.info.status == "FINISHED" for j in jobs)
-    by_hash = {j.data.tags[mt.TAG_CONFIG_HASH]: j.data.metrics for j in basic_jobs}
+    by_hash = {j.data.tags[TAG_CONFIG_HASH]: j.data.metrics for j in basic_jobs}
     for job in jobs:
-        assert same_metrics(job.data.metrics, by_hash[job.data.tags[mt.TAG_CONFIG_HASH]])
+        assert same_metrics(job.data.metrics, by_hash[job.data.tags[TAG_CONFIG_HASH]])
 
 
 def test_failing_job_is_failed_and_sweep_continues(tmp_path):
@@ -136,7 +136,7 @@ def test_failing_job_is_failed_and_sweep_continues(tmp_path):
     assert status["baseline"].info.status == "FINISHED"
     bad = status["[no_such_feature]"]
     assert bad.info.status == "FAILED"
-    assert "no_such_feature" in bad.data.tags[mt.TAG_ERROR]
+    assert "no_such_feature" in bad.data.tags[TAG_ERROR]
     assert "error.txt" in {a.path for a in client.list_artifacts(bad.info.run_id)}
     assert "1 failed" in proc.stdout and "FAILED" in proc.stdout
 
@@ -154,7 +154,7 @@ def test_single_run_respects_env_uri_and_is_parentless(tmp_path, monkeypatch, is
     assert out["status"] == "FINISHED"
     client = MlflowClient(tracking_uri=uri)
     run = client.get_run(out["run_id"])
-    assert run.data.tags[mt.TAG_ROLE] == "single" and mt.TAG_PARENT not in run.data.tags
+    assert run.data.tags[TAG_ROLE] == "single" and TAG_PARENT not in run.data.tags
     assert run.data.metrics["heldout/extra_share"] == 1.0
     assert not (tmp_path / "mlruns" / "mlflow.db").exists()  # the env URI won over the default
     # an explicit tracking.uri wins over the env var
@@ -166,7 +166,7 @@ def test_single_run_respects_env_uri_and_is_parentless(tmp_path, monkeypatch, is
         runner.run_job(_job_cfg("policy=ridge", "policy.features=[no_such_feature]"))
     exp = client.get_experiment_by_name(EXPERIMENT)
     failed = client.search_runs([exp.experiment_id], "attributes.status = 'FAILED'")
-    assert len(failed) == 1 and "no_such_feature" in failed[0].data.tags[mt.TAG_ERROR]
+    assert len(failed) == 1 and "no_such_feature" in failed[0].data.tags[TAG_ERROR]
 
 
 def test_bad_value_in_one_sweep_job_stops_the_sweep_before_any_run(tmp_path):
@@ -205,8 +205,8 @@ def test_report_and_comparison_of_an_app_sweep_equal_the_logged_metrics(basic_sw
     from harness import report
 
     _, parents, jobs = runs_by_role(basic_sweep["uri"])
-    rep = report.load_sweep(basic_sweep["uri"], parents[0].data.tags[mt.TAG_SWEEP_ID])
-    assert len(rep.rows) == len({j.data.tags[mt.TAG_CONFIG_HASH] for j in jobs}) == 4
+    rep = report.load_sweep(basic_sweep["uri"], parents[0].data.tags[TAG_SWEEP_ID])
+    assert len(rep.rows) == len({j.data.tags[TAG_CONFIG_HASH] for j in jobs}) == 4
     by_id = {j.info.run_id: j.data.metrics for j in jobs}
     for row in rep.rows:
         for key in ("heldout/hit_at_10", "heldout/utility", "frontier/exact_auc"):
@@ -233,8 +233,8 @@ def test_sweep_end_compares_policies_on_the_same_held_out_questions(basic_sweep,
     for cell, c in (("cost.c=0.0", "0.0"), ("cost.c=0.02", "0.02")):
         rows = table[table["cell"] == cell].set_index("policy")
         cell_jobs = [j for j in jobs if j.data.params["cost.c"] == c]
-        util = {j.data.tags[mt.TAG_POLICY]: j.data.metrics["heldout/utility"] for j in cell_jobs}
-        dev = {j.data.tags[mt.TAG_POLICY]: j.data.metrics["dev/nested_utility"] for j in cell_jobs}
+        util = {j.data.tags[TAG_POLICY]: j.data.metrics["heldout/utility"] for j in cell_jobs}
+        dev = {j.data.tags[TAG_POLICY]: j.data.metrics["dev/nested_utility"] for j in cell_jobs}
         ref = max(sorted(dev), key=lambda p: dev[p])
         assert rows.index[rows["verdict"].str.startswith("reference")].tolist() == [ref]
         for policy, u in util.items():

@@ -662,10 +662,9 @@ def test_a_write_that_names_no_file_is_said_with_its_target(tmp_path):
 
 
 def test_markdown_report_escapes_names():
-    from harness.protocols.decision_table import md_escape
-    from harness.report import _md_escape
+    from harness.markdown import md_escape
 
-    assert _md_escape("<script>alert(1)</script>|x") == "&lt;script&gt;alert(1)&lt;/script&gt;\\|x"
+    assert md_escape("<script>alert(1)</script>|x") == "&lt;script&gt;alert(1)&lt;/script&gt;\\|x"
     assert md_escape("a\nb") == "a b"
 
 

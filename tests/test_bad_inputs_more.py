@@ -191,7 +191,7 @@ def test_a_file_that_grows_while_it_is_read_is_capped_on_the_bytes_read(tmp_path
 
 # ---- Markdown: names shown as text, never read as HTML or table syntax --------------------------
 def test_md_code_and_code_block_keep_any_name_literal():
-    from harness.protocols.decision_table import md_code, md_code_block
+    from harness.markdown import md_code, md_code_block
 
     assert md_code("plain") == "`plain`"
     assert md_code("a`b") == "``a`b``"

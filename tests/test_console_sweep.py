@@ -14,6 +14,7 @@ import pytest
 
 from harness import console
 from harness.tracking import mlflow_tracker as mt
+from harness.store_schema import TAG_ARMS, TAG_BUDGET_GRID, TAG_CONFIG_HASH, TAG_DATASET, TAG_GIT_COMMIT, TAG_NOTE, TAG_POLICY, TAG_SWEEP_ID
 from tests.helpers.sweeps import SMALL, run_cli, runs_by_role, store_uri
 
 DEFAULT_LIKE = ["-m", *SMALL, "policy=always_keep,ridge", "cost.c=0.0,0.02", "protocol=threshold_budget"]
@@ -202,16 +203,16 @@ def test_runs_carry_description_tags_dataset_and_headline(default_like):
     client, parents, jobs = runs_by_role(default_like["uri"])
     commit = subprocess.run(["git", "-C", str(Path(mt.__file__).resolve().parents[2]), "rev-parse", "HEAD"],
                     capture_output=True, text=True).stdout.strip() or "unknown"
-    assert parents[0].data.tags[mt.TAG_NOTE].startswith(f"Sweep {parents[0].data.tags[mt.TAG_SWEEP_ID]}: 4 jobs")
+    assert parents[0].data.tags[TAG_NOTE].startswith(f"Sweep {parents[0].data.tags[TAG_SWEEP_ID]}: 4 jobs")
     for job in jobs:
         tags, metrics = job.data.tags, job.data.metrics
-        note = tags[mt.TAG_NOTE]
+        note = tags[TAG_NOTE]
         assert note.startswith(job.info.run_name + " -> ") and "Protocol A (frozen threshold)" in note
         summary = client.download_artifacts(job.info.run_id, "summary.txt", str(default_like["root"] / job.info.run_id))
         assert mt.note_text(note).strip() == Path(summary).read_text().strip()
-        assert tags[mt.TAG_GIT_COMMIT] == commit
-        assert tags[mt.TAG_DATASET] == "synthetic" and tags[mt.TAG_ARMS] == "keep-vs-hybrid"
-        assert tags[mt.TAG_BUDGET_GRID] == "[0.1,0.25,0.5,0.75,0.9]"
+        assert tags[TAG_GIT_COMMIT] == commit
+        assert tags[TAG_DATASET] == "synthetic" and tags[TAG_ARMS] == "keep-vs-hybrid"
+        assert tags[TAG_BUDGET_GRID] == "[0.1,0.25,0.5,0.75,0.9]"
         [inp] = client.get_run(job.info.run_id).inputs.dataset_inputs
         assert inp.dataset.name == "synthetic" and inp.dataset.digest == tags["route_bench.table_sha256"][:16]
         assert json.loads(inp.dataset.profile)["num_rows"] == 120
@@ -220,7 +221,7 @@ def test_runs_carry_description_tags_dataset_and_headline(default_like):
         assert metrics["headline/extra_share"] == metrics["heldout/extra_share"]
         arts = {a.path for a in client.list_artifacts(job.info.run_id)}
         assert "decisions.csv" in arts
-        if tags[mt.TAG_POLICY] == "ridge":
+        if tags[TAG_POLICY] == "ridge":
             assert metrics["headline/deployable_utility_at_0.25"] == metrics["budget/0.25/deployable/utility"]
 
 
@@ -229,7 +230,7 @@ def test_run_names_differ_when_configs_differ_and_verbose_prints_summaries(names
     _, _, jobs = runs_by_role(names_sweep["uri"])
     assert len(jobs) == 8
     names = {j.info.run_name for j in jobs}
-    assert len(names) == 8 == len({j.data.tags[mt.TAG_CONFIG_HASH] for j in jobs})
+    assert len(names) == 8 == len({j.data.tags[TAG_CONFIG_HASH] for j in jobs})
     assert "ridge(features=qpp) seed=1 budget=fine" in names
     assert "ridge(features=baseline) seed=0 budget=default" in names
     out = names_sweep["proc"].stdout

@@ -19,6 +19,7 @@ from hydra import compose, initialize_config_dir
 
 from harness import app
 from harness.config import compose_config, validate
+from harness.store_schema import TAG_CONFIG_HASH
 from harness.errors import ConfigError, DataError
 from harness.synthetic import synthetic_outcome_table
 
@@ -236,7 +237,7 @@ def test_tracked_single_run_logs_the_derived_c(tmp_path, monkeypatch, isolated_c
     assert run.data.metrics["cost/derived_c"] == pytest.approx(1.0e-4 * mean, rel=1e-12)
     assert run.data.metrics["cost/marginal_ms_per_question"] == pytest.approx(mean, rel=1e-12)
     assert run.data.metrics["cost/price_per_ms"] == 1.0e-4
-    assert run.data.tags[mt.TAG_CONFIG_HASH] == mt.config_hash(unresolved)
+    assert run.data.tags[TAG_CONFIG_HASH] == mt.config_hash(unresolved)
     assert run.info.run_name == "always_extra c=0.0001/ms seed=0"
     # always-extra pays c on every held-out question: utility = hit - c
     m = run.data.metrics

@@ -17,6 +17,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from harness.tracking import mlflow_tracker as mt
+from harness.store_schema import TAG_NOTE, TAG_POLICY
 from tests.helpers.browser import ARTIFACTS, FLAGS
 from tests.helpers.sweeps import SMALL, run_cli, runs_by_role, store_uri
 
@@ -55,7 +56,7 @@ def test_parent_run_holds_the_decision_table(sweep, tmp_path):
     # 2 costs x (3 ranking policies x 5 budgets + 1 fixed decision)
     assert len(table) == 2 * (3 * len(BUDGETS) + 1)
     # every deployable number is the job's own logged metric (one seed: mean and sd over splits)
-    jobs = {(j.data.tags[mt.TAG_POLICY], float(j.data.params["cost.c"])): j for j in sweep["jobs"]}
+    jobs = {(j.data.tags[TAG_POLICY], float(j.data.params["cost.c"])): j for j in sweep["jobs"]}
     for row in table.itertuples():
         m = jobs[(row.policy, row.cost)].data.metrics
         if row.kind == "fixed":
@@ -159,7 +160,7 @@ def test_parent_run_holds_the_verdicts_as_params_metrics_and_pages(sweep, tmp_pa
         page = fh.read()
     assert page.startswith("# Decision table at budget 0.25") and "ref (best on calibration)" in page
     assert len(page.splitlines()) < 20  # small enough for the UI to render whole
-    note = mt.note_text(run.data.tags[mt.TAG_NOTE])
+    note = mt.note_text(run.data.tags[TAG_NOTE])
     assert note.startswith("Verdict per cost and budget")
 
 

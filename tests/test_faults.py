@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.tracking import mlflow_tracker as mt
+from harness.store_schema import TAG_CONFIG_HASH, TAG_END_REASON, TAG_PID, TAG_ROLE, TAG_SKIP_KEY
 from tests.helpers.faults import (
     ANSWER_BLOCKS,
     ANSWER_BUILD,
@@ -87,8 +87,8 @@ def all_runs(cwd: Path) -> tuple[list, list]:
     client = MlflowClient(tracking_uri=store_uri(cwd))
     exp = client.get_experiment_by_name(EXPERIMENT)
     runs = client.search_runs([exp.experiment_id], max_results=1000) if exp is not None else []
-    parents = [r for r in runs if r.data.tags.get(mt.TAG_ROLE) == "sweep"]
-    jobs = [r for r in runs if r.data.tags.get(mt.TAG_ROLE) == "job"]
+    parents = [r for r in runs if r.data.tags.get(TAG_ROLE) == "sweep"]
+    jobs = [r for r in runs if r.data.tags.get(TAG_ROLE) == "job"]
     return parents, jobs
 
 
@@ -102,7 +102,7 @@ def assert_rerun_finishes(cwd: Path, args=SWEEP, n_jobs: int = 2):
     parents, jobs = all_runs(cwd)
     assert [p.info.status for p in parents] == ["FINISHED"]
     assert not [j for j in jobs if j.info.status == "RUNNING"]
-    finished = {j.data.tags[mt.TAG_SKIP_KEY] for j in jobs if j.info.status == "FINISHED"}
+    finished = {j.data.tags[TAG_SKIP_KEY] for j in jobs if j.info.status == "FINISHED"}
     assert len(finished) == n_jobs
     assert f"{n_jobs} jobs, 0 failed -> parent run FINISHED" in proc.stdout
     return proc
@@ -123,7 +123,7 @@ def test_signal_mid_job_ends_every_run_and_rerun_finishes(tmp_path, sig, code):
     parents, jobs = all_runs(tmp_path)
     assert [p.info.status for p in parents] == ["KILLED"]
     assert [j.info.status for j in jobs] == ["KILLED"]  # the job that ran; the second never started
-    assert jobs[0].data.tags[mt.TAG_END_REASON].startswith("killed: SIG")
+    assert jobs[0].data.tags[TAG_END_REASON].startswith("killed: SIG")
     assert "-> KILLED (run " in out
     assert_rerun_finishes(tmp_path)
 
@@ -138,13 +138,13 @@ def test_kill9_leaves_stale_runs_that_the_rerun_ends_failed_with_a_reason(tmp_pa
     parents, jobs = all_runs(tmp_path)
     assert [p.info.status for p in parents] == ["RUNNING"] and [j.info.status for j in jobs] == ["RUNNING"]
     stale_id = jobs[0].info.run_id
-    assert jobs[0].data.tags[mt.TAG_PID] == str(pid)
+    assert jobs[0].data.tags[TAG_PID] == str(pid)
     rerun = assert_rerun_finishes(tmp_path)
     assert "1 run(s) left RUNNING by a process that is gone marked FAILED" in rerun.stdout
     client = MlflowClient(tracking_uri=store_uri(tmp_path))
     stale = client.get_run(stale_id)
     assert stale.info.status == "FAILED"
-    reason = stale.data.tags[mt.TAG_END_REASON]
+    reason = stale.data.tags[TAG_END_REASON]
     assert reason.startswith(f"stale: process {pid} on ") and "is gone" in reason
 
 
@@ -187,9 +187,9 @@ def test_two_concurrent_sweeps_never_run_a_job_twice(tmp_path):
     parents, jobs = all_runs(tmp_path)
     assert len(parents) == 1
     finished = [j for j in jobs if j.info.status == "FINISHED"]
-    keys = [j.data.tags[mt.TAG_SKIP_KEY] for j in finished]
+    keys = [j.data.tags[TAG_SKIP_KEY] for j in finished]
     assert len(keys) == len(set(keys)) == 3, (
-        [(j.info.run_name, j.info.status, j.data.tags.get(mt.TAG_PID), j.info.start_time) for j in jobs],
+        [(j.info.run_name, j.info.status, j.data.tags.get(TAG_PID), j.info.start_time) for j in jobs],
         [out[-3000:] for out, _ in outs])
     assert not [j for j in jobs if j.info.status == "RUNNING"]
     text = "".join(out for out, _ in outs)
@@ -233,11 +233,11 @@ def test_data_fixed_in_place_is_not_skipped(tmp_path):
     assert "skipped" not in second.stdout
     client = MlflowClient(tracking_uri=store_uri(tmp_path))
     exp = client.get_experiment_by_name(experiment)
-    jobs = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get(mt.TAG_ROLE) == "job"]
+    jobs = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get(TAG_ROLE) == "job"]
     assert len(jobs) == 4 and all(j.info.status == "FINISHED" for j in jobs)
     assert len({j.data.tags["route_bench.table_sha256"] for j in jobs}) == 2  # a new table fingerprint
-    assert len({j.data.tags[mt.TAG_SKIP_KEY] for j in jobs}) == 4
-    assert len({j.data.tags[mt.TAG_CONFIG_HASH] for j in jobs}) == 2  # the config did not change
+    assert len({j.data.tags[TAG_SKIP_KEY] for j in jobs}) == 4
+    assert len({j.data.tags[TAG_CONFIG_HASH] for j in jobs}) == 2  # the config did not change
     # the unchanged data again: now everything is skipped
     third = run(args, tmp_path)
     assert third.returncode == 0 and third.stdout.count("-> skipped: finished as run ") == 2
@@ -311,7 +311,7 @@ def test_kill9_of_a_joblib_sweep_leaves_no_worker_and_rerun_finishes(tmp_path):
     _, jobs = all_runs(tmp_path)
     # each worker ended its own run KILLED before exiting (watchdog: the sweep process was gone)
     assert sorted(j.info.status for j in jobs) == ["KILLED", "KILLED"]
-    assert {j.data.tags[mt.TAG_PID] for j in jobs} == {str(w) for w in workers}
+    assert {j.data.tags[TAG_PID] for j in jobs} == {str(w) for w in workers}
     assert_rerun_finishes(tmp_path, args)
 
 

@@ -17,13 +17,12 @@ import pytest
 from scipy import stats as sps
 
 from harness.errors import ConfigError
+from harness.store_schema import TAG_POLICY
 from harness.protocols.common import fmt
 from harness.synthetic import synthetic_outcome_table
-from harness.tracking import mlflow_tracker as mt
 from harness.protocols.sweep_stage import SweepJob
 from harness.protocols.sweep_comparisons import (
     GAIN_DECISIONS_ARTIFACT,
-    TAG_POLICY,
     format_gain_comparisons,
     gain_comparisons,
 )
@@ -277,7 +276,7 @@ def test_sweep_logs_gain_comparison_on_the_parent_run(tmp_path):
     assert "constant score" in pol.loc["always_keep", "verdict"]
     # every correlation recomputed from the artifact equals each job's own logged metric
     for job in jobs:
-        name, m = job.data.tags[mt.TAG_POLICY], job.data.metrics
+        name, m = job.data.tags[TAG_POLICY], job.data.metrics
         for key in ("pearson", "spearman", "kendall", "pearson_p", "spearman_p", "kendall_p"):
             want, got = m[f"gain/{key}"], pol.loc[name, key]
             assert (math.isnan(want) and math.isnan(got)) or abs(want - got) <= 1e-12, (name, key, want, got)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from harness import report
+from harness.tracking import store_reader
 from tests.helpers.mlflow_layout import EXPERIMENT, JOBS, SWEEP_ID, populate_sweep
 
 
@@ -205,7 +206,7 @@ def test_unfinished_job_shows_status_with_blank_metrics(tmp_path):
     assert row.status == "FAILED" and row.metrics == {}
     assert report.best_values(rep)["heldout/hit_at_10"] < 0.999
     # --latest follows the newest job run, not the parent's start time
-    assert report.find_latest_sweep_id(client, [ids["experiment_id"]], uri) == SWEEP_ID
+    assert store_reader.find_latest_sweep_id(client, [ids["experiment_id"]], uri) == SWEEP_ID
 
 
 def test_a_tie_marks_nobody_even_with_float_noise():

@@ -17,6 +17,7 @@ from hydra import compose, initialize_config_dir
 
 from harness import app
 from harness.runner import job as runner
+from harness.store_schema import TAG_CONFIG_HASH, TAG_END_REASON, TAG_ERROR, TAG_HOST, TAG_PID, TAG_PROC_START, TAG_ROLE, TAG_SKIP_KEY, TAG_SWEEP_ID
 from harness.runner.sweep_state import SweepState
 from harness.tracking import mlflow_tracker as mt
 
@@ -35,20 +36,20 @@ def _dead_pid() -> int:
 # ---- liveness ------------------------------------------------------------------------------------
 def test_process_alive_from_tags():
     me = mt.process_identity()
-    assert me[mt.TAG_PID] == str(os.getpid()) and me[mt.TAG_HOST]
+    assert me[TAG_PID] == str(os.getpid()) and me[TAG_HOST]
     assert mt.process_alive(me) is True
-    assert mt.process_alive({**me, mt.TAG_PID: str(_dead_pid())}) is False
-    if me[mt.TAG_PROC_START]:  # a live pid whose start time differs: the pid was reused
+    assert mt.process_alive({**me, TAG_PID: str(_dead_pid())}) is False
+    if me[TAG_PROC_START]:  # a live pid whose start time differs: the pid was reused
         parent = mt.process_identity(os.getppid())
         assert mt.process_alive(parent) is True
-        assert mt.process_alive({**parent, mt.TAG_PROC_START: "1@" + me[mt.TAG_PROC_START].split("@")[1]}) is False
-    assert mt.process_alive({**me, mt.TAG_HOST: "another-host.example"}) is None  # never declared stale
+        assert mt.process_alive({**parent, TAG_PROC_START: "1@" + me[TAG_PROC_START].split("@")[1]}) is False
+    assert mt.process_alive({**me, TAG_HOST: "another-host.example"}) is None  # never declared stale
     assert mt.process_alive({}) is None
 
 
 # ---- claims --------------------------------------------------------------------------------------
 def _job_tags(sweep: str) -> dict:
-    return {mt.TAG_ROLE: "job", mt.TAG_SWEEP_ID: sweep, mt.TAG_CONFIG_HASH: "h"}
+    return {TAG_ROLE: "job", TAG_SWEEP_ID: sweep, TAG_CONFIG_HASH: "h"}
 
 
 def test_claim_creates_then_reuses_a_finished_run_across_sweeps(tracker):
@@ -56,8 +57,8 @@ def test_claim_creates_then_reuses_a_finished_run_across_sweeps(tracker):
     first = tracker.claim_job(exp, "a", _job_tags("s1"), "key-1")
     assert first.reused is None and first.run_id
     run = tracker.client.get_run(first.run_id)
-    assert run.info.status == "RUNNING" and run.data.tags[mt.TAG_SKIP_KEY] == "key-1"
-    assert run.data.tags[mt.TAG_PID] == str(os.getpid())
+    assert run.info.status == "RUNNING" and run.data.tags[TAG_SKIP_KEY] == "key-1"
+    assert run.data.tags[TAG_PID] == str(os.getpid())
     tracker.end_run(first.run_id, "FINISHED")
     again = tracker.claim_job(exp, "a", _job_tags("s2"), "key-1")  # another sweep id
     assert again.run_id is None and again.reused.info.run_id == first.run_id
@@ -69,13 +70,13 @@ def test_claim_creates_then_reuses_a_finished_run_across_sweeps(tracker):
 
 def test_stale_claim_of_a_dead_process_is_failed_with_a_reason(tracker):
     exp = tracker.ensure_experiment("claims/stale")
-    dead = {**mt.process_identity(), mt.TAG_PID: str(_dead_pid())}
-    stale = tracker.start_job_run(exp, "a", {**_job_tags("s"), mt.TAG_SKIP_KEY: "k", **dead})
+    dead = {**mt.process_identity(), TAG_PID: str(_dead_pid())}
+    stale = tracker.start_job_run(exp, "a", {**_job_tags("s"), TAG_SKIP_KEY: "k", **dead})
     claim = tracker.claim_job(exp, "a", _job_tags("s"), "k", timeout_s=5)
     assert claim.run_id and claim.run_id != stale and claim.waited_for is None
     run = tracker.client.get_run(stale)
     assert run.info.status == "FAILED"
-    assert run.data.tags[mt.TAG_END_REASON].startswith(f"stale: process {dead[mt.TAG_PID]} on ")
+    assert run.data.tags[TAG_END_REASON].startswith(f"stale: process {dead[TAG_PID]} on ")
     # the sweep-level sweep does the same for its own sweep id only
     dead2 = tracker.start_job_run(exp, "b", {**_job_tags("s"), **dead})
     other_sweep = tracker.start_job_run(exp, "b", {**_job_tags("t"), **dead})
@@ -85,7 +86,7 @@ def test_stale_claim_of_a_dead_process_is_failed_with_a_reason(tracker):
 
 def test_live_claim_is_waited_for_then_reused_or_times_out(tracker):
     exp = tracker.ensure_experiment("claims/wait")
-    holder = tracker.start_job_run(exp, "a", {**_job_tags("s"), mt.TAG_SKIP_KEY: "k", **mt.process_identity()})
+    holder = tracker.start_job_run(exp, "a", {**_job_tags("s"), TAG_SKIP_KEY: "k", **mt.process_identity()})
     with pytest.raises(mt.ClaimTimeout, match=holder):
         tracker.claim_job(exp, "a", _job_tags("s"), "k", timeout_s=0.5, poll_s=0.1)
     seen = []
@@ -104,7 +105,7 @@ def test_a_claim_that_ends_between_the_two_searches_is_reused_not_run_again(trac
     when it looks for a live one (ending a run takes no lock): the job must be reused, not run a
     second time (seen under saturation: two FINISHED runs with one skip key)."""
     exp = tracker.ensure_experiment("claims/ends-between")
-    holder = tracker.start_job_run(exp, "a", {**_job_tags("s"), mt.TAG_SKIP_KEY: "k", **mt.process_identity()})
+    holder = tracker.start_job_run(exp, "a", {**_job_tags("s"), TAG_SKIP_KEY: "k", **mt.process_identity()})
     original = tracker._live_claim
 
     def ends_first(*args, **kwargs):
@@ -114,7 +115,7 @@ def test_a_claim_that_ends_between_the_two_searches_is_reused_not_run_again(trac
     monkeypatch.setattr(tracker, "_live_claim", ends_first)
     claim = tracker.claim_job(exp, "a", _job_tags("s"), "k", timeout_s=600, poll_s=0.01)
     assert claim.run_id is None and claim.reused is not None and claim.reused.info.run_id == holder
-    assert [r.info.run_id for r in tracker.search(exp, f"tags.`{mt.TAG_SKIP_KEY}` = 'k'")] == [holder]
+    assert [r.info.run_id for r in tracker.search(exp, f"tags.`{TAG_SKIP_KEY}` = 'k'")] == [holder]
 
 
 def test_server_style_claim_yields_to_an_older_claim(tracker, monkeypatch):
@@ -126,7 +127,7 @@ def test_server_style_claim_yields_to_an_older_claim(tracker, monkeypatch):
 
     def racing_start(*args, **kwargs):  # another process claims just before this one
         if not made:
-            made.append(original(exp, "other", {**_job_tags("s"), mt.TAG_SKIP_KEY: "k", **mt.process_identity()}))
+            made.append(original(exp, "other", {**_job_tags("s"), TAG_SKIP_KEY: "k", **mt.process_identity()}))
             time.sleep(0.01)
         return original(*args, **kwargs)
 
@@ -141,7 +142,7 @@ def test_server_style_claim_yields_to_an_older_claim(tracker, monkeypatch):
     claim = tracker.claim_job(exp, "a", _job_tags("s"), "k", timeout_s=600, poll_s=0.01, on_wait=other_finishes)
     assert waited == [made[0]] and claim.waited_for == made[0]
     assert claim.reused is not None and claim.reused.info.run_id == made[0]
-    active = tracker.search(exp, f"tags.`{mt.TAG_SKIP_KEY}` = 'k'")
+    active = tracker.search(exp, f"tags.`{TAG_SKIP_KEY}` = 'k'")
     assert [r.info.run_id for r in active] == [made[0]]  # the yielded claim was deleted
 
 
@@ -317,7 +318,7 @@ def test_a_run_whose_logging_fails_ends_failed_never_finished(tmp_path, monkeypa
         runner.run_job(_small_cfg(uri))
     client, run = _only_run(uri)
     assert run.info.status == "FAILED" and run.data.metrics  # half-logged: metrics there, not FINISHED
-    assert "artifact store full" in run.data.tags[mt.TAG_ERROR]
+    assert "artifact store full" in run.data.tags[TAG_ERROR]
 
     uri = f"sqlite:///{tmp_path / 'sweep.db'}"
     sweep, job, records = _sweep_job(tmp_path)
@@ -337,7 +338,7 @@ def test_a_sweep_job_failing_before_its_run_exists_gets_a_failed_run(tmp_path, m
     out = runner.run_job(_small_cfg(uri), sweep=sweep, job=job)
     client, run = _only_run(uri)
     assert out["status"] == "FAILED" and out["run_id"] == run.info.run_id and run.info.status == "FAILED"
-    assert run.data.params["policy.name"] == "always_keep" and run.data.tags[mt.TAG_SWEEP_ID] == "sweep-y"
+    assert run.data.params["policy.name"] == "always_keep" and run.data.tags[TAG_SWEEP_ID] == "sweep-y"
     assert "error.txt" in {a.path for a in client.list_artifacts(run.info.run_id)}
 
 
@@ -353,5 +354,5 @@ def test_a_signal_during_the_compute_ends_the_run_killed_and_propagates(tmp_path
     with pytest.raises(type(signal_exc)):
         runner.run_job(_small_cfg(uri), sweep=sweep, job=job)
     client, run = _only_run(uri)
-    assert run.info.status == "KILLED" and run.data.tags[mt.TAG_END_REASON].startswith("killed: SIG")
+    assert run.info.status == "KILLED" and run.data.tags[TAG_END_REASON].startswith("killed: SIG")
     assert json.loads((records / "0.json").read_text())["status"] == "KILLED"

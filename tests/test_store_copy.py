@@ -15,6 +15,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from harness.tracking import mlflow_tracker as mt
+from harness.store_schema import TAG_POLICY
 from harness.tracking.artifact_root import ROOT_NAME, ROOT_TAG, own_root
 from harness.tracking.sweep_jobs import local_artifact
 from tests.helpers.sweeps import EXPERIMENT, SMALL, run_cli, runs_by_role, store_uri
@@ -31,7 +32,7 @@ def test_a_copied_store_reads_its_own_artifacts(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     client, _, jobs = runs_by_role(store_uri(first))
     assert client.get_experiment_by_name(EXPERIMENT).tags.get(ROOT_TAG) == ROOT_NAME
-    ridge = next(j for j in jobs if j.data.tags[mt.TAG_POLICY] == "ridge")
+    ridge = next(j for j in jobs if j.data.tags[TAG_POLICY] == "ridge")
     shutil.copytree(first / "mlruns", second / "mlruns")
     shutil.rmtree(first / "mlruns")
 

@@ -7,6 +7,7 @@ import sqlite3
 import pytest
 
 from harness.io import digest_of
+from harness.store_schema import TAG_CONFIG_HASH, TAG_ERROR, TAG_ROLE, TAG_SWEEP_ID
 from harness.tracking import mlflow_tracker as mt
 
 
@@ -66,7 +67,7 @@ def tracker(tmp_path_factory):
 def test_metrics_batches_and_series_steps(tracker, tmp_path):
     exp = tracker.ensure_experiment("e/x-vs-y", mt.artifact_location(tracker.uri))
     assert tracker.ensure_experiment("e/x-vs-y") == exp  # get, not create twice
-    run = tracker.start_job_run(exp, "r", {mt.TAG_ROLE: "single"})
+    run = tracker.start_job_run(exp, "r", {TAG_ROLE: "single"})
     n = 2500  # > MLflow's 1000 metrics per batch
     triples = [(f"m/{i}", float(i), 0) for i in range(n)] + [("frontier/exact/hit@10", 0.1 * s, s) for s in (10, 25, 50)]
     assert tracker.log_metrics(run, triples) == n + 3
@@ -93,7 +94,7 @@ def test_fail_run_records_error_and_status(tracker, tmp_path):
     tracker.fail_run(run, "Traceback...\nFeatureError: no such feature", artifact_dir=tmp_path / "art")
     got = tracker.client.get_run(run)
     assert got.info.status == "FAILED"
-    assert "no such feature" in got.data.tags[mt.TAG_ERROR]
+    assert "no such feature" in got.data.tags[TAG_ERROR]
     assert [a.path for a in tracker.client.list_artifacts(run)] == ["error.txt"]
 
 
@@ -104,7 +105,7 @@ def test_sweep_run_is_reused_and_finished_jobs_found(tracker):
     assert tracker.start_sweep_run(exp, "abc123", {}) == parent
     assert tracker.client.get_run(parent).info.status == "RUNNING"
     assert tracker.start_sweep_run(exp, "other", {}) != parent
-    tags = {mt.TAG_SWEEP_ID: "abc123", mt.TAG_CONFIG_HASH: "h1", mt.TAG_ROLE: "job"}
+    tags = {TAG_SWEEP_ID: "abc123", TAG_CONFIG_HASH: "h1", TAG_ROLE: "job"}
     job = tracker.start_job_run(exp, "j", tags, parent_run_id=parent)
     assert tracker.find_finished_job(exp, "abc123", "h1") is None  # RUNNING does not count
     tracker.end_run(job)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.tracking import mlflow_tracker as mt
+from harness.store_schema import TAG_POLICY, TAG_ROLE
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "harness", "policies", "conf")
@@ -102,8 +102,8 @@ def test_installed_route_bench_runs_the_smoke_sweep_from_an_empty_folder(wheel, 
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     client = MlflowClient(tracking_uri=f"sqlite:///{empty / 'mlruns' / 'mlflow.db'}")
     runs = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
-    jobs = [r for r in runs if r.data.tags.get(mt.TAG_ROLE) == "job"]
-    parents = [r for r in runs if r.data.tags.get(mt.TAG_ROLE) == "sweep"]
+    jobs = [r for r in runs if r.data.tags.get(TAG_ROLE) == "job"]
+    parents = [r for r in runs if r.data.tags.get(TAG_ROLE) == "sweep"]
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     assert len(jobs) == 4 and all(r.info.status == "FINISHED" for r in jobs)  # policy x cost.c: 2 x 2
-    assert {r.data.tags[mt.TAG_POLICY] for r in jobs} == {"always_keep", "ridge"}
+    assert {r.data.tags[TAG_POLICY] for r in jobs} == {"always_keep", "ridge"}

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from harness.io import cache_root, digest_of
+from harness.markdown import md_code_block, md_escape
+from harness.store_schema import TAG_FROZEN_SHA256
 from harness.protocols.registry import Protocol, ProtocolContext, ProtocolResult, Table
 from harness.protocols.sweep_stage import SweepContext, SweepJob, SweepResult
 
@@ -39,7 +41,7 @@ class ThresholdProtocol(Protocol):
         return ProtocolResult(
             metrics=res.metrics, summary=res.summary(), raw=res,
             tables={"decisions": Table(res.decisions, preview=True, per_question=True)},
-            tags={f"route_bench.frozen_sha256.{k}": v for k, v in digests.items()},
+            tags={f"{TAG_FROZEN_SHA256}.{k}": v for k, v in digests.items()},
         )
 
     def aggregate(self, jobs: list[SweepJob], ctx: SweepContext) -> SweepResult | None:
@@ -163,7 +165,7 @@ def decision_table_result(table, filtered: str = "") -> SweepResult | None:
     from harness.protocols import verdict as vd
     from harness.protocols.decision_table import (
         budget_html, budget_markdown, conclusions, format_console, format_html, format_markdown, legend,
-        md_code_block, open_comparisons,
+        open_comparisons,
     )
 
     if table is None or not len(table):
@@ -201,7 +203,7 @@ def decision_table_result(table, filtered: str = "") -> SweepResult | None:
 def _decision_markdown(table, title: str, budgets: list[float]) -> str:
     """The report's decision table in Markdown: one short table per budget (the parent run's
     ``decision_table_rho<budget>.md`` without its title), every column folded under them."""
-    from harness.protocols.decision_table import budget_markdown, format_markdown, legend, md_escape
+    from harness.protocols.decision_table import budget_markdown, format_markdown, legend
 
     parts = [f"## {title}", ""]
     for b in budgets:

@@ -49,6 +49,7 @@ from harness.errors import ConfigError
 from harness.protocols.common import fmt, text_table
 from harness.protocols.registry import Protocol, ProtocolContext, ProtocolResult, Table
 from harness.retrieval.feature_names import FEATURE_SETS, PROBE_MEMORY, PROBE_RAG
+from harness.store_schema import TAG_ROUTER_FAMILY
 
 UNITS = ("prompt_tokens", "output_tokens", "ms")
 RETRIEVAL_FEATURES = frozenset(FEATURE_SETS["baseline"] + FEATURE_SETS["bm25"] + FEATURE_SETS["qpp"])
@@ -164,6 +165,6 @@ class CostProtocol(Protocol):
               r["usage"], r["outcome"], r["prompt_tokens"], r["output_tokens"], r["ms"]] for _, r in table.iterrows()],
         )
         return ProtocolResult(
-            metrics=metrics, summary=summary, series=series, tags={"route_bench.router_family": family},
+            metrics=metrics, summary=summary, series=series, tags={TAG_ROUTER_FAMILY: family},
             tables={"cost_by_family": Table(table, preview=True)}, raw=table,
         )

@@ -73,6 +73,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from harness.markdown import md_escape
 from harness.protocols.compare import ReferenceChoice, choose_per_unit, pair_frame
 from harness.errors import HarnessError, UsageError
 from harness.paired import paired_comparison, plan_words
@@ -705,37 +706,6 @@ def format_text(table: pd.DataFrame) -> str:
     lines = ["  ".join(x[i].ljust(widths[i]) for i in range(len(header))).rstrip() for x in [header] + rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines + [legend(table)])
-
-
-def md_escape(text: object) -> str:
-    """A name or cell as Markdown text: HTML markup (``<script>``) escaped as in the HTML report,
-    ``|`` escaped (a table cell), a line break made a space (a table row is one line)."""
-    import html
-
-    return html.escape(" ".join(str(text).splitlines()), quote=False).replace("|", "\\|")
-
-
-def md_code(text: object) -> str:
-    """``text`` as an inline Markdown code span shown as typed (an experiment name holding a
-    backtick or ``<b>``): the delimiter is longer than any run of backticks inside it."""
-    import re
-
-    body = " ".join(str(text).splitlines())
-    longest = max((len(m) for m in re.findall(r"`+", body)), default=0)
-    tick = "`" * (longest + 1)
-    pad = " " if body.startswith("`") or body.endswith("`") else ""
-    return f"{tick}{pad}{body}{pad}{tick}"
-
-
-def md_code_block(text: object) -> str:
-    """``text`` as a fenced Markdown code block shown as typed (a console table holding names such
-    as ``<script>``): the fence is longer than any run of backticks inside it."""
-    import re
-
-    body = str(text)
-    longest = max((len(m) for m in re.findall(r"`+", body)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}\n{body}\n{fence}"
 
 
 def format_markdown(table: pd.DataFrame) -> str:

@@ -33,11 +33,11 @@ import pandas as pd
 from harness.protocols.compare import compare_with_reference, conclusion, format_comparison, open_comparisons
 from harness.errors import HarnessError
 from harness.protocols.sweep_stage import SweepJob
+from harness.store_schema import TAG_POLICY
 
 DECISIONS_ARTIFACT = "decisions.parquet"
 FRONTIERS_ARTIFACT = "frontiers.parquet"
 BUDGET_DECISIONS_ARTIFACT = "budget_decisions.parquet"
-TAG_POLICY = "route_bench.policy"
 CELL_EXCLUDED_PREFIXES = ("policy.", "tracking.", "experiment.")
 CELL_EXCLUDED_KEYS = ("seed",)
 

@@ -44,6 +44,7 @@ from typing import Any, Callable, Mapping
 import pandas as pd
 
 from harness.errors import HarnessError
+from harness.store_schema import TAG_POLICY
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class SweepJob:
 
     @property
     def policy(self) -> str:
-        return self.tags.get("route_bench.policy") or self.params.get("policy.name", "?")
+        return self.tags.get(TAG_POLICY) or self.params.get("policy.name", "?")
 
     def table(self, name: str) -> pd.DataFrame | None:
         """The run's Parquet artifact ``name`` as a DataFrame, or None when it has none."""

@@ -38,6 +38,7 @@ from typing import Iterable
 
 import pandas as pd
 
+from harness.markdown import md_escape
 from harness.protocols.verdict_cells import COLUMNS, CellTest, Setting, _interval, _num, decide_all
 
 WIDTH = 100  # the console's line width
@@ -211,8 +212,6 @@ def sentences(frame: pd.DataFrame) -> str:
 
 def format_markdown(frame: pd.DataFrame) -> str:
     """The verdicts as a Markdown table (the report, the parent run's ``verdicts.md``)."""
-    from harness.protocols.decision_table import md_escape
-
     lines = ["| cost | budget | verdict | router chosen | flag |", "|---|---|---|---|---|"]
     for r in frame.itertuples():
         extra = "; ".join(x for x in (r.flag, r.note) if x)

@@ -70,6 +70,7 @@ from harness.app import (
 )
 from harness.conf_files import CONF_SOURCE
 from harness.config import validate
+from harness.store_schema import PREFIX, TAG_ARMS, TAG_BUDGET_GRID, TAG_CODE_VERSION, TAG_CONFIG_HASH, TAG_DATASET, TAG_GIT_COMMIT, TAG_MLFLOW_GIT_COMMIT, TAG_NOTE, TAG_POLICY, TAG_ROLE, TAG_SWEEP_ID, TAG_TABLE_KEY
 from harness.generation.http_client import redact_secrets
 from harness.io import digest_of
 from harness.runner.lifecycle import JobContext, tracked_run
@@ -160,18 +161,18 @@ def job_tags(plain: Mapping, config_hash: str, sweep: SweepState | None) -> dict
     arms = plain.get("arms") or {}
     commit = mt.git_commit()
     tags = {
-        mt.TAG_ROLE: "job" if sweep is not None else "single",
-        mt.TAG_CONFIG_HASH: config_hash,
-        mt.TAG_POLICY: display_name(plain["policy"]),
-        mt.TAG_DATASET: str((plain.get("dataset") or {}).get("name", "")),
-        mt.TAG_ARMS: f"{arms.get('base', 'keep')}-vs-{arms.get('extra', 'hybrid')}",
-        mt.TAG_BUDGET_GRID: mt._short(list((plain.get("budget") or {}).get("grid") or [])),
-        mt.TAG_GIT_COMMIT: commit,
+        TAG_ROLE: "job" if sweep is not None else "single",
+        TAG_CONFIG_HASH: config_hash,
+        TAG_POLICY: display_name(plain["policy"]),
+        TAG_DATASET: str((plain.get("dataset") or {}).get("name", "")),
+        TAG_ARMS: f"{arms.get('base', 'keep')}-vs-{arms.get('extra', 'hybrid')}",
+        TAG_BUDGET_GRID: mt._short(list((plain.get("budget") or {}).get("grid") or [])),
+        TAG_GIT_COMMIT: commit,
     }
     if commit != "unknown":
-        tags[mt.TAG_MLFLOW_GIT_COMMIT] = commit
+        tags[TAG_MLFLOW_GIT_COMMIT] = commit
     if sweep is not None:
-        tags[mt.TAG_SWEEP_ID] = sweep.sweep_id
+        tags[TAG_SWEEP_ID] = sweep.sweep_id
     return tags
 
 
@@ -266,10 +267,10 @@ def run_tags(table: TableHandle, out: Any) -> dict:
     """Tags that say which table and code produced the numbers, and the protocols' own tags."""
     from harness.tracking import mlflow_tracker as mt
 
-    tags = {"route_bench.table_key": table.key, "route_bench.code_version": code_version()}
+    tags = {TAG_TABLE_KEY: table.key, TAG_CODE_VERSION: code_version()}
     for fact in ("dataset_fingerprint", "table_sha256"):
         if table.info.get(fact):
-            tags[f"route_bench.{fact}"] = str(table.info[fact])
+            tags[f"{PREFIX}{fact}"] = str(table.info[fact])
     tags.update(mt.block_tags(table.info.get("blocks") or {}))
     for done in out.results.values():
         tags.update(done.tags)
@@ -355,13 +356,13 @@ def _skipped(ctx: JobContext, claim: Any) -> dict:
     from harness.tracking import mlflow_tracker as mt
 
     done = claim.reused
-    other = done.data.tags.get(mt.TAG_SWEEP_ID)
+    other = done.data.tags.get(TAG_SWEEP_ID)
     line = f"skipped: finished as run {done.info.run_id}"
     if other and other != (ctx.sweep.sweep_id if ctx.sweep is not None else None):
         line += f" (sweep {other})"
     if claim.waited_for:
         line += ", after waiting for it"
-    summary = mt.note_text(done.data.tags.get(mt.TAG_NOTE, ""))
+    summary = mt.note_text(done.data.tags.get(TAG_NOTE, ""))
     ctx.finish("SKIPPED", done.info.run_id, line, summary, reused_sweep_id=other)
     if ctx.verbose and summary:
         print(f"[route-bench] {ctx.name} -> run {done.info.run_id} (finished before)\n{summary}", flush=True)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from harness.generation.http_client import redact_secrets
+from harness.store_schema import TAG_END_REASON, TAG_HOST, TAG_PID, TAG_SKIP_KEY
 from harness.runner.process import Terminated, set_job_active, signal_name
 from harness.runner.sweep_state import SweepState
 
@@ -133,17 +134,15 @@ class TrackedRun:
             self.run_id = claim.run_id
         else:
             self.run_id = self.tracker.start_job_run(self.experiment_id, ctx.name,
-                                                     {**ctx.tags, mt.TAG_SKIP_KEY: key, **mt.process_identity()})
+                                                     {**ctx.tags, TAG_SKIP_KEY: key, **mt.process_identity()})
         set_job_active(True)
         self.tracker.log_params(self.run_id, mt.flatten_params(redact_secrets(ctx.plain)))
         return True
 
     def _waiting(self, holder) -> None:
-        from harness.tracking import mlflow_tracker as mt
-
         t = holder.data.tags
-        msg = (f"{self.ctx.name}: waiting for run {holder.info.run_id} (process {t.get(mt.TAG_PID, '?')} on "
-               f"{t.get(mt.TAG_HOST, '?')} is running the same job)")
+        msg = (f"{self.ctx.name}: waiting for run {holder.info.run_id} (process {t.get(TAG_PID, '?')} on "
+               f"{t.get(TAG_HOST, '?')} is running the same job)")
         self.ctx.log.info(msg)
         print(f"[route-bench] {msg}", flush=True)
 
@@ -164,12 +163,10 @@ class TrackedRun:
             self.tracker.end_run(self.run_id, "FINISHED")
 
     def _end_killed(self, exc: BaseException) -> None:
-        from harness.tracking import mlflow_tracker as mt
-
         how = signal_name(exc)
         if self.run_id is not None and self.tracker is not None:
             try:  # quickly: a second signal would cut this short
-                self.tracker.set_tags(self.run_id, {mt.TAG_END_REASON: f"killed: {how} while the job ran"})
+                self.tracker.set_tags(self.run_id, {TAG_END_REASON: f"killed: {how} while the job ran"})
                 self.tracker.end_run(self.run_id, "KILLED")
             except Exception:  # noqa: BLE001 - the next sweep ends it as stale
                 pass

@@ -47,6 +47,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from harness.io import digest_of
+from harness.store_schema import TAG_DATASET, TAG_END_REASON, TAG_GIT_COMMIT
 from harness.runner.sweep_check import skip_hydra_revalidation, sweeper_params, validate_sweep_jobs
 
 JOB_RECORDS = "jobs"  # the sweep folder's subfolder where each job leaves its record
@@ -225,7 +226,7 @@ class SweepTrackingCallback(Callback):
             "\n".join(["params (preset sweep):", *[f"  {k}={v}" for k, v in preset.items()],
                        "overrides (command line):", *[f"  {o}" for o in config.hydra.overrides.task]]),
         ))
-        self.tracker.set_tags(self.parent_run_id, {mt.TAG_GIT_COMMIT: mt.git_commit(), mt.TAG_DATASET: plain["dataset"]["name"]})
+        self.tracker.set_tags(self.parent_run_id, {TAG_GIT_COMMIT: mt.git_commit(), TAG_DATASET: plain["dataset"]["name"]})
 
     def _hand_state(self, config: DictConfig, handle_file, n_jobs: int | None, swept: list[str] | None) -> None:
         """Write the sweep's state file (``harness.runner.sweep_state``) into a fresh folder that
@@ -255,8 +256,6 @@ class SweepTrackingCallback(Callback):
     def end_interrupted(self, status: str, reason: str) -> bool:
         """End the open parent run ``status`` (KILLED on a signal) with ``reason``, after ending
         its children whose process is gone (a killed worker) or is this process; idempotent."""
-        from harness.tracking import mlflow_tracker as mt
-
         if self.closed or self.tracker is None or self.parent_run_id is None:
             return False
         self.closed = True
@@ -268,7 +267,7 @@ class SweepTrackingCallback(Callback):
         except Exception:  # noqa: BLE001 - the next sweep ends them as stale
             pass
         try:
-            self.tracker.set_tags(self.parent_run_id, {mt.TAG_END_REASON: reason})
+            self.tracker.set_tags(self.parent_run_id, {TAG_END_REASON: reason})
             self.tracker.end_run(self.parent_run_id, status)
         except Exception:  # noqa: BLE001 - nothing more can be done on the way out
             return False
@@ -302,7 +301,7 @@ class SweepTrackingCallback(Callback):
         if self.tracker is None or self.closed:
             return
         from harness.runner import sweep_end
-        from harness.tracking.mlflow_tracker import pick_runs
+        from harness.tracking.store_reader import pick_runs
 
         # a job whose process died without ending its run (a crashed worker) is not left RUNNING
         self.tracker.end_orphans(self.experiment_id, self.parent_run_id, "FAILED",

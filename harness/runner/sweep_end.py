@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.store_schema import TAG_POLICY, TAG_TABLE_KEY
+
 # Columns of the comparison table printed at the end of a sweep: (header, metric name in MLflow);
 # "{metric}" is the sweep's outcome metric (``arms.metric``), e.g. hit@10 -> hit_at_10.
 COMPARISON_COLUMNS = (
@@ -52,7 +54,7 @@ def comparison_frame(runs: list, metric: str = "hit@10") -> Any:
     rows = []
     for r in runs:
         row = {
-            "policy": r.data.tags.get("route_bench.policy", ""),
+            "policy": r.data.tags.get(TAG_POLICY, ""),
             "cost": short_cost(r.data.params.get("cost.c", "")),
             "seed": r.data.params.get("seed", ""),
             "status": r.info.status,
@@ -97,7 +99,7 @@ def table_warnings(runs: list, metric: str) -> list[str]:
     out: list[str] = []
     seen: set[str] = set()
     for r in runs:
-        m, key = r.data.metrics, r.data.tags.get("route_bench.table_key", "")
+        m, key = r.data.metrics, r.data.tags.get(TAG_TABLE_KEY, "")
         if r.info.status != "FINISHED" or key in seen or "table/rescues" not in m:
             continue
         seen.add(key)

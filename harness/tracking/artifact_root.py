@@ -29,7 +29,9 @@ import sqlite3
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-ROOT_TAG = "route_bench.artifact_root"
+from harness.store_schema import TAG_ARTIFACT_ROOT
+
+ROOT_TAG = TAG_ARTIFACT_ROOT
 ROOT_NAME = "artifacts"  # relative to the folder holding mlflow.db
 
 

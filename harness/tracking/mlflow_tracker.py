@@ -70,6 +70,9 @@ from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from harness.errors import HarnessError
 from harness.io import digest_of, file_lock
+from harness.store_schema import (
+    TAG_CONFIG_HASH, TAG_END_REASON, TAG_ERROR, TAG_HOST, TAG_NOTE, TAG_PARENT, TAG_PID, TAG_PROC_START, TAG_ROLE, TAG_SKIP_KEY, TAG_SWEEP_ID,
+)
 
 try:  # newer harness.errors has a StoreError family; keep working without it
     from harness.errors import StoreError as _StoreErrorBase
@@ -77,8 +80,6 @@ except ImportError:  # pragma: no cover - depends on the errors module's version
     _StoreErrorBase = HarnessError
 
 ENV_TRACKING_URI = "MLFLOW_TRACKING_URI"
-TAG_SWEEP_ID = "route_bench.sweep_id"
-TAG_ROLE = "route_bench.role"
 # MLflow's experiment kind (its UI's "custom model development": the runs table first) and the
 # metric its UI treats as the experiment's primary one
 EXPERIMENT_TAGS = {
@@ -86,21 +87,6 @@ EXPERIMENT_TAGS = {
     "mlflow.experiment.primaryMetric.name": "heldout/utility",
     "mlflow.experiment.primaryMetric.greaterIsBetter": "true",
 }
-TAG_CONFIG_HASH = "route_bench.config_hash"
-TAG_POLICY = "route_bench.policy"
-TAG_ERROR = "route_bench.error"
-TAG_PARENT = "mlflow.parentRunId"
-TAG_NOTE = "mlflow.note.content"  # the run's description in the MLflow UI (Markdown)
-TAG_GIT_COMMIT = "route_bench.git_commit"
-TAG_MLFLOW_GIT_COMMIT = "mlflow.source.git.commit"  # shown by the UI; set only when known
-TAG_DATASET = "route_bench.dataset"
-TAG_ARMS = "route_bench.arms"
-TAG_BUDGET_GRID = "route_bench.budget_grid"
-TAG_SKIP_KEY = "route_bench.skip_key"  # config hash + table fingerprint + code version
-TAG_HOST = "route_bench.host"  # the process that created (and runs) the run
-TAG_PID = "route_bench.pid"
-TAG_PROC_START = "route_bench.proc_start"  # that process's start time (clock ticks since boot)
-TAG_END_REASON = "route_bench.end_reason"  # why a run was ended KILLED / FAILED from outside
 NOTE_MAX_CHARS = 8000  # MLflow's limit of a tag value
 DATASET_DIGEST_CHARS = 16  # MLflow keeps at most 36 characters of a dataset digest
 PARAM_MAX_CHARS = 500  # a readable cut; MLflow's own limit is 6000. The full config is config.yaml
@@ -806,16 +792,3 @@ class Tracker:
                 self._retry(lambda: self.client.log_artifact(run_id, str(path)))
         finally:
             self.end_run(run_id, "FAILED")
-
-
-def pick_runs(children: list) -> list:
-    """One run per config hash: latest FINISHED, else latest of any status (see module doc)."""
-    groups: dict[str, list] = {}
-    for r in children:
-        groups.setdefault(r.data.tags.get(TAG_CONFIG_HASH, r.info.run_id), []).append(r)
-    picked = []
-    for runs in groups.values():
-        runs = sorted(runs, key=lambda r: r.info.start_time or 0, reverse=True)
-        finished = [r for r in runs if r.info.status == "FINISHED"]
-        picked.append(finished[0] if finished else runs[0])
-    return sorted(picked, key=lambda r: (r.info.run_name or "", r.info.run_id))

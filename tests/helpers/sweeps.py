@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from harness.tracking import mlflow_tracker as mt
+from harness.store_schema import TAG_ROLE
 
 SMALL = ["dataset=synthetic", "dataset.n_docs=30", "dataset.questions_per_doc=4", "experiment=none"]
 EXPERIMENT = "synthetic/keep-vs-hybrid"
@@ -36,6 +36,6 @@ def runs_by_role(uri: str):
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name(EXPERIMENT)
     runs = client.search_runs([exp.experiment_id], max_results=1000)
-    parents = [r for r in runs if r.data.tags.get(mt.TAG_ROLE) == "sweep"]
-    jobs = [r for r in runs if r.data.tags.get(mt.TAG_ROLE) == "job"]
+    parents = [r for r in runs if r.data.tags.get(TAG_ROLE) == "sweep"]
+    jobs = [r for r in runs if r.data.tags.get(TAG_ROLE) == "job"]
     return client, parents, jobs
