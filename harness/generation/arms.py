@@ -47,9 +47,18 @@ import pandas as pd
 
 from harness.arm_blocks import BASE, ArmBlock
 from harness.errors import ConfigError, HarnessError
+from harness.generation.answers import score_answer
+from harness.generation.backends import load_generator
+from harness.generation.generator import GenerationConfig, package_version, packaged_model_path
+from harness.generation.http_client import redact_url
+from harness.generation.llamacpp import LLAMACPP_N_CTX, llamacpp_settings
+from harness.generation.options import YES_NO, choice_letters
+from harness.generation.prompts import EvidenceUnit, no_retrieval_messages, rag_messages
+from harness.generation.uncertainty import uncertainty_features
 from harness.io import sha256_file
 from harness.retrieval.feature_names import OPTION_UNCERTAINTY as OPTION_FEATURES
 from harness.retrieval.feature_names import UNCERTAINTY as UNCERTAINTY_FEATURES
+from harness.retrieval.precision import resolve_device
 
 PROMPT_VERSION = 1  # bump when harness.generation.prompts changes what a prompt says
 # generate: decode an answer (every question); options: yes/no questions are answered by scoring
@@ -78,9 +87,6 @@ def _file_digest(path: str) -> str:
 def model_identity(spec: str) -> dict:
     """What identifies the model behind a generator spec (``load_generator``'s syntax); a
     server's URL without its credentials (they never enter a key)."""
-    from harness.generation.backends import packaged_model_path
-    from harness.generation.http_client import redact_url
-
     s = str(spec)
     if s.startswith(("http://", "https://")):
         return {"server": redact_url(s)}
@@ -103,8 +109,6 @@ def engine_identity(spec: str, n_threads: int) -> dict:
     not part of the model: for llama.cpp ``llamacpp_settings`` (version, threads, context and
     batch sizes); for transformers the torch/transformers versions, dtype and torch's thread
     count; for mlx its versions. A server's settings are its operator's: not knowable here."""
-    from harness.generation.backends import LLAMACPP_N_CTX, llamacpp_settings, package_version
-
     s = str(spec)
     if s.startswith(("http://", "https://")):
         return {"engine": "server"}
@@ -269,8 +273,6 @@ class AnswerArm(ArmBlock):
         self._built_with: dict | None = None
 
     def _base_identity(self) -> dict:
-        from harness.generation.http_client import redact_url
-
         base = ArmBlock.identity(self)
         base["params"]["generator"] = redact_url(self.generator)  # credentials never enter a key
         for waiting in ("timeout_s", "deadline_s", "retries"):
@@ -289,9 +291,6 @@ class AnswerArm(ArmBlock):
         raise NotImplementedError
 
     def compute(self, rows: pd.DataFrame, dataset: Any) -> pd.DataFrame:
-        from harness.generation import GenerationConfig, load_generator, uncertainty_features
-        from harness.generation.options import YES_NO, choice_letters
-
         if dataset is None or not getattr(dataset, "questions", None):
             raise HarnessError(f"arm {self.arms[0]!r} generates answers from the dataset's questions: the synthetic "
                                "table has no text (use a real dataset, e.g. dataset=qasper_yesno)")
@@ -312,15 +311,13 @@ class AnswerArm(ArmBlock):
                                        "answered so far are kept (run again to resume)")
                 kwargs["deadline_s"] = left
         if self.generator.startswith("transformers") and self.device != "cpu":
-            from harness.retrieval.precision import resolve_device
-
             kwargs["device"] = resolve_device(self.device, "device")
         engine = engine_identity(self.generator, self.n_threads)
         if engine["engine"] == "xllamacpp":
             kwargs["n_threads"] = self.n_threads
         arm = self.arms[0]
         out: list[dict] = []
-        with _torch_threads(self.n_threads if engine["engine"] == "transformers" else None), \
+        with torch_threads(self.n_threads if engine["engine"] == "transformers" else None), \
                 load_generator(self.generator, config=cfg, **kwargs) as gen:
             described = gen.describe()
             check_engine(engine, described, arm)
@@ -370,8 +367,6 @@ class AnswerArm(ArmBlock):
     def derive(self, frame: pd.DataFrame, dataset: Any) -> pd.DataFrame | None:
         """The answer's scores, from its cached text and the dataset's references: a change to
         the answer metrics rescores every cached answer instead of leaving stale numbers."""
-        from harness.generation import score_answer
-
         arm = self.arms[0]
         questions = {q.qid: q for q in dataset.questions}
         rows = []
@@ -401,7 +396,7 @@ def option_uncertainty(scored) -> dict[str, float]:
             "unc_option_margin": scored.margin, "unc_option_mass": scored.mass}
 
 
-class _torch_threads:
+class torch_threads:
     """torch's intra-op thread count set for the block's build and restored after (None: no-op)."""
 
     def __init__(self, n: int | None):
@@ -429,8 +424,6 @@ class NoRetrievalArm(AnswerArm):
     feature_sets = {"uncertainty": UNCERTAINTY_FEATURES, "option_uncertainty": OPTION_FEATURES}  # the second: mode options
 
     def prompt(self, question, row, units, boolean):
-        from harness.generation import no_retrieval_messages
-
         return no_retrieval_messages(question.text, boolean=boolean, choices=question.choices)
 
 
@@ -450,8 +443,6 @@ class _RagArm(AnswerArm):
     version = "2"
 
     def prompt(self, question, row, units, boolean):
-        from harness.generation import EvidenceUnit, rag_messages
-
         ranked = [str(u) for u in list(row[f"{self.retrieval}.top10"])[: self.k]]
         evidence = [EvidenceUnit(uid, units[uid].text, units[uid].kind) for uid in ranked if uid in units]
         return rag_messages(question.text, evidence, boolean=boolean, choices=question.choices)

@@ -14,18 +14,20 @@ import json
 import math
 from typing import Any, Mapping
 
+from harness.generation.errors import GenerationError, ServerAnswerError
 from harness.generation.types import Generation, TokenLogprob, TopLogprob
 
 LOGPROB_TOLERANCE = 1e-6  # a logprob above this is not a log-probability (rounding may give +1e-7)
 
 
 def _error(source: str, field: str, problem: str) -> Exception:
-    from harness.generation.backends import ServerAnswerError
-
     return ServerAnswerError(f"{source}: answer field {field} {problem}")
 
 
-def _logprob(value: Any, source: str, field: str) -> float:
+def checked_logprob(value: Any, source: str, field: str) -> float:
+    """An answer's log-probability field as a float, checked: a finite number <= 0 (a rounding
+    excess up to ``LOGPROB_TOLERANCE`` is clipped to 0); else a ``ServerAnswerError`` naming
+    ``source`` and ``field``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _error(source, field, f"is {json.dumps(value)[:40]}: expected a number <= 0")
     x = float(value)
@@ -64,8 +66,6 @@ def parse_chat_completion(resp: Mapping, *, backend: str, model: str, want_logpr
     ``source`` names where the answer came from in errors (default: ``backend``);
     ``require_content``: an empty answer is refused (a server's; the in-process engine's empty
     answer is a real answer, with NaN uncertainty features)."""
-    from harness.generation.backends import GenerationError
-
     src = source or backend
     if not isinstance(resp, Mapping):
         raise GenerationError(f"{src}: response is not a JSON object")
@@ -106,8 +106,8 @@ def parse_chat_completion(resp: Mapping, *, backend: str, model: str, want_logpr
         for j, a in enumerate(alts):
             if not isinstance(a, Mapping):
                 raise _error(src, f"{where}.top_logprobs[{j}]", "is not an object")
-            top.append(TopLogprob(str(a.get("token", "")), _logprob(a.get("logprob"), src, f"{where}.top_logprobs[{j}].logprob")))
-        tokens.append(TokenLogprob(str(e.get("token", "")), _logprob(e.get("logprob"), src, f"{where}.logprob"),
+            top.append(TopLogprob(str(a.get("token", "")), checked_logprob(a.get("logprob"), src, f"{where}.top_logprobs[{j}].logprob")))
+        tokens.append(TokenLogprob(str(e.get("token", "")), checked_logprob(e.get("logprob"), src, f"{where}.logprob"),
                                    tuple(top), None))
     tokens = _drop_stop_token(tokens, content, finish)
     usage = resp.get("usage")

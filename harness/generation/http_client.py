@@ -21,6 +21,8 @@ import urllib.parse
 import urllib.request
 from typing import Any, Callable, Mapping
 
+from harness.generation.errors import GenerationError
+
 
 def split_credentials(url: str) -> tuple[str, str | None]:
     """(the URL without user info, a Basic ``Authorization`` header value or None)."""
@@ -58,8 +60,6 @@ def request_json(url: str, body: Any = None, *, headers: Mapping[str, str], sour
     too), all of them before ``deadline_at`` (``time.monotonic()``), at most ``max_bytes``;
     answers 429 and 5xx are retried ``retries`` times after ``backoff_s``, 2x, 4x, ... seconds.
     Every failure is one ``GenerationError`` line naming ``source`` (never credentials)."""
-    from harness.generation.backends import GenerationError
-
     data = None if body is None else json.dumps(body).encode("utf-8")
     hdrs = {"Accept": "application/json", **dict(headers)}
     if data is not None:
@@ -101,8 +101,6 @@ def request_json(url: str, body: Any = None, *, headers: Mapping[str, str], sour
 
 def _read_bounded(req: urllib.request.Request, limit: float, max_bytes: int, source: str, path: str,
                   why: str) -> bytes:
-    from harness.generation.backends import GenerationError
-
     if limit <= 0:
         raise TimeoutError
     end = time.monotonic() + limit
