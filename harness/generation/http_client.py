@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import re
 import socket
 import time
 import urllib.error
@@ -130,18 +129,3 @@ def _read_bounded(req: urllib.request.Request, limit: float, max_bytes: int, sou
                                       "(max_response_bytes)")
             parts.append(chunk)
     return b"".join(parts)
-
-
-_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@")
-
-
-def redact_secrets(obj: Any) -> Any:
-    """``obj`` (plain config: mappings, lists, strings) with the user info of every URL in it
-    removed: what a run logs as parameters and as its config artifact."""
-    if isinstance(obj, str):
-        return _USERINFO.sub(r"\1", obj)
-    if isinstance(obj, Mapping):
-        return {k: redact_secrets(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [redact_secrets(v) for v in obj]
-    return obj
