@@ -8,11 +8,14 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from harness.generation.errors import BackendUnavailable, GenerationError
 from harness.generation.generator import GenerationConfig, Generator, check_messages, packaged_model_path
 from harness.generation.types import Generation, TokenLogprob, TopLogprob
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def _topk_and_entropy(logits_row, k: int):
