@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.generation.backends import _start_with_signals_held
+from harness.generation.llamacpp import _start_with_signals_held
 
 
 def test_threads_started_inside_hold_the_signals_and_a_signal_meanwhile_is_delivered_after():
@@ -115,7 +115,7 @@ def test_a_signal_during_the_engine_start_ends_it_without_a_hang():
     code = ("import os, signal, xllamacpp\n"
             "if hasattr(os, 'sched_setaffinity'):  # one core: the engine's thread waits its turn\n"
             "    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1])\n"
-            "from harness.generation.backends import LlamaCppGenerator\n"
+            "from harness.generation.llamacpp import LlamaCppGenerator\n"
             "class Stopped(BaseException): pass  # as the harness's own Terminated\n"
             "def stop(signum, frame): raise Stopped\n"
             "signal.signal(signal.SIGTERM, stop)\n"

@@ -25,7 +25,7 @@ from harness.generation import (
     packaged_model_path,
     rag_messages,
 )
-from harness.generation.backends import check_messages
+from harness.generation.generator import check_messages
 from harness.generation.prompts import EvidenceUnit
 
 pytestmark = pytest.mark.slow

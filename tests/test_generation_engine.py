@@ -34,7 +34,7 @@ def test_engine_settings_are_in_the_answer_key(monkeypatch):
     assert before != _key(two)
     assert one.identity()["model"]["sha256"]  # the packaged GGUF's digest
     # another engine version is another key
-    monkeypatch.setattr("harness.generation.backends.package_version", lambda dist: "0.0.0-other")
+    monkeypatch.setattr("harness.generation.llamacpp.package_version", lambda dist: "0.0.0-other")
     assert _key(NoRetrievalArm()) != before
 
 
@@ -74,7 +74,7 @@ def test_a_generator_running_other_settings_than_keyed_is_refused(monkeypatch):
     dataset = load_dataset({"name": "qasper", "loader": "qasper", "path": str(FIXTURE)})
     arm = NoRetrievalArm(max_tokens=4)
     keyed = arm.identity()["engine"]
-    monkeypatch.setattr("harness.generation.load_generator",
+    monkeypatch.setattr("harness.generation.arms.load_generator",
                         lambda *a, **k: _FakeGen({"backend": "llama.cpp", **keyed, "n_threads": 4}))
     rows = pd.DataFrame({"qid": [dataset.questions[0].qid]})
     with pytest.raises(HarnessError, match="n_threads"):

@@ -73,15 +73,15 @@ def test_option_scores_are_the_engines_full_distribution_and_the_arm_uses_them(t
             assert top[option] == lp
     assert 0 < scored.mass <= 1 and 0 <= scored.entropy <= math.log(2) and scored.prompt_tokens > 20
     # the top entries and the whole vocabulary give the same values (the whole one is forced here)
-    import harness.generation.backends as backends
+    import harness.generation.llamacpp as llamacpp
 
     with LlamaCppGenerator(config=GenerationConfig(max_tokens=1)) as gen:
-        whole = backends.OPTION_TOP_N
+        whole = llamacpp.OPTION_TOP_N
         try:
-            backends.OPTION_TOP_N = 1  # only the best piece: at most one option among them
+            llamacpp.OPTION_TOP_N = 1  # only the best piece: at most one option among them
             forced = gen.score_options(prompt)
         finally:
-            backends.OPTION_TOP_N = whole
+            llamacpp.OPTION_TOP_N = whole
     assert forced.logprobs == scored.logprobs
 
     dataset = load_dataset({"name": "qasper", "loader": "qasper", "path": str(FIXTURE)})

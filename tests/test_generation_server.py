@@ -22,7 +22,8 @@ from harness.arm_blocks import build_block
 from harness.errors import HarnessError
 from harness.generation import GenerationError, OpenAICompatibleGenerator, no_retrieval_messages
 from harness.generation.arms import NoRetrievalArm
-from harness.generation.http_client import redact_secrets, redact_url
+from harness.generation.http_client import redact_url
+from harness.secrets import redact_secrets
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "fixtures" / "data" / "qasper-fixture-v0.3.json"

@@ -125,7 +125,7 @@ def test_hidden_state_is_what_the_lm_head_reads_for_the_arms_own_prompts(isolate
 
     from harness.data import load_dataset
     from harness.generation import EvidenceUnit, no_retrieval_messages, rag_messages
-    from harness.generation.backends import packaged_model_path
+    from harness.generation.generator import packaged_model_path
     from harness.generation.hidden_state import HiddenStateFeatures
     from tests.helpers.qasper import FIXTURE
 

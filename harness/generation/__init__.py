@@ -15,20 +15,12 @@ from harness.generation.answers import (
     utility_class,
     yes_no_label,
 )
-from harness.generation.backends import (
-    BackendUnavailable,
-    GenerationConfig,
-    GenerationError,
-    Generator,
-    LlamaCppGenerator,
-    MLXGenerator,
-    OpenAICompatibleGenerator,
-    TransformersGenerator,
-    cached_hf_folder,
-    gguf_to_hf_folder,
-    load_generator,
-    packaged_model_path,
-)
+from harness.generation.backends import load_generator
+from harness.generation.errors import BackendUnavailable, GenerationError
+from harness.generation.generator import GenerationConfig, Generator, packaged_model_path
+from harness.generation.llamacpp import LlamaCppGenerator
+from harness.generation.mlx_backend import MLXGenerator, cached_hf_folder, gguf_to_hf_folder
+from harness.generation.openai_http import OpenAICompatibleGenerator
 from harness.generation.prompts import (
     ABSTAIN,
     MAX_EVIDENCE_CHARS,
@@ -38,6 +30,7 @@ from harness.generation.prompts import (
     no_retrieval_messages,
     rag_messages,
 )
+from harness.generation.transformers_backend import TransformersGenerator
 from harness.generation.types import Generation, TokenLogprob, TopLogprob
 from harness.generation.uncertainty import UncertaintyFeatures, topk_entropy, uncertainty_features
 

@@ -41,15 +41,24 @@ import functools
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
 from harness.arm_blocks import BASE, ArmBlock
 from harness.errors import ConfigError, HarnessError
+from harness.generation.answers import score_answer
+from harness.generation.backends import load_generator
+from harness.generation.generator import GenerationConfig, package_version, packaged_model_path
+from harness.generation.http_client import redact_url
+from harness.generation.llamacpp import LLAMACPP_N_CTX, llamacpp_settings
+from harness.generation.options import YES_NO, choice_letters
+from harness.generation.prompts import EvidenceUnit, no_retrieval_messages, rag_messages
+from harness.generation.uncertainty import uncertainty_features
 from harness.io import sha256_file
 from harness.retrieval.feature_names import OPTION_UNCERTAINTY as OPTION_FEATURES
 from harness.retrieval.feature_names import UNCERTAINTY as UNCERTAINTY_FEATURES
+from harness.retrieval.precision import resolve_device
 
 PROMPT_VERSION = 1  # bump when harness.generation.prompts changes what a prompt says
 # generate: decode an answer (every question); options: yes/no questions are answered by scoring
@@ -78,9 +87,6 @@ def _file_digest(path: str) -> str:
 def model_identity(spec: str) -> dict:
     """What identifies the model behind a generator spec (``load_generator``'s syntax); a
     server's URL without its credentials (they never enter a key)."""
-    from harness.generation.backends import packaged_model_path
-    from harness.generation.http_client import redact_url
-
     s = str(spec)
     if s.startswith(("http://", "https://")):
         return {"server": redact_url(s)}
@@ -103,8 +109,6 @@ def engine_identity(spec: str, n_threads: int) -> dict:
     not part of the model: for llama.cpp ``llamacpp_settings`` (version, threads, context and
     batch sizes); for transformers the torch/transformers versions, dtype and torch's thread
     count; for mlx its versions. A server's settings are its operator's: not knowable here."""
-    from harness.generation.backends import LLAMACPP_N_CTX, llamacpp_settings, package_version
-
     s = str(spec)
     if s.startswith(("http://", "https://")):
         return {"engine": "server"}
@@ -227,6 +231,29 @@ def _refuse_settings_that_do_nothing(server: bool, generator: Any, **given: Any)
                                           f"{given[key]!r} (leave it at {default!r})")
 
 
+class _Answer(NamedTuple):
+    """One question's answer as an arm records it (``wall_ms``: the call's wall time)."""
+
+    text: str
+    prompt_tokens: int
+    output_tokens: int
+    model_ms: float | None
+    wall_ms: float
+    uncertainty: dict[str, float]
+
+
+def _option_answer(gen: Any, q: Any, prompt: Any) -> _Answer:
+    """A closed question answered by scoring its options after the prompt: "Yes" / "No", or
+    the letters of a multiple-choice question's options; the answer is the option's text."""
+    t0 = time.perf_counter()
+    letters = choice_letters(len(q.choices)) if q.choices else YES_NO
+    scored = gen.score_options(prompt.as_list(), letters)
+    wall_ms = (time.perf_counter() - t0) * 1000.0
+    # the answer is the option's text (a letter names the option shown under it)
+    text = q.choices[letters.index(scored.best)] if q.choices else scored.best
+    return _Answer(text, scored.prompt_tokens, 0, scored.model_ms, wall_ms, option_uncertainty(scored))
+
+
 class AnswerArm(ArmBlock):
     """What the answer arms share: the generator, the settings, scoring, costs."""
 
@@ -269,8 +296,6 @@ class AnswerArm(ArmBlock):
         self._built_with: dict | None = None
 
     def _base_identity(self) -> dict:
-        from harness.generation.http_client import redact_url
-
         base = ArmBlock.identity(self)
         base["params"]["generator"] = redact_url(self.generator)  # credentials never enter a key
         for waiting in ("timeout_s", "deadline_s", "retries"):
@@ -288,39 +313,79 @@ class AnswerArm(ArmBlock):
         """The ``Prompt`` for one question (its table row and the dataset's units at hand)."""
         raise NotImplementedError
 
-    def compute(self, rows: pd.DataFrame, dataset: Any) -> pd.DataFrame:
-        from harness.generation import GenerationConfig, load_generator, uncertainty_features
-        from harness.generation.options import YES_NO, choice_letters
+    def _server_kwargs(self) -> dict:
+        """A server generator's model name and bounds; ``deadline_s`` counts from the build's
+        first request, so a later chunk gets only what is left of it."""
+        kwargs: dict = {}
+        if self.model:
+            kwargs["model"] = self.model
+        kwargs.update(timeout_s=self.timeout_s, retries=self.retries)
+        if self.deadline_s is not None:
+            if self._deadline_at is None:
+                self._deadline_at = time.monotonic() + float(self.deadline_s)
+            left = self._deadline_at - time.monotonic()
+            if left <= 0:
+                raise HarnessError(f"arm {self.arms[0]!r}: deadline_s={self.deadline_s:g} passed; the chunks "
+                                   "answered so far are kept (run again to resume)")
+            kwargs["deadline_s"] = left
+        return kwargs
 
+    def _generator_kwargs(self, engine: dict) -> dict:
+        """``load_generator``'s keyword arguments for this arm: a server's bounds, a transformers
+        device, llama.cpp's thread count (``engine``: the keyed engine settings)."""
+        kwargs: dict = self._server_kwargs() if self.generator.startswith(("http://", "https://")) else {}
+        if self.generator.startswith("transformers") and self.device != "cpu":
+            kwargs["device"] = resolve_device(self.device, "device")
+        if engine["engine"] == "xllamacpp":
+            kwargs["n_threads"] = self.n_threads
+        return kwargs
+
+    def _answer(self, gen: Any, q: Any, prompt: Any, boolean: bool) -> _Answer:
+        """One question's answer: its options scored (mode ``options``, closed questions) or
+        decoded."""
+        if self.mode == "options" and (boolean or q.choices):
+            return _option_answer(gen, q, prompt)
+        t0 = time.perf_counter()
+        g = gen.generate(prompt.as_list())
+        wall_ms = (time.perf_counter() - t0) * 1000.0
+        u = uncertainty_features(g)
+        unc = {"unc_mean_entropy": float(u.mean_entropy), "unc_max_entropy": float(u.max_entropy),
+               "unc_min_confidence": float(u.min_confidence), "unc_answer_tokens": float(u.answer_tokens)}
+        if self.mode == "options":
+            unc.update({name: float("nan") for name in OPTION_FEATURES})
+        return _Answer(g.text, g.prompt_tokens, g.output_tokens, g.model_ms, wall_ms, unc)
+
+    def _record(self, q: Any, prompt: Any, answer: _Answer) -> dict:
+        """The arm's row for one answered question: text, costs, uncertainty, units shown."""
+        arm = self.arms[0]
+        prefix = "feat." if self.retrieval is None else f"feat.{arm}_"
+        prompt_n, output_n, model_ms = answer.prompt_tokens, answer.output_tokens, answer.model_ms
+        rec = {
+            "qid": q.qid,
+            f"{arm}.answer": answer.text,
+            f"{arm}.cost.prompt_tokens": float(prompt_n),
+            f"{arm}.cost.output_tokens": float(output_n),
+            f"{arm}.cost.tokens": float(prompt_n + output_n),
+            f"{arm}.cost.total_ms": answer.wall_ms,
+            f"{arm}.cost.model_ms": float(model_ms) if model_ms is not None else float("nan"),
+        }
+        rec.update({prefix + name: value for name, value in answer.uncertainty.items()})
+        if self.retrieval is not None:
+            rec[f"{arm}.units"] = list(prompt.unit_ids)
+        return rec
+
+    def compute(self, rows: pd.DataFrame, dataset: Any) -> pd.DataFrame:
         if dataset is None or not getattr(dataset, "questions", None):
             raise HarnessError(f"arm {self.arms[0]!r} generates answers from the dataset's questions: the synthetic "
                                "table has no text (use a real dataset, e.g. dataset=qasper_yesno)")
         questions = {q.qid: q for q in dataset.questions}
         units = {u.unit_id: u for doc in dataset.documents.values() for u in doc}
         cfg = GenerationConfig(max_tokens=self.max_tokens, top_k=self.top_k, seed=self.seed)
-        kwargs: dict = {}
-        if self.generator.startswith(("http://", "https://")):
-            if self.model:
-                kwargs["model"] = self.model
-            kwargs.update(timeout_s=self.timeout_s, retries=self.retries)
-            if self.deadline_s is not None:
-                if self._deadline_at is None:
-                    self._deadline_at = time.monotonic() + float(self.deadline_s)
-                left = self._deadline_at - time.monotonic()
-                if left <= 0:
-                    raise HarnessError(f"arm {self.arms[0]!r}: deadline_s={self.deadline_s:g} passed; the chunks "
-                                       "answered so far are kept (run again to resume)")
-                kwargs["deadline_s"] = left
-        if self.generator.startswith("transformers") and self.device != "cpu":
-            from harness.retrieval.precision import resolve_device
-
-            kwargs["device"] = resolve_device(self.device, "device")
         engine = engine_identity(self.generator, self.n_threads)
-        if engine["engine"] == "xllamacpp":
-            kwargs["n_threads"] = self.n_threads
+        kwargs = self._generator_kwargs(engine)
         arm = self.arms[0]
         out: list[dict] = []
-        with _torch_threads(self.n_threads if engine["engine"] == "transformers" else None), \
+        with torch_threads(self.n_threads if engine["engine"] == "transformers" else None), \
                 load_generator(self.generator, config=cfg, **kwargs) as gen:
             described = gen.describe()
             check_engine(engine, described, arm)
@@ -332,46 +397,12 @@ class AnswerArm(ArmBlock):
                                        f"{dataset.name!r}")
                 boolean = q.answer_type == "yes_no"
                 prompt = self.prompt(q, row, units, boolean)
-                prefix = "feat." if self.retrieval is None else f"feat.{arm}_"
-                t0 = time.perf_counter()
-                if self.mode == "options" and (boolean or q.choices):
-                    letters = choice_letters(len(q.choices)) if q.choices else YES_NO
-                    scored = gen.score_options(prompt.as_list(), letters)
-                    wall_ms = (time.perf_counter() - t0) * 1000.0
-                    # the answer is the option's text (a letter names the option shown under it)
-                    text = q.choices[letters.index(scored.best)] if q.choices else scored.best
-                    prompt_n, output_n, model_ms = scored.prompt_tokens, 0, scored.model_ms
-                    unc = option_uncertainty(scored)
-                else:
-                    g = gen.generate(prompt.as_list())
-                    wall_ms = (time.perf_counter() - t0) * 1000.0
-                    text, prompt_n, output_n, model_ms = g.text, g.prompt_tokens, g.output_tokens, g.model_ms
-                    u = uncertainty_features(g)
-                    unc = {"unc_mean_entropy": float(u.mean_entropy), "unc_max_entropy": float(u.max_entropy),
-                           "unc_min_confidence": float(u.min_confidence), "unc_answer_tokens": float(u.answer_tokens)}
-                    if self.mode == "options":
-                        unc.update({name: float("nan") for name in OPTION_FEATURES})
-                rec = {
-                    "qid": q.qid,
-                    f"{arm}.answer": text,
-                    f"{arm}.cost.prompt_tokens": float(prompt_n),
-                    f"{arm}.cost.output_tokens": float(output_n),
-                    f"{arm}.cost.tokens": float(prompt_n + output_n),
-                    f"{arm}.cost.total_ms": wall_ms,
-                    f"{arm}.cost.model_ms": float(model_ms) if model_ms is not None else float("nan"),
-                }
-                rec.update({prefix + name: value for name, value in unc.items()})
-                if self.retrieval is not None:
-                    rec[f"{arm}.units"] = list(prompt.unit_ids)
-                out.append(rec)
+                out.append(self._record(q, prompt, self._answer(gen, q, prompt, boolean)))
         return pd.DataFrame(out)
-
 
     def derive(self, frame: pd.DataFrame, dataset: Any) -> pd.DataFrame | None:
         """The answer's scores, from its cached text and the dataset's references: a change to
         the answer metrics rescores every cached answer instead of leaving stale numbers."""
-        from harness.generation import score_answer
-
         arm = self.arms[0]
         questions = {q.qid: q for q in dataset.questions}
         rows = []
@@ -401,7 +432,7 @@ def option_uncertainty(scored) -> dict[str, float]:
             "unc_option_margin": scored.margin, "unc_option_mass": scored.mass}
 
 
-class _torch_threads:
+class torch_threads:
     """torch's intra-op thread count set for the block's build and restored after (None: no-op)."""
 
     def __init__(self, n: int | None):
@@ -429,8 +460,6 @@ class NoRetrievalArm(AnswerArm):
     feature_sets = {"uncertainty": UNCERTAINTY_FEATURES, "option_uncertainty": OPTION_FEATURES}  # the second: mode options
 
     def prompt(self, question, row, units, boolean):
-        from harness.generation import no_retrieval_messages
-
         return no_retrieval_messages(question.text, boolean=boolean, choices=question.choices)
 
 
@@ -450,8 +479,6 @@ class _RagArm(AnswerArm):
     version = "2"
 
     def prompt(self, question, row, units, boolean):
-        from harness.generation import EvidenceUnit, rag_messages
-
         ranked = [str(u) for u in list(row[f"{self.retrieval}.top10"])[: self.k]]
         evidence = [EvidenceUnit(uid, units[uid].text, units[uid].kind) for uid in ranked if uid in units]
         return rag_messages(question.text, evidence, boolean=boolean, choices=question.choices)

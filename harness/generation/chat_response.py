@@ -14,18 +14,20 @@ import json
 import math
 from typing import Any, Mapping
 
+from harness.generation.errors import GenerationError, ServerAnswerError
 from harness.generation.types import Generation, TokenLogprob, TopLogprob
 
 LOGPROB_TOLERANCE = 1e-6  # a logprob above this is not a log-probability (rounding may give +1e-7)
 
 
 def _error(source: str, field: str, problem: str) -> Exception:
-    from harness.generation.backends import ServerAnswerError
-
     return ServerAnswerError(f"{source}: answer field {field} {problem}")
 
 
-def _logprob(value: Any, source: str, field: str) -> float:
+def checked_logprob(value: Any, source: str, field: str) -> float:
+    """An answer's log-probability field as a float, checked: a finite number <= 0 (a rounding
+    excess up to ``LOGPROB_TOLERANCE`` is clipped to 0); else a ``ServerAnswerError`` naming
+    ``source`` and ``field``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _error(source, field, f"is {json.dumps(value)[:40]}: expected a number <= 0")
     x = float(value)
@@ -57,16 +59,9 @@ def _drop_stop_token(tokens: list[TokenLogprob], content: str, finish: str) -> l
     return tokens
 
 
-def parse_chat_completion(resp: Mapping, *, backend: str, model: str, want_logprobs: bool = True,
-                          source: str | None = None, require_content: bool = False) -> Generation:
-    """A checked ``Generation`` from an OpenAI chat-completion response (``ms`` left at 0).
-
-    ``source`` names where the answer came from in errors (default: ``backend``);
-    ``require_content``: an empty answer is refused (a server's; the in-process engine's empty
-    answer is a real answer, with NaN uncertainty features)."""
-    from harness.generation.backends import GenerationError
-
-    src = source or backend
+def _first_choice(resp: Mapping, src: str, require_content: bool) -> tuple[Mapping, str]:
+    """The response's first choice and its message text, checked: a server error, a missing
+    message, a non-text content (and, with ``require_content``, an empty one) are refused."""
     if not isinstance(resp, Mapping):
         raise GenerationError(f"{src}: response is not a JSON object")
     if resp.get("error"):
@@ -83,7 +78,28 @@ def parse_chat_completion(resp: Mapping, *, backend: str, model: str, want_logpr
         raise _error(src, "choices[0].message.content", f"is a {type(content).__name__}: expected text")
     if require_content and not content.strip():
         raise _error(src, "choices[0].message.content", "is empty: expected the answer's text")
-    finish = choice.get("finish_reason") or ""
+    return choice, content
+
+
+def _token_logprob(entry: Any, where: str, src: str) -> TokenLogprob:
+    """One ``logprobs.content`` entry, its chosen token's and its alternatives' logprobs checked."""
+    if not isinstance(entry, Mapping):
+        raise _error(src, where, "is not an object")
+    alts = entry.get("top_logprobs") or []
+    if not isinstance(alts, list):
+        raise _error(src, f"{where}.top_logprobs", "is not a list")
+    top = []
+    for j, a in enumerate(alts):
+        if not isinstance(a, Mapping):
+            raise _error(src, f"{where}.top_logprobs[{j}]", "is not an object")
+        top.append(TopLogprob(str(a.get("token", "")), checked_logprob(a.get("logprob"), src, f"{where}.top_logprobs[{j}].logprob")))
+    return TokenLogprob(str(entry.get("token", "")), checked_logprob(entry.get("logprob"), src, f"{where}.logprob"),
+                        tuple(top), None)
+
+
+def _answer_tokens(choice: Mapping, content: str, finish: str, src: str, want_logprobs: bool) -> list[TokenLogprob]:
+    """The answer's tokens with their logprobs (the end-of-sequence entry dropped); a text
+    without logprobs is refused when they are wanted."""
     logprobs = choice.get("logprobs") or {}
     entries = logprobs.get("content") if isinstance(logprobs, Mapping) else None
     entries = entries or []
@@ -94,28 +110,20 @@ def parse_chat_completion(resp: Mapping, *, backend: str, model: str, want_logpr
         )
     if not isinstance(entries, list):
         raise _error(src, "choices[0].logprobs.content", "is not a list")
-    tokens = []
-    for i, e in enumerate(entries):
-        where = f"choices[0].logprobs.content[{i}]"
-        if not isinstance(e, Mapping):
-            raise _error(src, where, "is not an object")
-        alts = e.get("top_logprobs") or []
-        if not isinstance(alts, list):
-            raise _error(src, f"{where}.top_logprobs", "is not a list")
-        top = []
-        for j, a in enumerate(alts):
-            if not isinstance(a, Mapping):
-                raise _error(src, f"{where}.top_logprobs[{j}]", "is not an object")
-            top.append(TopLogprob(str(a.get("token", "")), _logprob(a.get("logprob"), src, f"{where}.top_logprobs[{j}].logprob")))
-        tokens.append(TokenLogprob(str(e.get("token", "")), _logprob(e.get("logprob"), src, f"{where}.logprob"),
-                                   tuple(top), None))
-    tokens = _drop_stop_token(tokens, content, finish)
+    tokens = [_token_logprob(e, f"choices[0].logprobs.content[{i}]", src) for i, e in enumerate(entries)]
+    return _drop_stop_token(tokens, content, finish)
+
+
+def _token_counts(resp: Mapping, src: str) -> tuple[int, int]:
+    """(prompt tokens, completion tokens) from ``usage``: both present, integers >= 0."""
     usage = resp.get("usage")
     if not isinstance(usage, Mapping):
         raise _error(src, "usage", "is missing: expected prompt_tokens and completion_tokens (integers >= 0)")
-    prompt_tokens = _count(usage, "prompt_tokens", src)
-    output_tokens = _count(usage, "completion_tokens", src)
-    timings = resp.get("timings") or {}
+    return _count(usage, "prompt_tokens", src), _count(usage, "completion_tokens", src)
+
+
+def _engine_ms(timings: Any, src: str) -> float | None:
+    """llama.cpp's own time for the answer (prompt + generation, ms) when it reports it."""
     model_ms = None
     if isinstance(timings, Mapping) and "prompt_ms" in timings and "predicted_ms" in timings:  # llama.cpp's own
         try:
@@ -124,6 +132,23 @@ def parse_chat_completion(resp: Mapping, *, backend: str, model: str, want_logpr
             raise _error(src, "timings", "holds a non-number prompt_ms or predicted_ms") from None
         if not math.isfinite(model_ms) or model_ms < 0:
             raise _error(src, "timings", f"gives {model_ms!r} ms: expected a finite time >= 0")
+    return model_ms
+
+
+def parse_chat_completion(resp: Mapping, *, backend: str, model: str, want_logprobs: bool = True,
+                          source: str | None = None, require_content: bool = False) -> Generation:
+    """A checked ``Generation`` from an OpenAI chat-completion response (``ms`` left at 0).
+
+    ``source`` names where the answer came from in errors (default: ``backend``);
+    ``require_content``: an empty answer is refused (a server's; the in-process engine's empty
+    answer is a real answer, with NaN uncertainty features)."""
+    src = source or backend
+    choice, content = _first_choice(resp, src, require_content)
+    finish = choice.get("finish_reason") or ""
+    tokens = _answer_tokens(choice, content, finish, src, want_logprobs)
+    prompt_tokens, output_tokens = _token_counts(resp, src)
+    timings = resp.get("timings") or {}
+    model_ms = _engine_ms(timings, src)
     return Generation(
         text=content,
         tokens=tuple(tokens),

@@ -36,6 +36,20 @@ import pandas as pd
 
 from harness.arm_blocks import BASE, ArmBlock
 from harness.errors import ConfigError, HarnessError
+from harness.generation.arms import (
+    PROMPT_VERSION,
+    NoRetrievalArm,
+    RagBM25Arm,
+    RagHybridArm,
+    RagKeepArm,
+    engine_identity,
+    model_identity,
+    torch_threads,
+)
+from harness.generation.generator import package_version
+from harness.generation.transformers_backend import TransformersGenerator
+from harness.retrieval.encoder import DenseEncoder
+from harness.retrieval.encoder import model_identity as encoder_identity
 from harness.retrieval.feature_names import FEATURE_SETS
 
 RETRIEVALS = ("keep", "hybrid", "bm25")  # the retrieval arms a RAG answer arm reads
@@ -105,10 +119,6 @@ class HiddenStateFeatures(ArmBlock):
         return self.generator  # a bare .gguf path
 
     def identity(self) -> dict:
-        from harness.generation.arms import PROMPT_VERSION, engine_identity, model_identity
-
-        from harness.generation.backends import package_version
-
         path = self._model_path()
         # the weights' digests (a GGUF's, or every file of a model folder), the engine that reads
         # them (torch, transformers, and gguf, which dequantises a GGUF) and the prompts
@@ -122,9 +132,6 @@ class HiddenStateFeatures(ArmBlock):
         return self._built_with
 
     def compute(self, rows: pd.DataFrame, dataset: Any) -> pd.DataFrame:
-        from harness.generation.arms import NoRetrievalArm, RagBM25Arm, RagHybridArm, RagKeepArm, _torch_threads
-        from harness.generation.backends import TransformersGenerator
-
         questions = _questions(self, dataset)
         units = {u.unit_id: u for doc in dataset.documents.values() for u in doc}
         ranking = f"{self.retrieval}.top10"
@@ -134,7 +141,7 @@ class HiddenStateFeatures(ArmBlock):
         memory_arm = NoRetrievalArm()
         rag_arm = {arm.retrieval: arm for arm in (RagKeepArm, RagHybridArm, RagBM25Arm)}[self.retrieval](k=self.k)
         out: list[dict] = []
-        with _torch_threads(self.n_threads):
+        with torch_threads(self.n_threads):
             gen = TransformersGenerator(self._model_path())
             try:
                 self._built_with = gen.describe()
@@ -174,13 +181,9 @@ class QueryEmbeddingFeatures(ArmBlock):
         self.max_seq_length = max_seq_length
 
     def identity(self) -> dict:
-        from harness.retrieval.encoder import model_identity
-
-        return {**super().identity(), "encoder": model_identity(self.model)}
+        return {**super().identity(), "encoder": encoder_identity(self.model)}
 
     def compute(self, rows: pd.DataFrame, dataset: Any) -> pd.DataFrame:
-        from harness.retrieval.encoder import DenseEncoder
-
         questions = _questions(self, dataset)
         texts = [_question(questions, qid, self, dataset).text for qid in rows["qid"]]
         # the encoder batches texts of equal token length only, so a vector does not depend on its batch

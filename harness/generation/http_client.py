@@ -13,13 +13,14 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import re
 import socket
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any, Callable, Mapping
+
+from harness.generation.errors import GenerationError
 
 
 def split_credentials(url: str) -> tuple[str, str | None]:
@@ -58,8 +59,6 @@ def request_json(url: str, body: Any = None, *, headers: Mapping[str, str], sour
     too), all of them before ``deadline_at`` (``time.monotonic()``), at most ``max_bytes``;
     answers 429 and 5xx are retried ``retries`` times after ``backoff_s``, 2x, 4x, ... seconds.
     Every failure is one ``GenerationError`` line naming ``source`` (never credentials)."""
-    from harness.generation.backends import GenerationError
-
     data = None if body is None else json.dumps(body).encode("utf-8")
     hdrs = {"Accept": "application/json", **dict(headers)}
     if data is not None:
@@ -101,8 +100,6 @@ def request_json(url: str, body: Any = None, *, headers: Mapping[str, str], sour
 
 def _read_bounded(req: urllib.request.Request, limit: float, max_bytes: int, source: str, path: str,
                   why: str) -> bytes:
-    from harness.generation.backends import GenerationError
-
     if limit <= 0:
         raise TimeoutError
     end = time.monotonic() + limit
@@ -132,18 +129,3 @@ def _read_bounded(req: urllib.request.Request, limit: float, max_bytes: int, sou
                                       "(max_response_bytes)")
             parts.append(chunk)
     return b"".join(parts)
-
-
-_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@")
-
-
-def redact_secrets(obj: Any) -> Any:
-    """``obj`` (plain config: mappings, lists, strings) with the user info of every URL in it
-    removed: what a run logs as parameters and as its config artifact."""
-    if isinstance(obj, str):
-        return _USERINFO.sub(r"\1", obj)
-    if isinstance(obj, Mapping):
-        return {k: redact_secrets(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [redact_secrets(v) for v in obj]
-    return obj

@@ -31,6 +31,9 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from harness.generation.chat_response import checked_logprob
+from harness.generation.errors import GenerationError
+
 YES_NO = ("Yes", "No")
 LETTERS = "ABCDEFGHIJ"
 
@@ -85,14 +88,11 @@ def option_logprobs(distribution: Sequence[Mapping], options: Sequence[str], sou
     """Each option's log-probability in one step's full next-token ``distribution`` (entries
     ``{"token", "logprob"}``, every vocabulary piece), checked: an option must be exactly one
     piece, every logprob finite and <= 0."""
-    from harness.generation.backends import GenerationError
-    from harness.generation.chat_response import _logprob
-
     found: dict[str, list[float]] = {o: [] for o in options}
     for i, entry in enumerate(distribution):
         tok = entry.get("token") if isinstance(entry, Mapping) else None
         if tok in found:
-            found[tok].append(_logprob(entry.get("logprob"), source, f"top_logprobs[{i}].logprob"))
+            found[tok].append(checked_logprob(entry.get("logprob"), source, f"top_logprobs[{i}].logprob"))
     out = []
     for o, lps in found.items():
         if len(lps) != 1:

@@ -71,7 +71,7 @@ from harness.app import (
 from harness.conf_files import CONF_SOURCE
 from harness.config import validate
 from harness.store_schema import PREFIX, TAG_ARMS, TAG_BUDGET_GRID, TAG_CODE_VERSION, TAG_CONFIG_HASH, TAG_DATASET, TAG_GIT_COMMIT, TAG_MLFLOW_GIT_COMMIT, TAG_NOTE, TAG_POLICY, TAG_ROLE, TAG_SWEEP_ID, TAG_TABLE_KEY
-from harness.generation.http_client import redact_secrets
+from harness.secrets import redact_secrets
 from harness.io import digest_of
 from harness.runner.lifecycle import JobContext, tracked_run
 from harness.runner.process import (  # noqa: F401 - Terminated, signal_name: imported from here by __main__
@@ -81,6 +81,7 @@ from harness.runner.process import (  # noqa: F401 - Terminated, signal_name: im
     start_parent_watchdog,
 )
 from harness.runner.sweep_state import SweepState
+from harness.secrets import redact_secrets
 from policies.registry import display_name
 
 # Bump when a code change changes any job's numbers: runs of the older code are then not reused

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from harness.generation.http_client import redact_secrets
 from harness.store_schema import TAG_END_REASON, TAG_HOST, TAG_PID, TAG_SKIP_KEY
 from harness.runner.process import Terminated, set_job_active, signal_name
 from harness.runner.sweep_state import SweepState
+from harness.secrets import redact_secrets
 
 ENV_CLAIM_TIMEOUT = "ROUTE_BENCH_CLAIM_TIMEOUT_S"  # how long a job waits for another's claim
 CLAIM_TIMEOUT_S = 3600.0
