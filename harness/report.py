@@ -141,7 +141,7 @@ def existing_store_uri(explicit: str | None) -> str:
     A SQLite URI whose file does not exist is an error (reading must not create an empty DB).
     """
     uri = explicit or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
-    from harness.config import tracking_uri_problem
+    from harness.config.store import tracking_uri_problem
 
     # the key the URI came from: the option, the environment, or the default store
     key = ("--tracking-uri" if explicit else "MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI")

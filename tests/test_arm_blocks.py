@@ -289,7 +289,7 @@ class PathParam(ArmBlock):
 
 def test_plugin_problems_are_config_errors_and_unrelated_broken_plugins_are_ignored(tmp_path, monkeypatch):
     from harness.arm_blocks import block_arms
-    from harness.config import _check_arms
+    from harness.config.arm_checks import _check_arms
     from tests.helpers.plugin_tools import activate, write_plugin
 
     write_plugin(tmp_path / "site", "picky_ext", BROKEN_AND_PICKY, {"rag_route_bench.arms": {

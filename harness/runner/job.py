@@ -69,7 +69,7 @@ from harness.app import (
     write_protocol_artifacts,
 )
 from harness.conf_files import CONF_SOURCE
-from harness.config import validate
+from harness.config.validation import validate
 from harness.generation.http_client import redact_secrets
 from harness.io import digest_of
 from harness.runner.lifecycle import JobContext, tracked_run
@@ -388,7 +388,7 @@ def hydra_main(cfg: DictConfig) -> dict:
     except Exception as exc:  # noqa: BLE001 - said here, else Hydra adds "Error executing job ..." first
         if os.environ.get("HYDRA_FULL_ERROR") == "1" or sweep is not None:
             raise  # a sweep's job: the sweep reports it
-        from harness.config import as_bad_input
+        from harness.config.bad_input import as_bad_input
         from harness.errors import one_line
 
         bad = as_bad_input(exc)  # an OSError naming its file, a read-only store
