@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.arm_blocks import ArmBlock, add_blocks, blocks_for, joined_key, make_block
+from harness.arm_blocks import ArmBlock, blocks_for, make_block
+from harness.arm_blocks.build import add_blocks, joined_key
 from harness.errors import ConfigError, HarnessError
 from harness.synthetic import synthetic_outcome_table
 
@@ -99,7 +100,7 @@ def test_a_chunk_another_process_holds_is_left_to_it(table, tmp_path, holder_wri
     import threading
     import time
 
-    from harness.arm_blocks import build_block
+    from harness.arm_blocks.build import build_block
     from harness.io import digest_of, sidecar_path
 
     block = Union(chunk=30)

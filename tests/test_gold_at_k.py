@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from harness import app
-from harness.arm_blocks import ArmBlock, add_blocks, blocks_for
+from harness.arm_blocks import ArmBlock, blocks_for
+from harness.arm_blocks.build import add_blocks
 from harness.config.compose import compose_config
 from harness.config.validation import validate
 from harness.data.schema import Dataset, Question, Unit
