@@ -175,7 +175,7 @@ def load_table(cfg: Mapping, handle_file: str | os.PathLike | None = None) -> Ta
         body = json.loads(Path(handle_file).read_text(encoding="utf-8"))
         if body.get("digest") == table_config_digest(cfg) and Path(body["path"]).is_file():
             from harness.io import CacheCorrupt
-            from harness.retrieval.table import read_verified_parquet
+            from harness.retrieval.cached_parquet import read_verified_parquet
 
             try:  # verified like every cache read: a changed or corrupt file falls back to a rebuild
                 frame, _ = read_verified_parquet(Path(body["path"]), body["key"])

@@ -18,7 +18,7 @@ from harness.arm_blocks import ALLOWED_SHARED, BASE, ArmBlock
 from harness.errors import ConfigError, HarnessError
 from harness.io import CacheCorrupt, cache_root, digest_of, file_lock, move_aside, sidecar_path
 from harness.progress import Progress, duration
-from harness.retrieval.table import _write_parquet, read_part, read_verified_parquet
+from harness.retrieval.cached_parquet import read_part, read_verified_parquet, write_verified_parquet
 
 
 @dataclass
@@ -156,8 +156,8 @@ class _ChunkedBuild:
     def store(self, i: int, out: Any, made: dict | None, counted: bool = False) -> None:
         """Chunk ``i``'s computed output checked and written; only ever called holding its lock."""
         part = _check_output(self.block, self.chunks[i], out, self.existing)
-        _write_parquet(self.chunk_path(i), part, key=self.key, qids=digest_of(list(self.chunks[i]["qid"])), chunk=i,
-                       **({"built_with": made} if made is not None else {}))
+        write_verified_parquet(self.chunk_path(i), part, key=self.key, qids=digest_of(list(self.chunks[i]["qid"])),
+                               chunk=i, **({"built_with": made} if made is not None else {}))
         self.keep(i, part, made, "computed", counted)
 
     def take(self, i: int, counted: bool = False) -> None:
@@ -230,7 +230,7 @@ class _ChunkedBuild:
                 frame = pd.concat([self.parts[i] for i in range(self.n_chunks)], ignore_index=True)
                 frame = frame.sort_values("qid", kind="stable").reset_index(drop=True)
                 made = list(self.built_with.values())
-                _write_parquet(path, frame, key=self.key, **({"built_with": made} if made else {}))
+                write_verified_parquet(path, frame, key=self.key, **({"built_with": made} if made else {}))
                 got = read_verified_parquet(path, self.key)  # read back: cold and warm give equal dtypes
         frame, record = got
         return _with_derived(self.block, frame, self.dataset,
