@@ -136,7 +136,8 @@ def table_main(argv: Sequence[str]) -> int:
     for a in argv:
         if "=" not in a or a.startswith("-"):
             raise UsageError(f"table: unexpected argument {a!r}; usage: python -m harness table build [key=value ...]")
-    from harness.config import compose_config, validate
+    from harness.config.compose import compose_config
+    from harness.config.validation import validate
 
     refuse_repeated_keys(argv)
     cfg = compose_config(argv)
@@ -226,7 +227,7 @@ def run_guarded(command, argv: Sequence[str], *, debug: bool, overrides: Sequenc
     if full:  # the app and the subcommands re-raise instead of printing their line
         os.environ["HYDRA_FULL_ERROR"] = "1"
         os.environ[DEBUG_ENV] = "1"
-    from harness.config import as_bad_input
+    from harness.config.bad_input import as_bad_input
 
     try:
         with _HydraRaises():
@@ -278,7 +279,7 @@ def app_main(argv: Sequence[str]) -> int:
     args = parser.parse_args(list(argv))
     refuse_repeated_keys(args.overrides or [])
     if args.config_dir is not None:  # before Hydra reads a YAML there (a FIFO would block)
-        from harness.config import check_config_dir
+        from harness.config.config_dir import check_config_dir
 
         check_config_dir(args.config_dir)
     if args.help:

@@ -136,7 +136,8 @@ def _with_blocks(cfg: Mapping, handle: TableHandle, dataset: Any) -> TableHandle
     """``handle`` joined with the config's arm blocks; unchanged (same key) without any. The
     joined table's key and fingerprint cover every block's; it has no single file (``path``
     None), so sweep jobs load the base table and the blocks from their caches."""
-    from harness.arm_blocks import add_blocks, blocks_for, joined_key
+    from harness.arm_blocks import blocks_for
+    from harness.arm_blocks.build import add_blocks, joined_key
 
     arms = dict(cfg.get("arms") or {})
     present = sorted({c.split(".", 1)[0] for c in handle.frame.columns if "." in c and not c.startswith("feat.")})
@@ -174,7 +175,7 @@ def load_table(cfg: Mapping, handle_file: str | os.PathLike | None = None) -> Ta
         body = json.loads(Path(handle_file).read_text(encoding="utf-8"))
         if body.get("digest") == table_config_digest(cfg) and Path(body["path"]).is_file():
             from harness.io import CacheCorrupt
-            from harness.retrieval.table import read_verified_parquet
+            from harness.retrieval.cached_parquet import read_verified_parquet
 
             try:  # verified like every cache read: a changed or corrupt file falls back to a rebuild
                 frame, _ = read_verified_parquet(Path(body["path"]), body["key"])

@@ -70,7 +70,7 @@ def _n_values(override: Any) -> int:
 def check_sweep_size(overrides: Sequence[Any]) -> None:
     """A ConfigError naming the key that sweeps most when the product of the swept values (the
     number of jobs) is above MAX_SWEEP_JOBS, counted without expanding anything."""
-    from harness.config import MAX_SWEEP_JOBS
+    from harness.config.limits import MAX_SWEEP_JOBS
     from harness.errors import ConfigError
 
     from hydra.core.override_parser.types import ChoiceSweep

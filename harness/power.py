@@ -70,7 +70,8 @@ def dataset_power(name: str, overrides: list[str]) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     from harness.app import build_table
-    from harness.config import as_bad_input, compose_config
+    from harness.config.bad_input import as_bad_input
+    from harness.config.compose import compose_config
 
     args = [f"dataset={name}", "experiment=none", *overrides]
     try:

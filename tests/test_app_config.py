@@ -8,7 +8,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from harness import app
-from harness.config import validate
+from harness.config.validation import validate
 from harness.errors import ConfigError
 
 

@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.arm_blocks import ArmBlock, add_blocks, blocks_for, joined_key, make_block
+from harness.arm_blocks import ArmBlock, blocks_for, make_block
+from harness.arm_blocks.build import add_blocks, joined_key
 from harness.errors import ConfigError, HarnessError
 from harness.synthetic import synthetic_outcome_table
 
@@ -99,7 +100,7 @@ def test_a_chunk_another_process_holds_is_left_to_it(table, tmp_path, holder_wri
     import threading
     import time
 
-    from harness.arm_blocks import build_block
+    from harness.arm_blocks.build import build_block
     from harness.io import digest_of, sidecar_path
 
     block = Union(chunk=30)
@@ -289,7 +290,7 @@ class PathParam(ArmBlock):
 
 def test_plugin_problems_are_config_errors_and_unrelated_broken_plugins_are_ignored(tmp_path, monkeypatch):
     from harness.arm_blocks import block_arms
-    from harness.config import _check_arms
+    from harness.config.arm_checks import _check_arms
     from tests.helpers.plugin_tools import activate, write_plugin
 
     write_plugin(tmp_path / "site", "picky_ext", BROKEN_AND_PICKY, {"rag_route_bench.arms": {

@@ -490,7 +490,7 @@ def test_every_shipped_config_choice_still_validates(tmp_path, monkeypatch):
     from hydra import compose, initialize_config_dir
 
     from harness import app
-    from harness.config import validate
+    from harness.config.validation import validate
     from harness.errors import ConfigError
     from tests.helpers.plugin_tools import activate, write_plugin
 
@@ -635,7 +635,7 @@ def test_a_read_only_store_is_named(tmp_path, monkeypatch):
                         else real_access(p, mode, **kw))
     with pytest.raises(mt.TrackingStoreError, match=r"its folder .* is read-only"):
         mt.Tracker(f"sqlite:///{db}", retries=1)
-    from harness.config import as_bad_input
+    from harness.config.bad_input import as_bad_input
 
     noise = RuntimeError("(raised as a result of Query-invoked autoflush; consider using a session.no_autoflush block)")
     noise.__cause__ = _sqlite.OperationalError("attempt to write a readonly database")

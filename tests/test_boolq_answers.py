@@ -21,7 +21,7 @@ def test_boolq_answers_fast_sweep_ends_with_the_decision_table(tmp_path):
     from mlflow.tracking import MlflowClient
 
     from harness.app import build_table
-    from harness.config import compose_config
+    from harness.config.compose import compose_config
     from harness.data import load_dataset
     from harness.generation import score_answer
 

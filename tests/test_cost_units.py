@@ -18,7 +18,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from harness import app
-from harness.config import compose_config, validate
+from harness.config.compose import compose_config
+from harness.config.validation import validate
 from harness.store_schema import TAG_CONFIG_HASH
 from harness.errors import ConfigError, DataError
 from harness.synthetic import synthetic_outcome_table

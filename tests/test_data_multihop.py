@@ -239,7 +239,8 @@ def test_a_table_builds_in_each_pool_mode(tmp_path, pool):
 
 @pytest.mark.parametrize("name", ["hotpotqa", "musique", "2wikimultihopqa"])
 def test_pool_is_a_plain_override(name):
-    from harness.config import compose_config, validate
+    from harness.config.compose import compose_config
+    from harness.config.validation import validate
 
     extra = [] if name == "musique" else ["dataset.past_end_facts=skip"]
     cfg = compose_config([f"dataset={name}", "dataset.path=data.json", "dataset.pool=global", *extra])

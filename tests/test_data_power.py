@@ -15,7 +15,7 @@ def _synthetic_frame():
     from omegaconf import OmegaConf
 
     from harness.app import build_table
-    from harness.config import compose_config
+    from harness.config.compose import compose_config
 
     cfg = OmegaConf.to_container(compose_config(["dataset=synthetic", "experiment=none", "dataset.n_docs=40"]), resolve=True)
     return build_table(cfg).frame

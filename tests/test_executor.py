@@ -46,7 +46,7 @@ def test_the_local_executor_runs_every_piece_in_order_with_the_shared_arguments(
 def test_the_executor_changes_neither_the_config_hash_nor_the_sweep_id():
     from omegaconf import OmegaConf
 
-    from harness.config import compose_config
+    from harness.config.compose import compose_config
     from harness.runner.sweep import sweep_id_of
     from harness.tracking.mlflow_tracker import config_hash
     from harness.app import to_plain

@@ -58,7 +58,7 @@ def test_mode_is_checked_and_keyed():
 @pytest.mark.slow
 def test_option_scores_are_the_engines_full_distribution_and_the_arm_uses_them(tmp_path):
     pytest.importorskip("xllamacpp", reason="xllamacpp (the llama.cpp wheel) is not installed")
-    from harness.arm_blocks import build_block
+    from harness.arm_blocks.build import build_block
     from harness.data import load_dataset
     from harness.generation import GenerationConfig, LlamaCppGenerator, no_retrieval_messages
 
@@ -111,7 +111,7 @@ def test_multiple_choice_scores_the_option_letters_exactly(tmp_path):
     from scipy.special import softmax
     from scipy.stats import entropy
 
-    from harness.arm_blocks import build_block
+    from harness.arm_blocks.build import build_block
     from harness.data import load_dataset
     from harness.generation import GenerationConfig, LlamaCppGenerator, score_answer
     from harness.generation.options import choice_letters

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.arm_blocks import build_block
+from harness.arm_blocks.build import build_block
 from harness.errors import HarnessError
 from harness.generation import GenerationError, OpenAICompatibleGenerator, no_retrieval_messages
 from harness.generation.arms import NoRetrievalArm

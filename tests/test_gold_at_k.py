@@ -13,8 +13,10 @@ import pandas as pd
 import pytest
 
 from harness import app
-from harness.arm_blocks import ArmBlock, add_blocks, blocks_for
-from harness.config import compose_config, validate
+from harness.arm_blocks import ArmBlock, blocks_for
+from harness.arm_blocks.build import add_blocks
+from harness.config.compose import compose_config
+from harness.config.validation import validate
 from harness.data.schema import Dataset, Question, Unit
 from harness.errors import ConfigError, HarnessError
 from harness.gold_metrics import gold_metric, needs_gold_block

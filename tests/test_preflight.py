@@ -120,7 +120,8 @@ def test_arms_that_agree_warn_once_and_tag_the_runs(tmp_path):
 
 @pytest.mark.parametrize("value", ["0", "-3"])
 def test_min_heldout_must_be_a_positive_integer(value):
-    from harness.config import compose_config, validate
+    from harness.config.compose import compose_config
+    from harness.config.validation import validate
     from harness.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"'protocol.min_heldout': must be an integer in \[1, "):

@@ -161,7 +161,9 @@ def test_builtins_are_entry_points_imported_only_when_looked_up(tmp_path, monkey
 def test_dataset_equals_name_composes_the_plugins_node(faq, clean_dataset_store):
     from omegaconf import OmegaConf
 
-    from harness.config import CONF_DIR, compose_config, validate
+    from harness.config import CONF_DIR
+    from harness.config.compose import compose_config
+    from harness.config.validation import validate
     from harness.data.registry import config_node, register_dataset_configs
 
     path, _ = faq

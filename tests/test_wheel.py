@@ -65,7 +65,8 @@ def test_config_composes_from_the_installed_copy(wheel, tmp_path):
     empty.mkdir()
     code = (
         "import harness, json\n"
-        "from harness.config import CONF_DIR, CONF_SOURCE, compose_config\n"
+        "from harness.config import CONF_DIR, CONF_SOURCE\n"
+        "from harness.config.compose import compose_config\n"
         "cfg = compose_config(['experiment=smoke'], return_hydra_config=True)\n"
         "sources = [(s.provider, s.schema, s.path) for s in cfg.hydra.runtime.config_sources]\n"
         "print(json.dumps({'harness': harness.__file__, 'conf_dir': str(CONF_DIR), 'source': CONF_SOURCE,\n"

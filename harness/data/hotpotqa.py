@@ -64,59 +64,13 @@ def parse_distractor(items: list, source: str, past_end: str = "refuse",
     for i, item in enumerate(items):
         where = f"[{i}]"
         expect_type(item, dict, source, where)
-        qid = require(item, "_id", str, source, f"{where}._id")
-        if not qid:
-            raise DataError(source, f"{where}._id", "empty id")
-        if qid in seen:
-            raise DataError(source, f"{where}._id", f"duplicate id {qid!r}")
-        seen.add(qid)
-        text = require(item, "question", str, source, f"{where}.question").strip()
-        if not text:
-            raise DataError(source, f"{where}.question", "empty question")
-        answer = require(item, "answer", str, source, f"{where}.answer").strip()
-        if not answer:  # an empty reference: nothing an answer arm could be scored against
-            raise DataError(source, f"{where}.answer", "empty answer; each question needs its reference answer")
+        qid, text, answer = _question_fields(item, where, source, seen)
         context = require(item, "context", list, source, f"{where}.context")
-        paragraphs: list[Paragraph] = []
-        sentences_of: dict[str, int] = {}  # title -> its paragraph's number of sentences
-        for c_i, para in enumerate(context):
-            c_where = f"{where}.context[{c_i}]"
-            expect_type(para, list, source, c_where)
-            if len(para) != 2:
-                raise DataError(source, c_where, f"expected [title, [sentences]], got {len(para)} items")
-            title = expect_type(para[0], str, source, f"{c_where}[0]")
-            sents = str_list(para[1], source, f"{c_where}[1]")
-            if title in sentences_of:  # gold is found by title: a repeated one makes it ambiguous
-                first = next(j for j, p in enumerate(context[:c_i]) if isinstance(p, list) and p and p[0] == title)
-                raise DataError(source, f"{c_where}[0]", f"title {title!r} appears twice in one context (first at "
-                                                          f"{where}.context[{first}][0])")
-            sentences_of[title] = len(sents)
-            body = join(sents)
-            if not title.strip() and not body:
-                continue
-            paragraphs.append(Paragraph(title, body))
+        paragraphs, sentences_of = _paragraphs(context, where, source, join)
         if not paragraphs:
             raise DataError(source, f"{where}.context", "no paragraphs (no units)")
         facts = require(item, "supporting_facts", list, source, f"{where}.supporting_facts")
-        titles: list[str] = []
-        for f_i, fact in enumerate(facts):
-            f_where = f"{where}.supporting_facts[{f_i}]"
-            expect_type(fact, list, source, f_where)
-            if len(fact) != 2:
-                raise DataError(source, f_where, f"expected [title, sentence index], got {len(fact)} items")
-            title = expect_type(fact[0], str, source, f"{f_where}[0]")
-            index = expect_type(fact[1], int, source, f"{f_where}[1]")
-            if index < 0:
-                raise DataError(source, f"{f_where}[1]", f"sentence index {index} is negative (indexes count from 0)")
-            n_sents = sentences_of.get(title)
-            if n_sents is not None and index >= n_sents:
-                if past_end != "skip":
-                    raise DataError(source, f"{f_where}[1]", f"sentence index {index} is past the last sentence of "
-                                                             f"paragraph {title!r} ({n_sents} sentences, indexes 0.."
-                                                             f"{n_sents - 1}); dataset.past_end_facts=skip drops such "
-                                                             "facts from the gold evidence")
-                continue
-            titles.append(title)
+        titles = _fact_titles(facts, where, source, sentences_of, past_end)
         counts = {"exact": 0, "fuzzy": 0, "unmatched": 0}
         gold: set[int] = set()
         for t in dict.fromkeys(titles):
@@ -125,6 +79,73 @@ def parse_distractor(items: list, source: str, past_end: str = "refuse",
             gold.update(hits)
         out.append(Item(qid, text, (answer,) if answer else (), answer_type(answer), paragraphs, sorted(gold), counts))
     return out
+
+
+def _question_fields(item: dict, where: str, source: str, seen: set[str]) -> tuple[str, str, str]:
+    """An item's id (new and not empty; added to ``seen``), question and reference answer."""
+    qid = require(item, "_id", str, source, f"{where}._id")
+    if not qid:
+        raise DataError(source, f"{where}._id", "empty id")
+    if qid in seen:
+        raise DataError(source, f"{where}._id", f"duplicate id {qid!r}")
+    seen.add(qid)
+    text = require(item, "question", str, source, f"{where}.question").strip()
+    if not text:
+        raise DataError(source, f"{where}.question", "empty question")
+    answer = require(item, "answer", str, source, f"{where}.answer").strip()
+    if not answer:  # an empty reference: nothing an answer arm could be scored against
+        raise DataError(source, f"{where}.answer", "empty answer; each question needs its reference answer")
+    return qid, text, answer
+
+
+def _paragraphs(context: list, where: str, source: str,
+                join: Callable[[list[str]], str]) -> tuple[list[Paragraph], dict[str, int]]:
+    """An item's context as paragraphs (empty ones dropped), and each title's number of
+    sentences; a repeated title is refused, as gold is found by title."""
+    paragraphs: list[Paragraph] = []
+    sentences_of: dict[str, int] = {}  # title -> its paragraph's number of sentences
+    for c_i, para in enumerate(context):
+        c_where = f"{where}.context[{c_i}]"
+        expect_type(para, list, source, c_where)
+        if len(para) != 2:
+            raise DataError(source, c_where, f"expected [title, [sentences]], got {len(para)} items")
+        title = expect_type(para[0], str, source, f"{c_where}[0]")
+        sents = str_list(para[1], source, f"{c_where}[1]")
+        if title in sentences_of:  # gold is found by title: a repeated one makes it ambiguous
+            first = next(j for j, p in enumerate(context[:c_i]) if isinstance(p, list) and p and p[0] == title)
+            raise DataError(source, f"{c_where}[0]", f"title {title!r} appears twice in one context (first at "
+                                                      f"{where}.context[{first}][0])")
+        sentences_of[title] = len(sents)
+        body = join(sents)
+        if not title.strip() and not body:
+            continue
+        paragraphs.append(Paragraph(title, body))
+    return paragraphs, sentences_of
+
+
+def _fact_titles(facts: list, where: str, source: str, sentences_of: dict[str, int], past_end: str) -> list[str]:
+    """The titles of an item's supporting facts; a fact citing a sentence past its paragraph's
+    last is refused, or dropped with ``past_end="skip"``."""
+    titles: list[str] = []
+    for f_i, fact in enumerate(facts):
+        f_where = f"{where}.supporting_facts[{f_i}]"
+        expect_type(fact, list, source, f_where)
+        if len(fact) != 2:
+            raise DataError(source, f_where, f"expected [title, sentence index], got {len(fact)} items")
+        title = expect_type(fact[0], str, source, f"{f_where}[0]")
+        index = expect_type(fact[1], int, source, f"{f_where}[1]")
+        if index < 0:
+            raise DataError(source, f"{f_where}[1]", f"sentence index {index} is negative (indexes count from 0)")
+        n_sents = sentences_of.get(title)
+        if n_sents is not None and index >= n_sents:
+            if past_end != "skip":
+                raise DataError(source, f"{f_where}[1]", f"sentence index {index} is past the last sentence of "
+                                                         f"paragraph {title!r} ({n_sents} sentences, indexes 0.."
+                                                         f"{n_sents - 1}); dataset.past_end_facts=skip drops such "
+                                                         "facts from the gold evidence")
+            continue
+        titles.append(title)
+    return titles
 
 
 def load_hotpotqa(path: str | Path, name: str = "hotpotqa", past_end_facts: str | None = None,

@@ -200,6 +200,35 @@ def read_qrels(path: Path, known: set[str]) -> Qrels:
 def load_beir(path: str | Path, split: str = "test", name: str = "beir") -> Dataset:
     """A BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``) as one global pool."""
     folder = Path(path).expanduser()
+    qrels_path = _beir_qrels_path(folder, path, split)
+    units, blank, corpus_sha = read_corpus(folder / "corpus.jsonl", id_key="_id", text_keys=("title", "text"))
+    qrels = read_qrels(qrels_path, {u.unit_id for u in units} | blank)
+    if qrels.dangling and not qrels.resolved:  # not a few stale lines: files that do not belong together
+        raise DataError(qrels.dangling[0], "corpus-id", f"names no _id of corpus.jsonl, and neither does any other of "
+                                                        f"the split's {len(qrels.dangling)} line(s): are these the "
+                                                        "qrels of this corpus?")
+    rows, queries_sha = read_jsonl(folder / "queries.jsonl")
+    questions, seen, left = _beir_questions(rows, qrels, blank)
+    unknown = sorted(set(qrels.relevant) - seen)
+    if unknown and not set(qrels.relevant) & seen:
+        raise DataError(qrels_path.name, "query-id", f"none of its {len(unknown)} query id(s) is in queries.jsonl "
+                                                     f"(e.g. {unknown[0]!r}): are these the queries of this split?")
+    sources = [{"file": "corpus.jsonl", "sha256": corpus_sha}, {"file": "queries.jsonl", "sha256": queries_sha},
+               {"file": f"qrels/{split}.tsv", "sha256": qrels.sha256}]
+    meta = {"source": str(folder.name), "format": "beir", "split": split, "sources": sources,
+            "left_out": {"queries_without_relevant_passage": left["no_relevant"],
+                         "queries_whose_relevant_passages_are_missing_or_blank": left["relevant_missing"],
+                         "passages_without_text": len(blank),
+                         "qrels_lines_naming_a_blank_passage": left["blank_lines"],
+                         "qrels_lines_naming_no_passage": len(qrels.dangling),
+                         "qrels_queries_not_in_queries_file": len(unknown)}}
+    return Dataset(name, {u.unit_id: [u] for u in units}, questions, {GLOBAL_POOL: [u.unit_id for u in units]},
+                   meta=meta, options={"pool": "global"})
+
+
+def _beir_qrels_path(folder: Path, path: str | Path, split: str) -> Path:
+    """The split's ``qrels/<split>.tsv`` of a BEIR folder; a missing folder or split (with the
+    splits there are), or a qrels path that is no regular file, is said as such."""
     if not folder.is_dir():
         raise DataError(str(path), None, "is not a folder (expected a BEIR folder: corpus.jsonl, queries.jsonl, qrels/)")
     qrels_path = folder / "qrels" / f"{split}.tsv"
@@ -209,13 +238,13 @@ def load_beir(path: str | Path, split: str = "test", name: str = "beir") -> Data
         have = qrels_splits(folder)
         raise DataError(f"{folder.name}/qrels", None, f"has no split {split!r} ({split}.tsv); splits: "
                                                        f"{', '.join(have) if have else 'none'}")
-    units, blank, corpus_sha = read_corpus(folder / "corpus.jsonl", id_key="_id", text_keys=("title", "text"))
-    qrels = read_qrels(qrels_path, {u.unit_id for u in units} | blank)
-    if qrels.dangling and not qrels.resolved:  # not a few stale lines: files that do not belong together
-        raise DataError(qrels.dangling[0], "corpus-id", f"names no _id of corpus.jsonl, and neither does any other of "
-                                                        f"the split's {len(qrels.dangling)} line(s): are these the "
-                                                        "qrels of this corpus?")
-    rows, queries_sha = read_jsonl(folder / "queries.jsonl")
+    return qrels_path
+
+
+def _beir_questions(rows, qrels: Qrels, blank: set[str]) -> tuple[list[Question], set[str], dict[str, int]]:
+    """The split's queries with a relevant passage that has text, as questions; every query id
+    seen; and the counts of what was left out (no relevant passage, relevant ones missing or
+    blank, qrels lines naming a blank passage)."""
     questions, seen = [], set()
     left = {"no_relevant": 0, "relevant_missing": 0, "blank_lines": 0}
     for obj, qid, where in unique_ids(rows, "_id", "queries.jsonl"):
@@ -236,21 +265,7 @@ def load_beir(path: str | Path, split: str = "test", name: str = "beir") -> Data
         answers = _answers(obj.get("answers", meta.get("answers")), where, key, references=True)
         questions.append(Question(qid, f"query:{qid}", GLOBAL_POOL, text, gold_unit_ids=gold, answers=answers,
                                   evidence_match={"exact": len(gold)}))
-    unknown = sorted(set(qrels.relevant) - seen)
-    if unknown and not set(qrels.relevant) & seen:
-        raise DataError(qrels_path.name, "query-id", f"none of its {len(unknown)} query id(s) is in queries.jsonl "
-                                                     f"(e.g. {unknown[0]!r}): are these the queries of this split?")
-    sources = [{"file": "corpus.jsonl", "sha256": corpus_sha}, {"file": "queries.jsonl", "sha256": queries_sha},
-               {"file": f"qrels/{split}.tsv", "sha256": qrels.sha256}]
-    meta = {"source": str(folder.name), "format": "beir", "split": split, "sources": sources,
-            "left_out": {"queries_without_relevant_passage": left["no_relevant"],
-                         "queries_whose_relevant_passages_are_missing_or_blank": left["relevant_missing"],
-                         "passages_without_text": len(blank),
-                         "qrels_lines_naming_a_blank_passage": left["blank_lines"],
-                         "qrels_lines_naming_no_passage": len(qrels.dangling),
-                         "qrels_queries_not_in_queries_file": len(unknown)}}
-    return Dataset(name, {u.unit_id: [u] for u in units}, questions, {GLOBAL_POOL: [u.unit_id for u in units]},
-                   meta=meta, options={"pool": "global"})
+    return questions, seen, left
 
 
 def load_jsonl(questions: str | Path, corpus: str | Path, name: str = "jsonl") -> Dataset:

@@ -200,43 +200,67 @@ def run_arm(arm: Arm, q: QuestionState, pairs: PairScores, params: ArmParams, un
             keep_candidates: np.ndarray | None) -> ArmResult:
     """Rank, score and cost one arm on one question (rerank pairs must already be ensured)."""
     cands = arm.candidates(q, params)
-    rerank_ms, n_pairs, marginal_pairs, marginal_rerank_ms = 0.0, 0, 0, 0.0
     if arm.reranks:
-        keys = [(q.qi, int(q.pool_units[c])) for c in cands]
-        s = np.array([pairs.score[k] for k in keys], dtype=np.float64)
-        ranked_pos = order_by_score(cands, s)[: params.k]
-        by_pos = dict(zip((int(c) for c in cands), s))
-        final_scores = [by_pos[int(c)] for c in ranked_pos]
-        rerank_ms = sum(pairs.ms[k] for k in keys)
-        n_pairs = len(keys)
-        keep_set = set() if keep_candidates is None else {int(c) for c in keep_candidates}
-        new_keys = [k for c, k in zip(cands, keys) if int(c) not in keep_set]
-        marginal_pairs = len(new_keys)
-        marginal_rerank_ms = sum(pairs.ms[k] for k in new_keys)
+        ranked_pos, final_scores, rerank = _reranked(q, pairs, params, cands, keep_candidates)
     else:
         ranked_pos = cands[: params.k]
         base = arm.base_scores(q)
         final_scores = [float(base[c]) for c in ranked_pos]
+        rerank = _Rerank()
+    cost = _stage_costs(arm, q, rerank)
+    ranked_ids = [unit_ids[int(q.pool_units[c])] for c in ranked_pos]
+    gold = set(q.question.gold_unit_ids)
+    return ArmResult(arm.name, ranked_ids, [float(x) for x in final_scores], outcome(ranked_ids, gold, params.k),
+                     cost, _marginal(arm, cost, rerank), np.asarray(cands))
+
+
+@dataclass
+class _Rerank:
+    """What reranking an arm's candidates cost: all its pairs, and those keep did not score."""
+
+    ms: float = 0.0
+    pairs: int = 0
+    marginal_pairs: int = 0
+    marginal_ms: float = 0.0
+
+
+def _reranked(q: QuestionState, pairs: PairScores, params: ArmParams, cands: np.ndarray,
+              keep_candidates: np.ndarray | None) -> tuple[Sequence, list, _Rerank]:
+    """The top ``k`` of the candidates by their (already scored) rerank pairs, their scores, and
+    the pairs' cost, in all and beyond keep's candidates."""
+    keys = [(q.qi, int(q.pool_units[c])) for c in cands]
+    s = np.array([pairs.score[k] for k in keys], dtype=np.float64)
+    ranked_pos = order_by_score(cands, s)[: params.k]
+    by_pos = dict(zip((int(c) for c in cands), s))
+    final_scores = [by_pos[int(c)] for c in ranked_pos]
+    keep_set = set() if keep_candidates is None else {int(c) for c in keep_candidates}
+    new_keys = [k for c, k in zip(cands, keys) if int(c) not in keep_set]
+    return ranked_pos, final_scores, _Rerank(sum(pairs.ms[k] for k in keys), len(keys), len(new_keys),
+                                             sum(pairs.ms[k] for k in new_keys))
+
+
+def _stage_costs(arm: Arm, q: QuestionState, rerank: _Rerank) -> dict:
+    """The arm's cost on the question: the time of each stage it runs, and its rerank pairs."""
     cost = {
         "encode_ms": q.encode_ms if "encode" in arm.stages else 0.0,
         "bm25_ms": q.bm25_ms if "bm25" in arm.stages else 0.0,
         "fusion_ms": q.fusion_ms if "fusion" in arm.stages else 0.0,
-        "rerank_ms": rerank_ms,
-        "rerank_pairs": n_pairs,
+        "rerank_ms": rerank.ms,
+        "rerank_pairs": rerank.pairs,
     }
     cost["total_ms"] = cost["encode_ms"] + cost["bm25_ms"] + cost["fusion_ms"] + cost["rerank_ms"]
+    return cost
+
+
+def _marginal(arm: Arm, cost: dict, rerank: _Rerank) -> dict:
+    """What the arm costs beyond the base arm: its extra stages and the rerank pairs keep did not score."""
     if arm.name == BASE_ARM:
-        marginal = {"total_ms": 0.0, "rerank_pairs": 0}
-    else:
-        extra_stages = set(arm.stages) - set(KeepArm.stages)
-        marginal = {
-            "total_ms": sum(cost[f"{s}_ms"] for s in extra_stages if s != "rerank") + marginal_rerank_ms,
-            "rerank_pairs": marginal_pairs,
-        }
-    ranked_ids = [unit_ids[int(q.pool_units[c])] for c in ranked_pos]
-    gold = set(q.question.gold_unit_ids)
-    return ArmResult(arm.name, ranked_ids, [float(x) for x in final_scores], outcome(ranked_ids, gold, params.k),
-                     cost, marginal, np.asarray(cands))
+        return {"total_ms": 0.0, "rerank_pairs": 0}
+    extra_stages = set(arm.stages) - set(KeepArm.stages)
+    return {
+        "total_ms": sum(cost[f"{s}_ms"] for s in extra_stages if s != "rerank") + rerank.marginal_ms,
+        "rerank_pairs": rerank.marginal_pairs,
+    }
 
 
 def batch_independent(encoder) -> bool:
@@ -336,32 +360,92 @@ def compute_shard(
     on_pools_encoded: Callable[[int], None] | None = None,
 ) -> tuple[list[dict], ShardStats]:
     """Rows of the outcome table for every question whose pool is in ``pool_ids``."""
+    questions, unit_ids, uidx, units = _shard_contents(dataset, pool_ids)
+    stats = ShardStats(units=len(units), questions=len(questions))
+
+    # 1. encode units once, questions once; apportion encode time (see module docstring)
+    enc_u = encoder.encode([u.text for u in units])
+    unit_ms = _apportioned_ms(enc_u, len(units))
+    if on_pools_encoded:
+        on_pools_encoded(len(pool_ids))
+    n_pools_of_unit, q_per_pool = _pool_counts(dataset, pool_ids, questions, uidx, len(units))
+    enc_q = encoder.encode([q.text for q in questions])
+    q_ms = _apportioned_ms(enc_q, len(questions))
+    stats.encoder_calls = 2
+
+    # 2. BM25 index per pool (build time shared by the pool's questions)
+    pool_pos, pool_bm25, pool_encode_ms, pool_bm25_ms = _index_pools(dataset, pool_ids, units, uidx, unit_ms,
+                                                                     n_pools_of_unit, q_per_pool, params)
+
+    # 3-5 per block of questions (memory: a few pool-sized arrays per question of the block)
+    hnsw = _hnsw_indexes(pool_pos, pool_encode_ms, q_per_pool, enc_u.vectors, params)
+    step = max(1, -(-len(questions) // max(1, params.dense.recall_sample)))
+    inputs = RerankInputs([q.text for q in questions], enc_q.tokens, [u.text for u in units], enc_u.tokens)
+    pairs = PairScores(reranker, inputs)
+    arm_objs = {name: cls() for name, cls in ARM_CLASSES.items()}
+    largest = max((len(v) for v in pool_pos.values()), default=1)
+    block = max(16, min(512, QUESTION_BLOCK_CELLS // max(1, largest)))
+    rows: list[dict] = []
+    for start in range(0, len(questions), block):
+        states = [_question_state(qi, questions[qi], pool_pos, enc_u.vectors, enc_q.vectors[qi], pool_bm25,
+                                  pool_encode_ms, pool_bm25_ms, float(q_ms[qi]), hnsw)
+                  for qi in range(start, min(start + block, len(questions)))]
+        _rerank_block(states, arm_objs, pairs, params)  # 4.
+        # 5. rows
+        for s in states:
+            row = _row(s, arm_objs, pairs, params, unit_ids, units, uidx)
+            if hnsw:
+                row["dense.recall@10_vs_exact"] = _recall_vs_exact(s, enc_u.vectors, enc_q.vectors, step)
+            rows.append(row)
+        pairs.forget({s.qi for s in states})
+    stats.reranker_calls = pairs.calls
+    stats.rerank_pairs_scored = pairs.scored
+    return rows, stats
+
+
+def _shard_contents(dataset: Dataset, pool_ids: Sequence[str]) -> tuple[list, list[str], dict[str, int], list]:
+    """The shard's questions, its units' ids (each once, in pool order), their positions and the units."""
     pool_set = set(pool_ids)
     questions = [q for q in dataset.questions if q.pool_id in pool_set]
     unit_ids: list[str] = list(dict.fromkeys(u for p in pool_ids for u in dataset.pools[p]))
     uidx = {u: i for i, u in enumerate(unit_ids)}
     units = [dataset.unit(u) for u in unit_ids]
-    stats = ShardStats(units=len(units), questions=len(questions))
+    return questions, unit_ids, uidx, units
 
-    # 1. encode units once, questions once; apportion encode time (see module docstring)
-    enc_u = encoder.encode([u.text for u in units])
-    tok_u = np.maximum(np.asarray(enc_u.n_tokens, dtype=np.float64), 1.0)
-    unit_ms = enc_u.seconds * 1000.0 * tok_u / tok_u.sum() if len(units) else tok_u
-    if on_pools_encoded:
-        on_pools_encoded(len(pool_ids))
-    n_pools_of_unit = np.zeros(len(units))
+
+def _rerank_block(states: Sequence[QuestionState], arm_objs: dict, pairs: PairScores, params: ArmParams) -> None:
+    """Rerank: keep's pairs in one call, then hybrid's new pairs in one call (the other arms
+    rerank nothing, and a pair is scored once)."""
+    for name in ("keep", "hybrid"):
+        arm = arm_objs[name]
+        pairs.ensure([(s.qi, int(s.pool_units[c])) for s in states for c in arm.candidates(s, params)])
+
+
+def _apportioned_ms(enc, n: int) -> np.ndarray:
+    """Each text's share of one encode call's time, in proportion to its tokens (at least one)."""
+    tok = np.maximum(np.asarray(enc.n_tokens, dtype=np.float64), 1.0)
+    return enc.seconds * 1000.0 * tok / tok.sum() if n else tok
+
+
+def _pool_counts(dataset: Dataset, pool_ids: Sequence[str], questions: Sequence, uidx: dict[str, int],
+                 n_units: int) -> tuple[np.ndarray, dict[str, int]]:
+    """How many of the shard's pools hold each unit, and how many questions each pool has: the
+    shares a unit's encode time and a pool's index time are split into."""
+    n_pools_of_unit = np.zeros(n_units)
     for p in pool_ids:
         for u in dataset.pools[p]:
             n_pools_of_unit[uidx[u]] += 1
     q_per_pool: dict[str, int] = {}
     for q in questions:
         q_per_pool[q.pool_id] = q_per_pool.get(q.pool_id, 0) + 1
-    enc_q = encoder.encode([q.text for q in questions])
-    tok_q = np.maximum(np.asarray(enc_q.n_tokens, dtype=np.float64), 1.0)
-    q_ms = enc_q.seconds * 1000.0 * tok_q / tok_q.sum() if len(questions) else tok_q
-    stats.encoder_calls = 2
+    return n_pools_of_unit, q_per_pool
 
-    # 2. BM25 index per pool (build time shared by the pool's questions)
+
+def _index_pools(dataset: Dataset, pool_ids: Sequence[str], units: Sequence, uidx: dict[str, int],
+                 unit_ms: np.ndarray, n_pools_of_unit: np.ndarray, q_per_pool: dict[str, int],
+                 params: ArmParams) -> tuple[dict, dict, dict, dict]:
+    """Per pool with questions: its units' positions, its BM25 index, and the encode and BM25
+    build time each of its questions is charged."""
     pool_pos: dict[str, np.ndarray] = {}
     pool_bm25: dict[str, BM25Pool] = {}
     pool_encode_ms: dict[str, float] = {}
@@ -375,39 +459,25 @@ def compute_shard(
         t0 = time.perf_counter()
         pool_bm25[p] = BM25Pool([units[i].text for i in pos], params.bm25)
         pool_bm25_ms[p] = (time.perf_counter() - t0) * 1000.0 / q_per_pool[p]
+    return pool_pos, pool_bm25, pool_encode_ms, pool_bm25_ms
 
-    # 3-5 per block of questions (memory: a few pool-sized arrays per question of the block)
+
+def _hnsw_indexes(pool_pos: dict[str, np.ndarray], pool_encode_ms: dict[str, float], q_per_pool: dict[str, int],
+                  unit_vectors: np.ndarray, params: ArmParams) -> dict[str, HNSWIndex]:
+    """An HNSW index per pool when ``arms.dense_index`` asks for one (its build time charged to
+    the pool's questions' encode time, in ``pool_encode_ms``); else none (exact search)."""
     hnsw: dict[str, HNSWIndex] = {}
     if params.dense.kind == "hnsw":
         for p in pool_pos:
             t0 = time.perf_counter()
-            hnsw[p] = HNSWIndex(enc_u.vectors[pool_pos[p]], params.dense)
+            hnsw[p] = HNSWIndex(unit_vectors[pool_pos[p]], params.dense)
             pool_encode_ms[p] += (time.perf_counter() - t0) * 1000.0 / q_per_pool[p]
-    step = max(1, -(-len(questions) // max(1, params.dense.recall_sample)))
-    inputs = RerankInputs([q.text for q in questions], enc_q.tokens, [u.text for u in units], enc_u.tokens)
-    pairs = PairScores(reranker, inputs)
-    arm_objs = {name: cls() for name, cls in ARM_CLASSES.items()}
-    largest = max((len(v) for v in pool_pos.values()), default=1)
-    block = max(16, min(512, QUESTION_BLOCK_CELLS // max(1, largest)))
-    rows: list[dict] = []
-    for start in range(0, len(questions), block):
-        states = [_question_state(qi, questions[qi], pool_pos, enc_u.vectors, enc_q.vectors[qi], pool_bm25,
-                                  pool_encode_ms, pool_bm25_ms, float(q_ms[qi]), hnsw)
-                  for qi in range(start, min(start + block, len(questions)))]
-        # 4. rerank: keep's pairs in one call, then hybrid's new pairs in one call
-        for name in ("keep", "hybrid"):
-            arm = arm_objs[name]
-            pairs.ensure([(s.qi, int(s.pool_units[c])) for s in states for c in arm.candidates(s, params)])
-        # 5. rows
-        for s in states:
-            row = _row(s, arm_objs, pairs, params, unit_ids, units, uidx)
-            if hnsw:
-                exact = (rank_order(exact_scores(enc_u.vectors[s.pool_units], enc_q.vectors[s.qi]))
-                         if s.qi % step == 0 else None)
-                row["dense.recall@10_vs_exact"] = (recall_at(s.dense_order, exact, 10) if exact is not None
-                                                   else float("nan"))
-            rows.append(row)
-        pairs.forget({s.qi for s in states})
-    stats.reranker_calls = pairs.calls
-    stats.rerank_pairs_scored = pairs.scored
-    return rows, stats
+    return hnsw
+
+
+def _recall_vs_exact(s: QuestionState, unit_vectors: np.ndarray, q_vectors: np.ndarray, step: int) -> float:
+    """Recall@10 of the approximate dense ranking against exact search, on every ``step``-th
+    question (NaN on the others)."""
+    exact = (rank_order(exact_scores(unit_vectors[s.pool_units], q_vectors[s.qi]))
+             if s.qi % step == 0 else None)
+    return recall_at(s.dense_order, exact, 10) if exact is not None else float("nan")

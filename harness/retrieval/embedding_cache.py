@@ -130,30 +130,10 @@ class CachedEncoder:
 
     def encode(self, texts: list[str]) -> EncodedTexts:
         shas = [text_digest(t) for t in texts]
-        index = self._segments()
-        for seg in {index[s] for s in shas if s in index and s not in self._loaded}:
-            try:
-                self._load(seg)
-            except Exception as exc:  # noqa: BLE001 - verified moments ago; a racing writer
-                move_aside(seg, f"unreadable: {type(exc).__name__}", then="its texts are encoded again")
-                for s in [s for s, p in index.items() if p == seg]:
-                    del index[s]
+        self._load_cached(shas)
         missing = list(dict.fromkeys(s for s in shas if s not in self._loaded))
         if missing:
-            first = {s: i for i, s in reversed(list(enumerate(shas)))}
-            eta = Progress("encoding new texts", len(missing), "texts", emit=len(missing) > SEGMENT_TEXTS)
-            for lo in range(0, len(missing), SEGMENT_TEXTS):
-                # one encoder call per segment: a build stopped midway keeps the segments written
-                part = missing[lo : lo + SEGMENT_TEXTS]
-                enc = self.inner.encode([texts[first[s]] for s in part])
-                tok = np.maximum(np.asarray(enc.n_tokens, dtype=np.float64), 1.0)
-                seconds = enc.seconds * tok / tok.sum()
-                for j, s in enumerate(part):
-                    self._loaded[s] = (np.asarray(enc.vectors[j], dtype=np.float32), enc.tokens[j],
-                                       int(enc.n_tokens[j]), float(seconds[j]))
-                self._store(part, enc, seconds)
-                eta.advance(len(part))
-                eta.report()
+            self._encode_missing(texts, shas, missing)
         self.encoded_texts += len(missing)
         self.cached_texts += len(set(shas)) - len(missing)
         if not texts:
@@ -166,3 +146,33 @@ class CachedEncoder:
             n_tokens=np.asarray([g[2] for g in got], dtype=np.int64),
             seconds=float(sum(g[3] for g in got)),
         )
+
+    def _load_cached(self, shas: list[str]) -> None:
+        """The segments holding any of these texts loaded; one that cannot be read is moved aside
+        and its texts forgotten, so they are encoded again."""
+        index = self._segments()
+        for seg in {index[s] for s in shas if s in index and s not in self._loaded}:
+            try:
+                self._load(seg)
+            except Exception as exc:  # noqa: BLE001 - verified moments ago; a racing writer
+                move_aside(seg, f"unreadable: {type(exc).__name__}", then="its texts are encoded again")
+                for s in [s for s, p in index.items() if p == seg]:
+                    del index[s]
+
+    def _encode_missing(self, texts: list[str], shas: list[str], missing: list[str]) -> None:
+        """The texts not in the cache encoded by the inner encoder, one call per segment, each
+        segment stored as soon as it is encoded (its time apportioned by tokens)."""
+        first = {s: i for i, s in reversed(list(enumerate(shas)))}
+        eta = Progress("encoding new texts", len(missing), "texts", emit=len(missing) > SEGMENT_TEXTS)
+        for lo in range(0, len(missing), SEGMENT_TEXTS):
+            # one encoder call per segment: a build stopped midway keeps the segments written
+            part = missing[lo : lo + SEGMENT_TEXTS]
+            enc = self.inner.encode([texts[first[s]] for s in part])
+            tok = np.maximum(np.asarray(enc.n_tokens, dtype=np.float64), 1.0)
+            seconds = enc.seconds * tok / tok.sum()
+            for j, s in enumerate(part):
+                self._loaded[s] = (np.asarray(enc.vectors[j], dtype=np.float32), enc.tokens[j],
+                                   int(enc.n_tokens[j]), float(seconds[j]))
+            self._store(part, enc, seconds)
+            eta.advance(len(part))
+            eta.report()

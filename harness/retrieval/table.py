@@ -48,6 +48,7 @@ from harness.progress import Progress, expect_text
 from harness.retrieval.warm_up import table_rate
 from harness.retrieval.arms import ARMS, ArmParams, batch_independent, compute_shard
 from harness.retrieval.bm25 import BM25Params
+from harness.retrieval.cached_parquet import read_part, read_verified_parquet, write_verified_parquet
 from harness.retrieval.dense_index import DenseIndexParams
 from harness.retrieval.embedding_cache import CachedEncoder
 from harness.retrieval.encoder import PACKAGED_MINILM, DenseEncoder, forward_seconds_of
@@ -61,7 +62,6 @@ from harness.retrieval.rerankers import MaxSimReranker, make_reranker
 # arms-4: batch-independent encoding (one token length per forward pass, no padding); verified
 # cache files (sidecar digests, key in the Parquet); shard_size out of the key where exact
 CODE_VERSION = "arms-4"
-PARQUET_META = b"rag_route_bench"
 DEFAULT_SHARD_SIZE = 32
 
 
@@ -160,57 +160,6 @@ def _shards(dataset: Dataset, shard_size: int) -> list[list[str]]:
     return [used[i : i + shard_size] for i in range(0, len(used), shard_size)]
 
 
-def _write_parquet(path: Path, frame: pd.DataFrame, *, key: str, **meta) -> dict:
-    """Atomic Parquet with ``{"key": key, **meta}`` in its schema metadata, then its sidecar."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    record = {"key": key, **meta}
-
-    def write(tmp: Path) -> None:
-        t = pa.Table.from_pandas(frame, preserve_index=False)
-        md = dict(t.schema.metadata or {})
-        md[PARQUET_META] = json.dumps(record, sort_keys=True).encode("utf-8")
-        pq.write_table(t.replace_schema_metadata(md), tmp)
-
-    atomic_write_verified(path, write, key=key, **meta)
-    return record
-
-
-def read_verified_parquet(path: Path, key: str) -> tuple[pd.DataFrame, dict]:
-    """(frame, sidecar record) of a cached Parquet after checking digest and recorded key.
-
-    Read-only. Raises FileNotFoundError (missing) or :class:`harness.io.CacheCorrupt`.
-    """
-    import pyarrow.parquet as pq
-
-    record = verify_file(path, key=key)
-    try:
-        raw = (pq.read_schema(path).metadata or {}).get(PARQUET_META)
-        recorded = json.loads(raw) if raw else {}
-        frame = pd.read_parquet(path)
-    except Exception as exc:  # noqa: BLE001 - any reader failure means the file cannot be used
-        raise CacheCorrupt(path, f"not a readable Parquet file: {type(exc).__name__}: {str(exc)[:200]}") from None
-    if recorded.get("key") != key:
-        raise CacheCorrupt(path, f"the Parquet records cache key {str(recorded.get('key'))[:16]}..., "
-                                 f"its folder's key is {key[:16]}...")
-    return frame, record
-
-
-def read_part(path: Path, key: str, field: str, expected: str) -> pd.DataFrame | None:
-    """A cached part of a build (a shard, a chunk) when it is verified and holds the same
-    questions (``record[field] == expected``), else None: missing, or written for another
-    partition (another shard size: not corrupt), or corrupt (moved aside, to be recomputed)."""
-    try:
-        frame, record = read_verified_parquet(path, key)
-    except FileNotFoundError:
-        return None
-    except CacheCorrupt as exc:
-        move_aside(exc.path, exc.reason, then="recomputed")
-        return None
-    return frame if record.get(field) == expected else None
-
-
 def _check_finished(folder: Path, key: str) -> tuple[OutcomeTable | None, list[CacheCorrupt]]:
     """The verified finished table, else (None, the corrupt files). Reads only."""
     table_path, info_path = folder / "table.parquet", folder / "info.json"
@@ -293,13 +242,119 @@ def _shards_elsewhere(executor, dataset: Dataset, shards: list[list[str]], folde
     plain = encoder.inner if isinstance(encoder, CachedEncoder) else encoder
     for j, frame in executor.map(shard_frame, [(shards[i],) for i in todo], shared=(dataset, plain, reranker, params)):
         i = todo[j]
-        _write_parquet(_shard_path(folder, i), frame, key=key, pools=digest_of(shards[i]), shard=i)
+        write_verified_parquet(_shard_path(folder, i), frame, key=key, pools=digest_of(shards[i]), shard=i)
         frames[i] = frame
         eta.advance(int(sum(len(dataset.pools[p]) for p in shards[i])))
         bars[0].update(len(shards[i]))
         bars[1].update(len(frame))
         eta.report(force=True)  # after every computed shard, as a local build
     return [frames[i] for i in range(len(shards))], len(todo), len(shards) - len(todo)
+
+
+def _shards_here(dataset: Dataset, shards: list[list[str]], folder: Path, key: str, encoder, reranker,
+                 params: ArmParams, eta: Progress, bars: tuple) -> tuple[list[pd.DataFrame], int, int]:
+    """Each shard read from disk, else computed in this process and written (so an interrupted
+    build resumes from it). Returns the frames, the shards computed and the shards reused."""
+    bar_pools, bar_q = bars
+    frames = []
+    computed = reused = 0
+    for i, pools in enumerate(shards):
+        shard_path = _shard_path(folder, i)
+        pools_digest = digest_of(pools)
+        frame = read_part(shard_path, key, "pools", pools_digest)
+        units = int(sum(len(dataset.pools[p]) for p in pools))
+        fresh = frame is None
+        if fresh:
+            rows, _ = compute_shard(dataset, pools, encoder, reranker, params, bar_pools.update)
+            frame = pd.DataFrame(rows)
+            write_verified_parquet(shard_path, frame, key=key, pools=pools_digest, shard=i)
+            computed += 1
+            eta.advance(units)
+        else:
+            reused += 1
+            bar_pools.update(len(pools))
+            eta.skip(units)
+        bar_q.update(len(frame))
+        frames.append(frame)
+        eta.report(force=fresh)  # after every computed shard, else at most every 30 s
+    return frames, computed, reused
+
+
+@dataclass
+class _ShardRun:
+    """The shards of one build and when their computing started (model forward time included),
+    for the table's info."""
+
+    frames: list[pd.DataFrame]
+    computed: int
+    reused: int
+    started: float
+    forward_before: float
+
+
+def _run_shards(dataset: Dataset, shards: list[list[str]], folder: Path, key: str, encoder, reranker,
+                params: ArmParams, progress: bool | None, executor) -> _ShardRun:
+    """The notice of a cold build, then every shard read or computed (here or by ``executor``)
+    under the tqdm bars and the plain progress lines."""
+    show = _progress_enabled(progress)
+    from tqdm.auto import tqdm
+
+    bar_pools = tqdm(total=sum(map(len, shards)), desc="pools encoded", unit="pool", disable=not show)
+    bar_q = tqdm(total=len(dataset.questions), desc="questions reranked", unit="q", disable=not show)
+    n_units = int(sum(len(dataset.pools[p]) for s in shards for p in s))
+    rate = None
+    if progress is not False:  # the notice shows on a terminal too; progress lines only off it
+        # this machine, now; the encoder itself, not the embedding cache (its second, timed run
+        # would read the vectors the first one stored)
+        plain = encoder.inner if isinstance(encoder, CachedEncoder) else encoder
+        rate = table_rate(dataset, shards, folder, n_units, plain, reranker, params)
+        print(f"[route-bench] building outcome table {key[:12]} for {dataset.name}: {n_units} units in "
+              f"{len(shards)} shards (shards already on disk are reused); {expect_text(n_units, 'units', rate)}",
+              flush=True)
+    fwd0 = forward_seconds_of(encoder) + forward_seconds_of(reranker)
+    eta = Progress(f"outcome table {key[:12]}", n_units, "units", emit=_progress_lines(progress),
+                   warm_up_rate=rate)
+    t_start = time.perf_counter()
+    try:
+        if executor is not None and executor.name != "local":
+            frames, computed, reused = _shards_elsewhere(executor, dataset, shards, folder, key, encoder,
+                                                         reranker, params, eta, (bar_pools, bar_q))
+        else:
+            frames, computed, reused = _shards_here(dataset, shards, folder, key, encoder, reranker, params, eta,
+                                                    (bar_pools, bar_q))
+    finally:
+        bar_pools.close()
+        bar_q.close()
+    return _ShardRun(frames, computed, reused, t_start, fwd0)
+
+
+def _models(arms_cfg: Mapping, reranker_cfg: Mapping, precision: str, encoder, reranker, cache_dir: Path | None):
+    """The encoder and reranker (the configured ones unless injected), their identities (taken
+    before the encoder is wrapped in the embedding cache) and the cache folder of tables."""
+    if encoder is None:
+        encoder = make_encoder(arms_cfg)
+    enc_id = encoder.identity()
+    if reranker is None:
+        reranker = make_reranker(reranker_cfg, enc_id, precision, str(arms_cfg.get("device", "cpu")))
+    rr_id = reranker.identity()
+    root = Path(cache_dir) if cache_dir is not None else cache_root() / "tables"
+    if embedding_cache_on(arms_cfg) and batch_independent(encoder) and not isinstance(encoder, CachedEncoder):
+        # a cached vector equals a fresh one only for a batch-independent encoder (embedding_cache.py)
+        encoder = CachedEncoder(encoder, root / "_embeddings" if cache_dir is not None else cache_root() / "embeddings",
+                                precision)
+    return encoder, reranker, enc_id, rr_id, root
+
+
+def _key_params(params: ArmParams, shard_size: int, exact: bool) -> dict:
+    """The parameters in the table's key; ``shard_size`` stays in it unless the numbers are proven
+    independent of it (``exact``)."""
+    key_params = {"k": params.k, "candidates": params.candidates, "rrf_k": params.rrf_k,
+                  "bm25": {"k1": params.bm25.k1, "b": params.bm25.b}, "qpp_k": params.qpp_k}
+    if params.dense.key() is not None:  # exact search: earlier keys unchanged
+        key_params["dense_index"] = params.dense.key()
+    if not exact:
+        key_params["shard_size"] = shard_size
+    return key_params
 
 
 def build_outcome_table(
@@ -320,43 +375,25 @@ def build_outcome_table(
     (``harness.executor``; None: this process) computes the missing shards; this process writes
     them, so the files and the key do not depend on it.
     """
-    t_start = time.perf_counter()
     params = arm_params(arms_cfg)
     shard_size = _int(arms_cfg, "shard_size", DEFAULT_SHARD_SIZE, 1)
     precision = resolve_precision(str(arms_cfg.get("precision", DEFAULT_PRECISION)), "arms.precision")
     if not dataset.questions:
         raise DataError(_dataset_source(dataset), None,
                         f"dataset {dataset.name!r} has 0 questions: no outcome table is built or cached")
-    if encoder is None:
-        encoder = make_encoder(arms_cfg)
-    enc_id = encoder.identity()
-    if reranker is None:
-        reranker = make_reranker(reranker_cfg, enc_id, precision, str(arms_cfg.get("device", "cpu")))
-    rr_id = reranker.identity()
-    root = Path(cache_dir) if cache_dir is not None else cache_root() / "tables"
-    if embedding_cache_on(arms_cfg) and batch_independent(encoder) and not isinstance(encoder, CachedEncoder):
-        # a cached vector equals a fresh one only for a batch-independent encoder (embedding_cache.py)
-        encoder = CachedEncoder(encoder, root / "_embeddings" if cache_dir is not None else cache_root() / "embeddings",
-                                precision)
+    encoder, reranker, enc_id, rr_id, root = _models(arms_cfg, reranker_cfg, precision, encoder, reranker, cache_dir)
     # shard_size stays in the key unless the numbers are proven independent of it
     exact = precision == "fp32" and batch_independent(encoder) and isinstance(reranker, MaxSimReranker)
-    key_params = {"k": params.k, "candidates": params.candidates, "rrf_k": params.rrf_k,
-                  "bm25": {"k1": params.bm25.k1, "b": params.bm25.b}, "qpp_k": params.qpp_k}
-    if params.dense.key() is not None:  # exact search: earlier keys unchanged
-        key_params["dense_index"] = params.dense.key()
-    if not exact:
-        key_params["shard_size"] = shard_size
     key_material = {
         "dataset": dataset.fingerprint(),
         "encoder": enc_id,
         "reranker": rr_id,
-        "params": key_params,
+        "params": _key_params(params, shard_size, exact),
         "precision": precision,
         "code_version": CODE_VERSION,
     }
     key = digest_of(key_material)
     folder = root / key
-    table_path, info_path = folder / "table.parquet", folder / "info.json"
 
     # a verified finished table is read without the lock: no write access needed
     found, problems = _check_finished(folder, key)
@@ -369,91 +406,52 @@ def build_outcome_table(
             return found
         for p in problems:
             move_aside(p.path, p.reason)
-
         shards = _shards(dataset, shard_size)
-        show = _progress_enabled(progress)
-        from tqdm.auto import tqdm
+        run = _run_shards(dataset, shards, folder, key, encoder, reranker, params, progress, executor)
+        return _write_table(dataset, folder, key, key_material, shards, run, encoder, reranker, params,
+                            shard_size, exact, executor)
 
-        bar_pools = tqdm(total=sum(map(len, shards)), desc="pools encoded", unit="pool", disable=not show)
-        bar_q = tqdm(total=len(dataset.questions), desc="questions reranked", unit="q", disable=not show)
-        reused = computed = 0
-        n_units = int(sum(len(dataset.pools[p]) for s in shards for p in s))
-        rate = None
-        if progress is not False:  # the notice shows on a terminal too; progress lines only off it
-            # this machine, now; the encoder itself, not the embedding cache (its second, timed run
-            # would read the vectors the first one stored)
-            plain = encoder.inner if isinstance(encoder, CachedEncoder) else encoder
-            rate = table_rate(dataset, shards, folder, n_units, plain, reranker, params)
-            print(f"[route-bench] building outcome table {key[:12]} for {dataset.name}: {n_units} units in "
-                  f"{len(shards)} shards (shards already on disk are reused); {expect_text(n_units, 'units', rate)}",
-                  flush=True)
-        fwd0 = forward_seconds_of(encoder) + forward_seconds_of(reranker)
-        eta = Progress(f"outcome table {key[:12]}", n_units, "units", emit=_progress_lines(progress),
-                       warm_up_rate=rate)
-        t_start = time.perf_counter()
-        try:
-            if executor is not None and executor.name != "local":
-                frames, computed, reused = _shards_elsewhere(executor, dataset, shards, folder, key, encoder,
-                                                             reranker, params, eta, (bar_pools, bar_q))
-            else:
-                frames = []
-                for i, pools in enumerate(shards):
-                    shard_path = _shard_path(folder, i)
-                    pools_digest = digest_of(pools)
-                    frame = read_part(shard_path, key, "pools", pools_digest)
-                    units = int(sum(len(dataset.pools[p]) for p in pools))
-                    fresh = frame is None
-                    if fresh:
-                        rows, _ = compute_shard(dataset, pools, encoder, reranker, params, bar_pools.update)
-                        frame = pd.DataFrame(rows)
-                        _write_parquet(shard_path, frame, key=key, pools=pools_digest, shard=i)
-                        computed += 1
-                        eta.advance(units)
-                    else:
-                        reused += 1
-                        bar_pools.update(len(pools))
-                        eta.skip(units)
-                    bar_q.update(len(frame))
-                    frames.append(frame)
-                    eta.report(force=fresh)  # after every computed shard, else at most every 30 s
-        finally:
-            bar_pools.close()
-            bar_q.close()
-        table = pd.concat(frames, ignore_index=True)
-        table = table.sort_values("qid", kind="stable").reset_index(drop=True)
-        if not len(table):  # pragma: no cover - every shard holds the questions of its pools
-            raise DataError(_dataset_source(dataset), None, f"dataset {dataset.name!r}: the outcome table has 0 rows")
-        _write_parquet(table_path, table, key=key)
-        info = {
-            "key": key,
-            "key_material": json.loads(canonical_json(key_material)),
-            "dataset": dataset.name,
-            "models": {"encoder": enc_id, "reranker": rr_id},
-            "precision": precision,
-            "params": {**key_params, "shard_size": shard_size},
-            "shard_size_in_key": not exact,
-            "code_version": CODE_VERSION,
-            "arms": list(ARMS),
-            "base_arm": "keep",
-            "table_sha256": verify_file(table_path, key=key)["sha256"],
-            "dense_index": {"kind": params.dense.kind, **dense_recall_summary(table)},
-            "embedding_cache": ({"texts_encoded": encoder.encoded_texts, "texts_read": encoder.cached_texts}
-                                if isinstance(encoder, CachedEncoder) else None),
-            "build_seconds": time.perf_counter() - t_start,
-            "executor": getattr(executor, "name", "local"),
-            "model_forward_seconds": forward_seconds_of(encoder) + forward_seconds_of(reranker) - fwd0,
-            "counts": {
-                "questions": int(len(table)),
-                "questions_with_evidence": int(table["has_evidence"].sum()),
-                "pools": int(sum(map(len, shards))),
-                "units": int(sum(len(dataset.pools[p]) for s in shards for p in s)),
-                "shards": len(shards),
-                "shards_computed": computed,
-                "shards_reused": reused,
-            },
-        }
-        text = json.dumps(info, indent=2, sort_keys=True, default=str)
-        atomic_write_verified(info_path, lambda p: p.write_text(text, encoding="utf-8"), key=key)
-        # read back so a cold and a warm build return identical dtypes (lists come back as arrays)
-        frame, _ = read_verified_parquet(table_path, key)
-        return OutcomeTable(frame, key, table_path, json.loads(text))
+
+def _write_table(dataset: Dataset, folder: Path, key: str, key_material: dict, shards: list[list[str]],
+                 run: _ShardRun, encoder, reranker, params: ArmParams, shard_size: int, exact: bool,
+                 executor) -> OutcomeTable:
+    """``table.parquet`` from the shards and its ``info.json``, written and read back (so a cold
+    and a warm build return identical dtypes: lists come back as arrays)."""
+    table_path, info_path = folder / "table.parquet", folder / "info.json"
+    table = pd.concat(run.frames, ignore_index=True)
+    table = table.sort_values("qid", kind="stable").reset_index(drop=True)
+    if not len(table):  # pragma: no cover - every shard holds the questions of its pools
+        raise DataError(_dataset_source(dataset), None, f"dataset {dataset.name!r}: the outcome table has 0 rows")
+    write_verified_parquet(table_path, table, key=key)
+    info = {
+        "key": key,
+        "key_material": json.loads(canonical_json(key_material)),
+        "dataset": dataset.name,
+        "models": {"encoder": key_material["encoder"], "reranker": key_material["reranker"]},
+        "precision": key_material["precision"],
+        "params": {**key_material["params"], "shard_size": shard_size},
+        "shard_size_in_key": not exact,
+        "code_version": CODE_VERSION,
+        "arms": list(ARMS),
+        "base_arm": "keep",
+        "table_sha256": verify_file(table_path, key=key)["sha256"],
+        "dense_index": {"kind": params.dense.kind, **dense_recall_summary(table)},
+        "embedding_cache": ({"texts_encoded": encoder.encoded_texts, "texts_read": encoder.cached_texts}
+                            if isinstance(encoder, CachedEncoder) else None),
+        "build_seconds": time.perf_counter() - run.started,
+        "executor": getattr(executor, "name", "local"),
+        "model_forward_seconds": forward_seconds_of(encoder) + forward_seconds_of(reranker) - run.forward_before,
+        "counts": {
+            "questions": int(len(table)),
+            "questions_with_evidence": int(table["has_evidence"].sum()),
+            "pools": int(sum(map(len, shards))),
+            "units": int(sum(len(dataset.pools[p]) for s in shards for p in s)),
+            "shards": len(shards),
+            "shards_computed": run.computed,
+            "shards_reused": run.reused,
+        },
+    }
+    text = json.dumps(info, indent=2, sort_keys=True, default=str)
+    atomic_write_verified(info_path, lambda p: p.write_text(text, encoding="utf-8"), key=key)
+    frame, _ = read_verified_parquet(table_path, key)
+    return OutcomeTable(frame, key, table_path, json.loads(text))

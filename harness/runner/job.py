@@ -69,7 +69,7 @@ from harness.app import (
     write_protocol_artifacts,
 )
 from harness.conf_files import CONF_SOURCE
-from harness.config import validate
+from harness.config.validation import validate
 from harness.store_schema import PREFIX, TAG_ARMS, TAG_BUDGET_GRID, TAG_CODE_VERSION, TAG_CONFIG_HASH, TAG_DATASET, TAG_GIT_COMMIT, TAG_MLFLOW_GIT_COMMIT, TAG_NOTE, TAG_POLICY, TAG_ROLE, TAG_SWEEP_ID, TAG_TABLE_KEY
 from harness.secrets import redact_secrets
 from harness.io import digest_of
@@ -81,7 +81,6 @@ from harness.runner.process import (  # noqa: F401 - Terminated, signal_name: im
     start_parent_watchdog,
 )
 from harness.runner.sweep_state import SweepState
-from harness.secrets import redact_secrets
 from policies.registry import display_name
 
 # Bump when a code change changes any job's numbers: runs of the older code are then not reused
@@ -390,7 +389,7 @@ def hydra_main(cfg: DictConfig) -> dict:
     except Exception as exc:  # noqa: BLE001 - said here, else Hydra adds "Error executing job ..." first
         if os.environ.get("HYDRA_FULL_ERROR") == "1" or sweep is not None:
             raise  # a sweep's job: the sweep reports it
-        from harness.config import as_bad_input
+        from harness.config.bad_input import as_bad_input
         from harness.errors import one_line
 
         bad = as_bad_input(exc)  # an OSError naming its file, a read-only store

@@ -162,7 +162,7 @@ class SweepTrackingCallback(Callback):
 
     def _start(self, config: DictConfig) -> None:
         from harness import app
-        from harness.config import validate
+        from harness.config.validation import validate
         from harness.preflight import check_heldout_size, preflight_tags
         from harness.runner import job
 

@@ -94,7 +94,7 @@ def validate_sweep_jobs(config: DictConfig) -> int | None:
 
 def check_workers(config: DictConfig) -> None:
     """``hydra.launcher.n_jobs``: an integer in [1, MAX_WORKERS], or joblib's negative count."""
-    from harness.config import MAX_WORKERS
+    from harness.config.limits import MAX_WORKERS
     from harness.errors import ConfigError
 
     workers = OmegaConf.select(config, "hydra.launcher.n_jobs", default=None)
@@ -108,7 +108,7 @@ def _sweep_job_lists(config: DictConfig) -> list[list[str]] | None:
     """Every job's override list, None when this process cannot expand or compose them."""
     from hydra.core.global_hydra import GlobalHydra
 
-    from harness.config import MAX_SWEEP_JOBS
+    from harness.config.limits import MAX_SWEEP_JOBS
     from harness.console import sweep_jobs
     from harness.errors import ConfigError
 
@@ -132,7 +132,7 @@ def _compose_jobs(config: DictConfig, jobs: list[list[str]]) -> dict[tuple[str, 
     from hydra.core.global_hydra import GlobalHydra
 
     from harness import app
-    from harness.config import validate
+    from harness.config.validation import validate
 
     loader = GlobalHydra.instance().config_loader()
     outcome: dict[tuple[str, ...], BaseException | None] = {}
@@ -153,7 +153,7 @@ def _compose_jobs(config: DictConfig, jobs: list[list[str]]) -> dict[tuple[str, 
 
 def _bad_job(job: list[str], exc: BaseException, good: list[list[str]]):
     """The ConfigError naming the key and value that break ``job`` (or the job, if none can be told)."""
-    from harness.config import as_bad_input
+    from harness.config.bad_input import as_bad_input
     from harness.errors import ConfigError
 
     explained = as_bad_input(exc, job)  # Hydra's errors said as the key they concern

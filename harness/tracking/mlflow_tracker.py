@@ -428,7 +428,7 @@ class Tracker:
         self.uri = uri
         self.retries = max(1, int(retries))
         self.db_path = sqlite_path(uri)
-        from harness.config import tracking_uri_problem
+        from harness.config.store import tracking_uri_problem
 
         if tracking_uri_problem(uri):  # e.g. $MLFLOW_TRACKING_URI=garbage://x
             raise TrackingStoreError(f"tracking store: {tracking_uri_problem(uri)}")

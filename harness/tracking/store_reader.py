@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from harness.config import tracking_uri_problem
+from harness.config.store import tracking_uri_problem
 from harness.errors import ConfigError, HarnessError
 from harness.store_schema import DEFAULT_TRACKING_URI, TAG_CONFIG_HASH, TAG_ROLE, TAG_SWEEP_ID
 

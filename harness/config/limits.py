@@ -1,0 +1,15 @@
+"""The bounds of the job config's counts: ``validate``, the sweep check and the console share them."""
+
+# Upper bounds of every count a user sets: a typo'd zero too many ends in one line naming the
+# key and the bound, not in minutes of work or an out-of-memory kill. The bootstrap's draw
+# matrices are n_boot x documents (8 bytes each, a few alive at once): 20,000 draws over 7,405
+# HotpotQA questions stay near a gigabyte each.
+MAX_SEED = 2**32 - 1  # numpy's seed range
+MAX_BOOTSTRAP = 20_000
+MAX_FOLDS = 100  # protocol.n_folds, protocol.nested_folds, budget.cal_folds
+MAX_REPEATS = 100  # protocol.repeats, budget.n_splits: each one a full pass of the protocol
+MAX_GRID = 100  # budget.grid entries
+MAX_MIN_DISCORDANT = 1_000_000
+MAX_RETRIES = 100
+MAX_SWEEP_JOBS = 10_000  # jobs of one sweep (each validated before any run starts)
+MAX_WORKERS = 256  # hydra.launcher.n_jobs: parallel worker processes of a sweep
