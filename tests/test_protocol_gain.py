@@ -16,7 +16,7 @@ from scipy import stats as sps
 from harness.protocols import compare_policies_williams, run_gain_protocol
 from harness.protocols import gain as gain_mod
 from harness.protocols.gain import RULE_CODES, selective_bootstrap, selective_metrics
-from harness.protocols.threshold import oof_scores
+from harness.protocols.threshold_select import oof_scores
 from harness.stats import bootstrap_draws, stratified_grouped_halves, williams_test
 from harness.synthetic import synthetic_outcome_table
 from harness.task import RoutingTask

@@ -72,7 +72,7 @@ import pandas as pd
 from harness.errors import ConfigError, HarnessError
 from harness.protocols.common import PolicyFactory, fit_policy, fmt, policy_label, score_task, text_table
 from harness.paired import document_totals, max_showable_difference, min_reachable_p, sample_size_plan
-from harness.protocols.threshold import oof_scores, select_tau
+from harness.protocols.threshold_select import oof_scores, select_tau
 from harness.stats import (
     bootstrap_draws,
     kendall,
