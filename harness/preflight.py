@@ -49,7 +49,7 @@ def smallest_heldout(task, protocol: Mapping, budget: Mapping, seed: int) -> dic
     run = list(protocol.get("run", ()))
     out: dict[str, int] = {}
     if "threshold" in run:
-        from harness.protocols.threshold import repeat_seeds
+        from harness.protocols.threshold_select import repeat_seeds
 
         frac = float(protocol.get("dev_frac", 0.8))
         out["threshold"] = min(len(grouped_split(task.groups, frac, s)[1])

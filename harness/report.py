@@ -66,7 +66,7 @@ from harness.errors import HarnessError
 from harness.io import atomic_write, atomic_write_text
 from harness.markdown import md_code, md_escape
 from harness.store_schema import DEFAULT_TRACKING_URI, TAG_POLICY, TAG_ROLE, TAG_SWEEP_ID
-from harness.protocols.threshold import CEILING  # one threshold for summaries, reports and the results page
+from harness.protocols.ceiling import CEILING  # one threshold for summaries, reports and the results page
 from harness.protocols.sweep_stage import conclusion_lines
 from harness.tracking.store_reader import (
     SweepNotFound, existing_store_uri, experiments, metric_series, pick_latest_sweep, open_client, pick_runs, search_runs,

@@ -43,7 +43,7 @@ from typing import Any, Sequence
 from harness.errors import HarnessError
 from harness.markdown import md_code, md_escape
 from harness.io import atomic_write_text
-from harness.protocols.threshold import CEILING  # the base arm at ceiling: nothing can be rescued
+from harness.protocols.ceiling import CEILING  # the base arm at ceiling: nothing can be rescued
 from harness.published import PAPERS, figure
 from harness.tracking.store_reader import existing_store_uri, pick_runs
 from harness.store_schema import (

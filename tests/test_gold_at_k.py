@@ -282,7 +282,7 @@ def test_no_ceiling_warning_otherwise(tmp_path):
 
 
 def test_ceiling_warning_function():
-    from harness.protocols.threshold import ceiling_warning
+    from harness.protocols.ceiling import ceiling_warning
 
     assert ceiling_warning("all@2", 0.998) is None and ceiling_warning("all@2", float("nan")) is None
     assert "almost no question" in ceiling_warning("hit@10", 0.9995)

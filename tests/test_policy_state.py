@@ -66,7 +66,7 @@ def test_every_builtin_policy_state_is_strict_json(planted_table):
     from harness.task import RoutingTask
     from policies.registry import builtin_policy_configs, make_policy
 
-    from harness.protocols.threshold import fit_policy
+    from harness.protocols.common import fit_policy
 
     task = RoutingTask.from_table(planted_table)
     for stem, cfg in builtin_policy_configs().items():
@@ -79,7 +79,7 @@ def test_every_builtin_policy_state_is_strict_json(planted_table):
 def test_plugin_with_numpy_state_fails_at_freeze_naming_it(planted_table, tmp_path):
     """Through the real freeze: today canonical_json refuses (naming the field); with the
     one-line ``check_json_state`` call in ``threshold.develop`` the message names the policy."""
-    from harness.protocols.threshold import develop
+    from harness.protocols.threshold_freeze import develop
     from harness.task import RoutingTask
     from policies.base import Policy
 

@@ -36,7 +36,7 @@ def test_nothing_to_route_only_when_the_arms_agree_everywhere():
 
 
 def test_smallest_heldout_is_the_protocols_own_split():
-    from harness.protocols.threshold import split_dev_heldout
+    from harness.protocols.threshold_select import split_dev_heldout
 
     task = _task(10, 2)
     sizes = smallest_heldout(task, PROTOCOL, BUDGET, seed=0)

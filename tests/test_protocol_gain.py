@@ -15,8 +15,9 @@ from scipy import stats as sps
 
 from harness.protocols import compare_policies_williams, run_gain_protocol
 from harness.protocols import gain as gain_mod
+from harness.protocols.common import fmt
 from harness.protocols.gain import RULE_CODES, selective_bootstrap, selective_metrics
-from harness.protocols.threshold import oof_scores
+from harness.protocols.threshold_select import oof_scores
 from harness.stats import bootstrap_draws, stratified_grouped_halves, williams_test
 from harness.synthetic import synthetic_outcome_table
 from harness.task import RoutingTask
@@ -150,7 +151,7 @@ def test_dev_tau_matches_manual_oof_select_tau():
         np.testing.assert_array_equal(d.ran_extra, d.score >= tau)
         chosen = np.where(d.score >= tau, d.extra, d.base)
         assert m["gain/selective/quality"] == pytest.approx(chosen.mean())
-        assert f"score >= {gain_mod.fmt(tau)}" in res.summary()
+        assert f"score >= {fmt(tau)}" in res.summary()
 
 
 def test_single_signal_scale_no_longer_means_always_keep():

@@ -22,9 +22,9 @@ from scipy import stats as sps
 from harness.errors import ConfigError, HarnessError
 from harness.protocols import run_threshold_protocol
 from harness.protocols.common import fit_policy, fmt, score_task
-from harness.protocols.threshold import (
-    develop,
-    evaluate_heldout,
+from harness.protocols.threshold_freeze import develop
+from harness.protocols.threshold_heldout import evaluate_heldout
+from harness.protocols.threshold_select import (
     nested_dev_estimate,
     oof_scores,
     repeat_seeds,
@@ -771,7 +771,7 @@ def test_keyed_factory_reuses_out_of_fold_fits_across_costs_with_identical_numbe
 def test_frozen_router_records_the_constructor_parameters(tmp_path):
     """get_params() is frozen with the model (a changed max_iter is a different policy), and a
     factory whose parameters differ is refused when the freeze is loaded."""
-    from harness.protocols.threshold import load_frozen
+    from harness.protocols.threshold_freeze import load_frozen
     from policies.learned import LogisticPolicy
 
     task = _task()

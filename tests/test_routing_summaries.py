@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from harness.errors import ConfigError, HarnessError
+from harness.protocols import routing_curves as rc
 from harness.protocols import routing_summaries as rs
 
 
@@ -52,7 +53,7 @@ def test_expected_curve_equals_average_over_all_tie_orders(scores):
         (rng.integers(0, 2, n).astype(float), rng.integers(0, 2, n).astype(float)),
         (rng.random(n), rng.random(n)),  # continuous outcomes (e.g. recall)
     ]:
-        usage, curve = rs.expected_exact_curve(scores, base, extra)
+        usage, curve = rc.expected_exact_curve(scores, base, extra)
         # every permutation of the questions that respects the score order is one tie order;
         # ties broken uniformly at random = the uniform average over these permutations
         curves = [
@@ -71,7 +72,7 @@ def test_expected_curve_equals_monte_carlo_tie_breaking():
     scores = rng.integers(0, 5, n).astype(float)  # 5 score levels: large tied blocks
     base = rng.integers(0, 2, n).astype(float)
     extra = rng.integers(0, 2, n).astype(float)
-    _, curve = rs.expected_exact_curve(scores, base, extra)
+    _, curve = rc.expected_exact_curve(scores, base, extra)
     draws = 20000
     sims = np.empty((draws, n + 1))
     delta = extra - base
@@ -85,13 +86,13 @@ def test_expected_curve_equals_monte_carlo_tie_breaking():
 def test_constant_score_is_random_straight_line_apgr_half():
     base, extra = _binary_pair(n_rescue=16, n_harm=4, n_both=10, n_neither=10)  # McNemar p 0.012
     n = len(base)
-    usage, curve = rs.expected_exact_curve(np.zeros(n), base, extra)
+    usage, curve = rc.expected_exact_curve(np.zeros(n), base, extra)
     # random's expectation: base_mean + u * (extra_mean - base_mean)
     assert np.allclose(curve, base.mean() + usage * (extra.mean() - base.mean()), atol=1e-12)
-    pgr = rs.pgr_curve(usage, curve, base.mean(), extra.mean())
+    pgr = rc.pgr_curve(usage, curve, base.mean(), extra.mean())
     assert np.allclose(pgr, usage, atol=1e-12)
     # APGR of the line PGR(u) = u: integral_0^1 u du = 1/2
-    assert rs.apgr(usage, pgr) == pytest.approx(0.5, abs=1e-12)
+    assert rc.apgr(usage, pgr) == pytest.approx(0.5, abs=1e-12)
     summary = rs.routing_summaries(np.full(n, 7.0), base, extra)
     assert summary["defined"] and summary["reason"] == ""
     assert summary["apgr"] == pytest.approx(0.5, abs=1e-12)
@@ -113,7 +114,7 @@ def test_oracle_cpt_and_apgr_by_hand(n_rescue, n_harm, n_both, n_neither):
     n, R, H = len(base), n_rescue, n_harm
     delta = extra - base
     # the formulas do not depend on whether the gap is significant: pgr_summaries skips the check
-    s = rs.pgr_summaries(delta, base, extra)
+    s = rc.pgr_summaries(delta, base, extra)
     checked = rs.routing_summaries(delta, base, extra, min_discordant=R + H)
     p = min(1.0, 2 * sum(math.comb(R + H, i) for i in range(min(R, H) + 1)) / 2 ** (R + H))
     assert checked["gap_p"] == pytest.approx(p, rel=1e-12)
@@ -129,14 +130,14 @@ def test_oracle_cpt_and_apgr_by_hand(n_rescue, n_harm, n_both, n_neither):
     P = R / (R - H)
     by_hand = (R / n) * P / 2 + ((n - R - H) / n) * P + (H / n) * (P + 1) / 2
     assert s["apgr"] == pytest.approx(by_hand, rel=1e-12)
-    usage, curve = rs.expected_exact_curve(delta, base, extra)
-    pgr = rs.pgr_curve(usage, curve, base.mean(), extra.mean())
+    usage, curve = rc.expected_exact_curve(delta, base, extra)
+    pgr = rc.pgr_curve(usage, curve, base.mean(), extra.mean())
     # the peak, reached at the last rescue (a hair below P: pgr_curve divides two rounded means)
-    assert rs.cpt(usage, pgr, P - 1e-9) == pytest.approx(R / n, abs=1e-9)
-    assert math.isnan(rs.cpt(usage, pgr, P + 0.01))  # never reached
+    assert rc.cpt(usage, pgr, P - 1e-9) == pytest.approx(R / n, abs=1e-9)
+    assert math.isnan(rc.cpt(usage, pgr, P + 0.01))  # never reached
     # ties inside the delta classes change nothing: distinct scores in the same class order
     jitter = delta + 1e-6 * np.random.default_rng(1).random(n)
-    s2 = rs.pgr_summaries(jitter, base, extra)
+    s2 = rc.pgr_summaries(jitter, base, extra)
     assert (s2["cpt50"], s2["cpt80"], s2["apgr"]) == pytest.approx((s["cpt50"], s["cpt80"], s["apgr"]), rel=1e-12)
 
 
@@ -148,22 +149,22 @@ def test_oracle_cpt_and_apgr_by_hand(n_rescue, n_harm, n_both, n_neither):
 def test_apgr_and_cpt_on_operating_points_by_hand():
     usage, pgr = [0.5, 0.25], [0.6, 0.5]  # unsorted on purpose; (0, 0) and (1, 1) get added
     # trapezoids: [0, .25] (0 + .5)/2 * .25 + [.25, .5] (.5 + .6)/2 * .25 + [.5, 1] (.6 + 1)/2 * .5
-    assert rs.apgr(usage, pgr) == pytest.approx(0.0625 + 0.1375 + 0.4)
-    assert rs.cpt(usage, pgr, 0.5) == pytest.approx(0.25)
-    assert rs.cpt(usage, pgr, 0.8) == pytest.approx(0.5 + (0.8 - 0.6) / (1 - 0.6) * 0.5)
-    assert rs.cpt(usage, pgr, 0.3) == pytest.approx(0.25 * 0.3 / 0.5)  # on the first segment
-    assert math.isnan(rs.cpt(usage, pgr, 1.01))
+    assert rc.apgr(usage, pgr) == pytest.approx(0.0625 + 0.1375 + 0.4)
+    assert rc.cpt(usage, pgr, 0.5) == pytest.approx(0.25)
+    assert rc.cpt(usage, pgr, 0.8) == pytest.approx(0.5 + (0.8 - 0.6) / (1 - 0.6) * 0.5)
+    assert rc.cpt(usage, pgr, 0.3) == pytest.approx(0.25 * 0.3 / 0.5)  # on the first segment
+    assert math.isnan(rc.cpt(usage, pgr, 1.01))
     # points sharing a usage are averaged: (.25, .4) and (.25, .6) act as (.25, .5)
-    assert rs.apgr([0.25, 0.25, 0.5], [0.4, 0.6, 0.6]) == pytest.approx(rs.apgr(usage, pgr))
+    assert rc.apgr([0.25, 0.25, 0.5], [0.4, 0.6, 0.6]) == pytest.approx(rc.apgr(usage, pgr))
     # given endpoints are kept, not duplicated
-    assert rs.apgr([0.0, 0.25, 0.5, 1.0], [0.0, 0.5, 0.6, 1.0]) == pytest.approx(rs.apgr(usage, pgr))
+    assert rc.apgr([0.0, 0.25, 0.5, 1.0], [0.0, 0.5, 0.6, 1.0]) == pytest.approx(rc.apgr(usage, pgr))
     # a zero gap: NaN all the way through
-    nan_pgr = rs.pgr_curve([0.0, 1.0], [0.3, 0.3], 0.3, 0.3)
-    assert np.isnan(nan_pgr).all() and math.isnan(rs.apgr([0.0, 1.0], nan_pgr))
+    nan_pgr = rc.pgr_curve([0.0, 1.0], [0.3, 0.3], 0.3, 0.3)
+    assert np.isnan(nan_pgr).all() and math.isnan(rc.apgr([0.0, 1.0], nan_pgr))
     with pytest.raises(HarnessError):
-        rs.apgr([1.2], [0.5])
+        rc.apgr([1.2], [0.5])
     with pytest.raises(ConfigError):
-        rs.cpt([0.5], [0.5], math.nan)
+        rc.cpt([0.5], [0.5], math.nan)
 
 
 # --------------------------------------------------------------------------------------------
@@ -263,11 +264,11 @@ def test_continuous_gap_uses_the_document_sign_flip_test():
 
 def test_bad_inputs_raise():
     with pytest.raises(HarnessError):
-        rs.expected_exact_curve([0.1, np.nan], [0, 1], [1, 1])
+        rc.expected_exact_curve([0.1, np.nan], [0, 1], [1, 1])
     with pytest.raises(HarnessError):
-        rs.expected_exact_curve([0.1, 0.2], [0, 1, 0], [1, 1, 0])
+        rc.expected_exact_curve([0.1, 0.2], [0, 1, 0], [1, 1, 0])
     with pytest.raises(HarnessError):
-        rs.expected_exact_curve([], [], [])
+        rc.expected_exact_curve([], [], [])
 
 
 # --------------------------------------------------------------------------------------------
@@ -352,7 +353,7 @@ def test_aiq_by_hand():
 def test_aiq_of_exact_curve_via_operating_cost():
     base, extra = _binary_pair(n_rescue=10, n_harm=4, n_both=12, n_neither=14)
     n = len(base)
-    usage, curve = rs.expected_exact_curve(np.zeros(n), base, extra)
+    usage, curve = rc.expected_exact_curve(np.zeros(n), base, extra)
     costs = rs.operating_cost(usage, base_cost=2.0, marginal_extra_cost=3.0)
     assert np.allclose(costs, 2.0 + 3.0 * usage)
     assert rs.operating_cost(0.5, 2.0, 3.0) == 3.5
@@ -409,7 +410,7 @@ def test_random_reference_carries_the_selection_a_single_curve_gets():
     assert ref["cpt50"] < 0.5 - 3 * ref["cpt50_sd"] / math.sqrt(200)
     # APGR needs no such reference: it is linear, its mean over orderings is the line's 0.5
     orders = rs.random_orderings(n, 0)
-    apgrs = [rs.pgr_summaries(-np.argsort(o).astype(float), base, extra)["apgr"] for o in orders]
+    apgrs = [rc.pgr_summaries(-np.argsort(o).astype(float), base, extra)["apgr"] for o in orders]
     assert abs(np.mean(apgrs) - 0.5) < 3 * np.std(apgrs) / math.sqrt(len(orders))
     # no positive net gap: CPT undefined for every ordering, AIQ still defined
     flat = rs.random_ordering_reference(base, base, 0, n_orders=5)

@@ -6,8 +6,10 @@ split) and returns plain data (metrics dict, DataFrames) with a ``summary()`` te
 
 from harness.protocols.budget import BudgetResult, run_budget_protocol
 from harness.protocols.common import fit_policy, score_task
-from harness.protocols.gain import GainResult, compare_policies_williams, run_gain_protocol
-from harness.protocols.threshold import ThresholdResult, run_threshold_protocol
+from harness.protocols.gain import compare_policies_williams, run_gain_protocol
+from harness.protocols.gain_result import GainResult
+from harness.protocols.threshold import run_threshold_protocol
+from harness.protocols.threshold_result import ThresholdResult
 
 __all__ = [
     "BudgetResult",

@@ -19,16 +19,12 @@ import pandas as pd
 
 from harness.errors import ConfigError
 from harness.protocols.common import PolicyFactory, fit_policy, fmt, policy_label, reused, score_task, text_table
+from harness.protocols.routing_curves import apgr, cpt, expected_gains, pgr_curve, pgr_summaries
 from harness.protocols.routing_summaries import (
     N_RANDOM_ORDERINGS,
     GapCheck,
     aiq,
-    apgr,
-    cpt,
-    expected_gains,
     gap_check,
-    pgr_curve,
-    pgr_summaries,
     random_ordering_reference,
 )
 from harness.paired import document_totals, max_showable_difference, min_reachable_p, sample_size_plan

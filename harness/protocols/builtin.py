@@ -225,7 +225,7 @@ def _ceiling_summary(summary: str, ctx: ProtocolContext, name: str, metric: str,
     """``summary`` with the ceiling warning (``threshold.ceiling_warning``) under its title line
     when the base arm's mean on ``where`` is at ceiling and ``name`` is the first protocol of
     ``CEILING_ORDER`` the job runs."""
-    from harness.protocols.threshold import ceiling_warning
+    from harness.protocols.ceiling import ceiling_warning
 
     run = [str(r) for r in (ctx.protocol.get("run") or ())]
     if any(other in run for other in CEILING_ORDER[: CEILING_ORDER.index(name)]):

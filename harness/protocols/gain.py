@@ -64,15 +64,16 @@ Choices where docs/metrics.md is silent:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from harness.errors import ConfigError, HarnessError
-from harness.protocols.common import PolicyFactory, fit_policy, fmt, policy_label, score_task, text_table
+from harness.protocols.common import PolicyFactory, fit_policy, policy_label, score_task
+from harness.protocols.gain_result import GainResult
 from harness.paired import document_totals, max_showable_difference, min_reachable_p, sample_size_plan
-from harness.protocols.threshold import oof_scores, select_tau
+from harness.protocols.threshold_select import oof_scores, select_tau
 from harness.stats import (
     bootstrap_draws,
     kendall,
@@ -86,12 +87,6 @@ from harness.stats import (
 from harness.task import RoutingTask
 
 RULE_CODES = {"zero": 0, "dev_tau": 1, "fixed": 2, "given": 3}
-RULE_TEXT = {
-    "zero": "0: the score estimates the gain",
-    "dev_tau": "cost-0 protocol-A tau on out-of-fold scores of the fit half",
-    "fixed": "the policy's fixed route",
-    "given": "protocol.gain_threshold",
-}
 
 
 @dataclass(frozen=True)
@@ -283,75 +278,6 @@ def compare_policies_williams(scores_a, scores_b, gain) -> dict[str, float]:
     return {"r_a": r_a, "r_b": r_b, "r_ab": r_ab, "t": t, "p": p, "n": len(gain)}
 
 
-@dataclass
-class GainResult:
-    """metrics (stable names), ``tables`` (``decisions``: per test question), the selective
-    rule's name and comparison, and ``notes`` (reasons, e.g. why gap closed is undefined)."""
-
-    metrics: dict[str, float]
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    policy: str = "policy"
-    metric: str = "hit@10"
-    rule: str = "given"
-    comparison: str = ">"
-    notes: dict[str, str] = field(default_factory=dict)
-    alpha: float = 0.05
-    power: float = 0.8
-
-    def summary(self) -> str:
-        m = self.metrics
-        s = "gain/selective/"
-        corr = text_table(
-            ["correlation with gain", "r", "p"],
-            [[name, m[f"gain/{name}"], m[f"gain/{name}_p"]] for name in ("pearson", "spearman", "kendall")],
-        )
-        sel = text_table(
-            ["selective use", self.metric],
-            [
-                [f"policy (extra when score {self.comparison} {fmt(m[s + 'threshold'])})", m[s + "quality"]],
-                ["always-base", m[s + "base_quality"]],
-                ["always-extra", m[s + "extra_quality"]],
-                ["oracle", m[s + "oracle_quality"]],
-            ],
-        )
-
-        def ci(name: str) -> str:
-            return (
-                f"{fmt(m[s + name])} [95% CI {fmt(m[s + name + '_ci_low'])}, {fmt(m[s + name + '_ci_high'])}; "
-                f"{int(m[s + name + '_n_boot_used'])} usable resamples]"
-            )
-
-        gap = ci("gap_closed") if m[s + "gap_closed_defined"] else self.notes["gap_closed"]
-        largest = m.get(s + "vs_extra/max_diff", math.nan)
-        mdd_line = f"policy vs always-extra: {int(m[s + 'vs_extra/discordant'])} discordant questions, "
-        if m.get(s + "vs_extra/detectable", 1):
-            mdd_line += (f"largest difference they could show {fmt(largest)}, minimum detectable difference in mean "
-                         f"{self.metric} {fmt(m[s + 'vs_extra/mdd'])}")
-        else:
-            mdd_line += (f"largest difference they could show {fmt(largest)}: no difference is detectable with these "
-                         "questions")
-        plan = m.get(s + "vs_extra/plan_questions", math.nan)
-        if plan == plan:
-            mdd_line += f" (about {plan:.0f} test questions for {self.power:.0%} power at alpha {self.alpha:g})"
-        if m[s + "vs_extra/discordant"] == 0:
-            mdd_line = "policy vs always-extra: no discordant questions (the same outcome on every test question)"
-        elif not math.isnan(m[s + "vs_extra/min_mcnemar_p"]):
-            mdd_line += f", smallest McNemar p {fmt(m[s + 'vs_extra/min_mcnemar_p'])}"
-        return (
-            f"Protocol C (gain prediction, fit n={int(m['n/fit'])}, test n={int(m['n/test'])}) - {self.policy}\n"
-            f"{corr}\n\n{sel}\n"
-            f"threshold rule: {self.rule} ({RULE_TEXT.get(self.rule, self.rule)}); "
-            f"extra share {fmt(m[s + 'extra_share'])}\n"
-            f"decision accuracy {ci('decision_accuracy')}\n"
-            f"decision accuracy on non-neutral questions (n={int(m[s + 'n_nonneutral'])}) "
-            f"{ci('decision_accuracy_nonneutral')}\n"
-            f"gap closed {gap}\n"
-            f"discordant test questions (extra vs base): {int(m['gain/discordant/rescues'])} rescues, "
-            f"{int(m['gain/discordant/harms'])} harms; the policy's extra calls: {int(m[s + 'rescues'])} "
-            f"rescues, {int(m[s + 'harms'])} harms\n{mdd_line}"
-        )
-
-
 def run_gain_protocol(
     task: RoutingTask,
     policy_factory: PolicyFactory,
@@ -378,55 +304,12 @@ def run_gain_protocol(
     scores = score_task(policy, test, seed)
     gain = test.gain
     metrics: dict[str, float] = {"n/fit": fit_part.n, "n/test": test.n}
-    for name, fn in (("pearson", pearson), ("spearman", spearman), ("kendall", kendall)):
-        r, p = fn(scores, gain)
-        metrics[f"gain/{name}"] = r
-        metrics[f"gain/{name}_p"] = p
-    ci = pearson_bootstrap(scores, gain, test.groups, n_boot=n_boot, seed=seed, alpha=alpha)
-    metrics.update({f"gain/{k}": v for k, v in ci.items()})
-
-    s = "gain/selective/"
+    metrics.update(_correlation_metrics(scores, gain, test.groups, n_boot=n_boot, seed=seed, alpha=alpha))
     ran = rule.decide(scores)
-    delta = test.delta
-    metrics[s + "threshold"] = float(rule.threshold)
-    metrics[s + "rule"] = RULE_CODES[rule.rule]
-    metrics[s + "run_at_threshold"] = int(rule.inclusive)
-    for key, value in selective_metrics_from_decisions(ran, test.base, test.extra).items():
-        metrics[s + key] = value
-    boot = selective_bootstrap(ran, test.base, test.extra, test.groups, n_boot=n_boot, seed=seed, alpha=alpha)
-    metrics.update({s + k: v for k, v in boot.items()})
-
-    rescues, harms = int(np.sum(delta > 0)), int(np.sum(delta < 0))
-    metrics["gain/discordant/rescues"] = rescues
-    metrics["gain/discordant/harms"] = harms
-    metrics[s + "rescues"] = int(np.sum(ran & (delta > 0)))
-    metrics[s + "harms"] = int(np.sum(ran & (delta < 0)))
-    notes: dict[str, str] = {}
-    # the oracle-minus-extra gap is non-zero exactly on the harms of extra (base > extra)
-    defined = harms >= min_discordant and harms > 0
-    metrics[s + "gap_closed_defined"] = int(defined)
-    if not defined:
-        notes["gap_closed"] = (
-            f"undefined: the gap rests on {harms} questions (< min_discordant = {min_discordant})"
-            if harms < min_discordant
-            else "undefined: no gap (always-extra is never beaten by base)"
-        )
-        metrics[s + "gap_closed"] = math.nan
-        metrics[s + "gap_closed_ci_low"] = metrics[s + "gap_closed_ci_high"] = math.nan
-        metrics[s + "gap_closed_n_boot_used"] = 0
-
+    metrics.update(_selective_use_metrics(rule, ran, test, n_boot=n_boot, seed=seed, alpha=alpha))
+    notes = _gap_closed_definition(metrics, ran, test.delta, min_discordant)
     chosen = np.where(ran, test.extra, test.base)
-    diffs = chosen - test.extra
-    metrics[s + "vs_extra/discordant"] = int(np.sum(diffs != 0))
-    metrics[s + "vs_extra/mdd"] = min_detectable_difference(diffs, test.groups, alpha=alpha, power=power)
-    # what the test half could show at all and how many questions would (docs/metrics.md §12)
-    metrics[s + "vs_extra/max_diff"] = max_showable_difference(diffs, test.groups)
-    k_docs = int(np.sum(np.abs(document_totals(diffs, test.groups)[0]) > 1e-12))
-    metrics[s + "vs_extra/detectable"] = int(min_reachable_p(k_docs) < alpha
-                                             and metrics[s + "vs_extra/mdd"] < metrics[s + "vs_extra/max_diff"])
-    metrics[s + "vs_extra/plan_questions"] = sample_size_plan(diffs, test.groups, alpha=alpha, power=power)["questions"]
-    metrics[s + "vs_extra/min_mcnemar_p"] = math.nan if test.continuous else min_mcnemar_p(int(np.sum(diffs != 0)))
-
+    metrics.update(_vs_extra_power(chosen - test.extra, test, alpha=alpha, power=power))
     decisions = pd.DataFrame(
         {
             "qid": test.qids,
@@ -452,3 +335,76 @@ def run_gain_protocol(
         alpha=float(alpha),
         power=float(power),
     )
+
+
+def _correlation_metrics(scores, gain, groups, *, n_boot: int, seed: int, alpha: float) -> dict[str, float]:
+    """Pearson, Spearman and Kendall correlations of the test scores with the gain (with their
+    p-values), and the document-bootstrap interval of Pearson's r."""
+    metrics: dict[str, float] = {}
+    for name, fn in (("pearson", pearson), ("spearman", spearman), ("kendall", kendall)):
+        r, p = fn(scores, gain)
+        metrics[f"gain/{name}"] = r
+        metrics[f"gain/{name}_p"] = p
+    ci = pearson_bootstrap(scores, gain, groups, n_boot=n_boot, seed=seed, alpha=alpha)
+    metrics.update({f"gain/{k}": v for k, v in ci.items()})
+    return metrics
+
+
+def _selective_use_metrics(
+    rule: SelectiveRule, ran, test: RoutingTask, *, n_boot: int, seed: int, alpha: float
+) -> dict[str, float]:
+    """The rule (threshold, code, inclusive) and selective use's numbers on the test half, with
+    their document-bootstrap intervals."""
+    s = "gain/selective/"
+    metrics: dict[str, float] = {}
+    metrics[s + "threshold"] = float(rule.threshold)
+    metrics[s + "rule"] = RULE_CODES[rule.rule]
+    metrics[s + "run_at_threshold"] = int(rule.inclusive)
+    for key, value in selective_metrics_from_decisions(ran, test.base, test.extra).items():
+        metrics[s + key] = value
+    boot = selective_bootstrap(ran, test.base, test.extra, test.groups, n_boot=n_boot, seed=seed, alpha=alpha)
+    metrics.update({s + k: v for k, v in boot.items()})
+    return metrics
+
+
+def _gap_closed_definition(metrics: dict[str, float], ran, delta, min_discordant: int) -> dict[str, str]:
+    """Adds the discordant counts (of the arms and of the policy's extra calls) to ``metrics``
+    and blanks gap closed when it rests on fewer than ``min_discordant`` harms of extra; returns
+    the notes that say why."""
+    s = "gain/selective/"
+    rescues, harms = int(np.sum(delta > 0)), int(np.sum(delta < 0))
+    metrics["gain/discordant/rescues"] = rescues
+    metrics["gain/discordant/harms"] = harms
+    metrics[s + "rescues"] = int(np.sum(ran & (delta > 0)))
+    metrics[s + "harms"] = int(np.sum(ran & (delta < 0)))
+    notes: dict[str, str] = {}
+    # the oracle-minus-extra gap is non-zero exactly on the harms of extra (base > extra)
+    defined = harms >= min_discordant and harms > 0
+    metrics[s + "gap_closed_defined"] = int(defined)
+    if not defined:
+        notes["gap_closed"] = (
+            f"undefined: the gap rests on {harms} questions (< min_discordant = {min_discordant})"
+            if harms < min_discordant
+            else "undefined: no gap (always-extra is never beaten by base)"
+        )
+        metrics[s + "gap_closed"] = math.nan
+        metrics[s + "gap_closed_ci_low"] = metrics[s + "gap_closed_ci_high"] = math.nan
+        metrics[s + "gap_closed_n_boot_used"] = 0
+    return notes
+
+
+def _vs_extra_power(diffs, test: RoutingTask, *, alpha: float, power: float) -> dict[str, float]:
+    """Policy vs always-extra on the test half (``diffs`` = chosen - extra): discordant questions,
+    MDD, what the half could show at all and how many questions would (docs/metrics.md §12)."""
+    s = "gain/selective/"
+    metrics: dict[str, float] = {}
+    metrics[s + "vs_extra/discordant"] = int(np.sum(diffs != 0))
+    metrics[s + "vs_extra/mdd"] = min_detectable_difference(diffs, test.groups, alpha=alpha, power=power)
+    # what the test half could show at all and how many questions would (docs/metrics.md §12)
+    metrics[s + "vs_extra/max_diff"] = max_showable_difference(diffs, test.groups)
+    k_docs = int(np.sum(np.abs(document_totals(diffs, test.groups)[0]) > 1e-12))
+    metrics[s + "vs_extra/detectable"] = int(min_reachable_p(k_docs) < alpha
+                                             and metrics[s + "vs_extra/mdd"] < metrics[s + "vs_extra/max_diff"])
+    metrics[s + "vs_extra/plan_questions"] = sample_size_plan(diffs, test.groups, alpha=alpha, power=power)["questions"]
+    metrics[s + "vs_extra/min_mcnemar_p"] = math.nan if test.continuous else min_mcnemar_p(int(np.sum(diffs != 0)))
+    return metrics

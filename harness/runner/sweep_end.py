@@ -93,7 +93,7 @@ class SweepOutcome:
 def table_warnings(runs: list, metric: str) -> list[str]:
     """The sweep's data warnings, once per outcome table its finished jobs read: nothing to route
     (the two arms agree on every question) and a base arm at ceiling (nothing can be rescued)."""
-    from harness.protocols.threshold import ceiling_warning
+    from harness.protocols.ceiling import ceiling_warning
     from harness.tracking.mlflow_tracker import mlflow_name
 
     out: list[str] = []

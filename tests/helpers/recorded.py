@@ -17,7 +17,7 @@ import numpy as np
 
 from harness.io import canonical_json
 from harness.protocols import run_threshold_protocol
-from harness.protocols.threshold import ROUTER_FILE, STATE_FILE
+from harness.protocols.threshold_freeze import ROUTER_FILE, STATE_FILE
 from harness.synthetic import synthetic_outcome_table
 from harness.task import RoutingTask
 from tests.helpers.policies import LstsqPolicy, RandomPolicy
