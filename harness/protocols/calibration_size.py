@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from harness.errors import ConfigError
-from harness.protocols.budget import USAGE_TOL, budget_key, calibrated_rule, expected_outcome, run_probability
+from harness.protocols.budget_rules import USAGE_TOL, budget_key, calibrated_rule, expected_outcome, run_probability
 from harness.protocols.common import text_table
 from harness.stats import dkw_epsilon
 
