@@ -118,7 +118,7 @@ class GainProtocol(Protocol):
     def aggregate(self, jobs: list[SweepJob], ctx: SweepContext) -> SweepResult | None:
         """Which policy's score predicts the gain better: Williams' test per gain cell, with
         Bonferroni over its pairs (``harness.protocols.sweep_comparisons.gain_comparisons``)."""
-        from harness.protocols.sweep_comparisons import format_gain_comparisons, gain_comparisons
+        from harness.protocols.sweep_gain import format_gain_comparisons, gain_comparisons
 
         gains = gain_comparisons(jobs, alpha=ctx.alpha)
         if not len(gains):
