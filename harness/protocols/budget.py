@@ -7,6 +7,9 @@ conservative). The choices where docs/metrics.md is silent (splits, ties at thei
 randomised threshold, cross-fitted calibration scores, the DKW slack, references at matched
 usage, per-question decisions, fixed decisions, routing summaries, cost, power) are written
 down in docs/protocols.md, "Protocol B, budget".
+
+This module runs the protocol and reports it; the rules are in ``budget_rules``, the cost-free
+split loop in ``budget_splits`` and the per-split routing summaries in ``budget_routing``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ comparison at ONE operating point (a cost c and a budget rho): which deployable 
 budget best, how sure are we, and what random and the oracle would do with the same usage. This
 module is pure (job records in, one DataFrame out); ``harness.protocols.sweep_comparisons`` reads the
 records from MLflow (``frontiers.parquet`` and ``budget_decisions.parquet`` of each job), the
-sweep callback logs the table on the parent run and the report command rebuilds it.
+sweep callback logs the table on the parent run and the report command rebuilds it. The
+reference and the paired tests are filled in by ``harness.protocols.decision_table_paired``; the
+table's text (console, Markdown, HTML) is ``harness.protocols.decision_table_render``.
 
 Rows and cells
 - A *cell* is a set of jobs that differ only in policy and seed (the cell logic of

@@ -4,7 +4,7 @@ Why: the decision table marks every policy against a reference, and a reader tak
 "recommended" even where keeping the cheap arm everywhere does as well. A team asks one thing
 per operating point: is there a router worth deploying over the fixed decisions it replaces?
 This module answers it from numbers the harness already computes (``harness.paired``), in the
-same words on the console, in MLflow and in the report.
+same words on the console, in MLflow and in the report (the text: ``harness.protocols.verdict_render``).
 
 The rule, per (cost, budget) of the decision table (``verdict_cells`` decides, ``verdict_stats``
 computes; docs/metrics.md §9):
@@ -39,9 +39,6 @@ import pandas as pd
 from harness.protocols.verdict_cells import COLUMNS, CellTest, Setting, decide_all
 
 KINDS = ("deploy", "no router", "over budget", "cannot tell")
-
-
-# ---------------------------------------------------------------- the verdicts
 
 
 def _router_of(part: pd.DataFrame, ref_rows: pd.DataFrame, comps: list[dict]):
