@@ -832,7 +832,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for w in rep.warnings:
         print(f"warning: {w}")
     if rep.decision_filter:
-        from harness.protocols.decision_table import format_keyvalue
+        from harness.protocols.decision_table_render import format_keyvalue
 
         print(f"Decision table of sweep {rep.sweep_id} ({rep.decision_filter}), one block per row")
         print(format_keyvalue(rep.decision_table))

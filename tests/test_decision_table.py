@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 from harness import stats
-from harness.protocols.decision_table import COLUMNS, JobRecord, decision_table, format_console, format_text, select
+from harness.protocols.decision_table import COLUMNS, JobRecord, decision_table, select
+from harness.protocols.decision_table_render import format_console, format_text
 from harness.errors import HarnessError
 from harness.protocols import run_budget_protocol
 from harness.synthetic import synthetic_outcome_table
@@ -193,7 +194,7 @@ def _paired_diffs(records, policy, ref, cost, budget, outcome=False):
 
 def test_interval_inverts_the_test_and_the_budget_lines_plan(protocol_records):
     from harness import paired
-    from harness.protocols.decision_table import conclusions
+    from harness.protocols.decision_table_render import conclusions
 
     _, records, _ = protocol_records
     table = decision_table(records, seed=0)
@@ -305,7 +306,7 @@ def test_budget_line_says_nothing_is_detectable_and_plans():
     0.25, so the budget's line says no difference is detectable and how many questions would
     be needed (the plan of its differences; 48 questions on 24 documents: 2 per document)."""
     from harness import paired
-    from harness.protocols.decision_table import conclusions
+    from harness.protocols.decision_table_render import conclusions
 
     records = _planted_records()
     table = decision_table(records)
@@ -461,7 +462,8 @@ def test_select_filters_and_names_the_flag_and_values(protocol_records):
 
 def test_violation_rates_print_their_resolution():
     """A rate over n splits x seeds moves in steps of 1 / n: the text says "k of n" beside it."""
-    from harness.protocols.decision_table import COLUMNS, format_text
+    from harness.protocols.decision_table import COLUMNS
+    from harness.protocols.decision_table_render import format_text
 
     rows = []
     for policy, rate, n in (("a", 0.4, 5), ("b", 0.0, 10), ("c", float("nan"), 5)):

@@ -123,7 +123,7 @@ def test_console_shows_one_verdict_table_not_the_full_tables(sweep, tmp_path):
     for line, v in zip(rows, verdicts.itertuples()):
         assert line.split()[:2] == [f"{v.cost:g}", f"{v.budget:g}"]
         # the console's verdict column: the lead of the CSV's sentence (a per-split choice starred)
-        from harness.protocols.verdict import short_verdict
+        from harness.protocols.verdict_render import short_verdict
 
         lead = short_verdict(v._asdict())
         assert lead and lead in line

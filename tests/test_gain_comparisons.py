@@ -21,7 +21,7 @@ from harness.store_schema import TAG_POLICY
 from harness.protocols.common import fmt
 from harness.synthetic import synthetic_outcome_table
 from harness.protocols.sweep_stage import SweepJob
-from harness.protocols.sweep_comparisons import (
+from harness.protocols.sweep_gain import (
     GAIN_DECISIONS_ARTIFACT,
     format_gain_comparisons,
     gain_comparisons,

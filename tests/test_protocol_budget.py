@@ -14,7 +14,7 @@ import pytest
 
 from harness.protocols import run_budget_protocol
 from harness.protocols.common import KeyedFactory, forget_reused
-from harness.protocols.budget import (
+from harness.protocols.budget_rules import (
     calibrated_rule,
     calibrated_threshold,
     exact_frontier_curve,

@@ -12,7 +12,8 @@ import pytest
 
 from harness import report
 from harness.protocols.builtin import decision_table_result
-from harness.protocols.decision_table import COLUMNS, HEADERS, _text_cells, decision_table, format_keyvalue
+from harness.protocols.decision_table import COLUMNS, decision_table
+from harness.protocols.decision_table_render import HEADERS, _text_cells, format_keyvalue
 from harness.report import Column, JobRow, SweepReport
 from tests.helpers.verdicts import _arms, _record
 

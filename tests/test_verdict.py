@@ -17,6 +17,7 @@ from scipy import stats as sps
 
 from harness.paired import equivalence_interval, sign_flip_interval
 from harness.protocols import verdict as vd
+from harness.protocols import verdict_render as vr
 from harness.protocols.decision_table import decision_table
 from tests.helpers.verdicts import DOCS, _arms, _record
 
@@ -158,8 +159,8 @@ def test_console_table_mlflow_params_and_metrics():
     records = [_record(long_name, *strong, strong[1].copy(), 0.7, cost=0.0, violated=True, budget=0.1),
                _record(long_name, *weak, weak[1].copy(), 0.7, cost=0.02)]
     v = _verdicts(records)
-    text = vd.format_console(v)
-    assert max(len(line) for line in text.splitlines()) <= vd.WIDTH
+    text = vr.format_console(v)
+    assert max(len(line) for line in text.splitlines()) <= vr.WIDTH
     assert f"over budget: {long_name}" in text and "cannot tell: about" in text
     assert f"{v['plan_questions'].iat[1]:,.0f} questions needed" in text
     flag = "overspends the budget beyond sampling error in 1 of 1 splits"
@@ -173,7 +174,7 @@ def test_console_table_mlflow_params_and_metrics():
     from harness.tracking.mlflow_tracker import mlflow_name
 
     assert all(mlflow_name(k) == k for k in [*params, *metrics])  # names MLflow takes as they are
-    assert vd.sentences(v).splitlines()[0] == f"c=0, rho=0.1: {v['verdict'].iat[0]} ({flag})"
+    assert vr.sentences(v).splitlines()[0] == f"c=0, rho=0.1: {v['verdict'].iat[0]} ({flag})"
 
 
 def test_sweep_end_prints_the_verdict_table_and_verbose_the_full_tables(capsys):

@@ -118,7 +118,7 @@ class GainProtocol(Protocol):
     def aggregate(self, jobs: list[SweepJob], ctx: SweepContext) -> SweepResult | None:
         """Which policy's score predicts the gain better: Williams' test per gain cell, with
         Bonferroni over its pairs (``harness.protocols.sweep_comparisons.gain_comparisons``)."""
-        from harness.protocols.sweep_comparisons import format_gain_comparisons, gain_comparisons
+        from harness.protocols.sweep_gain import format_gain_comparisons, gain_comparisons
 
         gains = gain_comparisons(jobs, alpha=ctx.alpha)
         if not len(gains):
@@ -163,7 +163,8 @@ def decision_table_result(table, filtered: str = "") -> SweepResult | None:
     import html
 
     from harness.protocols import verdict as vd
-    from harness.protocols.decision_table import (
+    from harness.protocols import verdict_render as vr
+    from harness.protocols.decision_table_render import (
         budget_html, budget_markdown, conclusions, format_console, format_html, format_markdown, legend,
         open_comparisons,
     )
@@ -179,15 +180,15 @@ def decision_table_result(table, filtered: str = "") -> SweepResult | None:
     for budget in budgets:  # one small page per budget
         files[f"{DECISION_TABLE}_rho{budget:g}.md"] = budget_markdown(table, budget)
     tables = {DECISION_TABLE: table}
-    headline = vd.format_console(verdicts)
+    headline = vr.format_console(verdicts)
     lead_md = lead_html = None
     if len(verdicts):
         tables[VERDICTS] = verdicts
-        words = vd.legend_text(verdicts)
-        lead_md = f"{vd.format_markdown(verdicts)}\n\n{words}\n"
-        lead_html = f"{vd.format_html(verdicts)}\n<p class=\"legend\">{e(words)}</p>\n"
+        words = vr.legend_text(verdicts)
+        lead_md = f"{vr.format_markdown(verdicts)}\n\n{words}\n"
+        lead_html = f"{vr.format_html(verdicts)}\n<p class=\"legend\">{e(words)}</p>\n"
         # the console text below the table: as typed, never read as Markdown or HTML
-        files[f"{VERDICTS}.md"] = f"# Verdicts\n\n{vd.format_markdown(verdicts)}\n\n{md_code_block(headline)}\n"
+        files[f"{VERDICTS}.md"] = f"# Verdicts\n\n{vr.format_markdown(verdicts)}\n\n{md_code_block(headline)}\n"
     per_budget = [f'<h3>Budget {b:g}</h3>\n<div class="scroll">\n{budget_html(table, b)}\n</div>' for b in budgets]
     page = "\n".join([f"<h2>{e(title)}</h2>", *per_budget, f'<p class="legend">{e(legend(table))}</p>',
                       f"<details><summary>Every column ({len(table)} rows, as decision_table.csv)</summary>",
@@ -203,7 +204,7 @@ def decision_table_result(table, filtered: str = "") -> SweepResult | None:
 def _decision_markdown(table, title: str, budgets: list[float]) -> str:
     """The report's decision table in Markdown: one short table per budget (the parent run's
     ``decision_table_rho<budget>.md`` without its title), every column folded under them."""
-    from harness.protocols.decision_table import budget_markdown, format_markdown, legend
+    from harness.protocols.decision_table_render import budget_markdown, format_markdown, legend
 
     parts = [f"## {title}", ""]
     for b in budgets:

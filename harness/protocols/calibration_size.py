@@ -9,7 +9,7 @@ diagnostic shows both on our halves.
 For each split of protocol B and each size n_cal: take n_cal questions of that split's
 calibration half (``subsample_order``: by document, nested across sizes), recompute the
 deployable threshold (target rho) and the conservative one (rho_safe = max(0, rho - eps), eps
-the DKW slack of n_cal questions) with ``budget.calibrated_rule`` from the policy's scores of
+the DKW slack of n_cal questions) with ``budget_rules.calibrated_rule`` from the policy's scores of
 those questions, and apply them unchanged to the split's whole test half. The scores are the
 out-of-fold calibration scores of the full half (and the test scores of the same fold models):
 nothing is refitted, so only the threshold sees fewer questions, not the router. A size larger
@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from harness.errors import ConfigError
-from harness.protocols.budget import USAGE_TOL, budget_key, calibrated_rule, expected_outcome, run_probability
+from harness.protocols.budget_rules import USAGE_TOL, budget_key, calibrated_rule, expected_outcome, run_probability
 from harness.protocols.common import text_table
 from harness.stats import dkw_epsilon
 

@@ -232,13 +232,13 @@ def close(tracker: Any, parent_run_id: str, runs: list, records: list[dict], *, 
 
 def print_outcome(outcome: SweepOutcome, sweep_id: str, uri: str | None, *, verbose: bool = False,
                   experiment_id: str | None = None, parent_run_id: str | None = None) -> None:
-    """The sweep's last lines, each at most 100 characters (``harness.protocols.verdict.WIDTH``):
+    """The sweep's last lines, each at most 100 characters (``harness.protocols.verdict_render.WIDTH``):
     the count of jobs and failures, the verdict table(s) (every result's ``headline``; a sweep
     without one: the protocols' conclusions), the closing power line and the notes, then where
     the full tables are, the parent run's address and the one command that serves it.
     ``verbose``: the job table and every protocol's full text first, as before."""
     from harness.protocols.sweep_stage import conclusion_lines
-    from harness.protocols.verdict import wrap
+    from harness.protocols.verdict_render import wrap
 
     print(f"\n[route-bench] sweep {sweep_id}: {len(outcome.frame) + len(outcome.runless)} jobs, {outcome.failed} "
           f"failed -> parent run {outcome.status}")
@@ -319,7 +319,7 @@ def _table_files(results: dict) -> list[str]:
 
 def print_where(uri: str | None, experiment_id: str | None, parent_run_id: str | None, tables: list[str]) -> None:
     """Where to look: the full tables, the parent run's address and the command that serves it."""
-    from harness.protocols.verdict import wrap
+    from harness.protocols.verdict_render import wrap
 
     print()
     if tables:
