@@ -50,7 +50,7 @@ def _pick_at_cost(page: Page, cands: list, label: str, base: str) -> str | None:
     verdict = interval_words(_m(r, "heldout/diff_vs_base/utility/ci_low"), _m(r, "heldout/diff_vs_base/utility/ci_high"),
                              md_escape(best), base)
     if rest:
-        runner, r2 = rest[0]
+        _, r2 = rest[0]
         margin = _m(r, "dev/nested_utility") - _m(r2, "dev/nested_utility")
         noise = math.sqrt(nested_dev_noise(r) ** 2 + nested_dev_noise(r2) ** 2)
         if margin <= noise:

@@ -5,9 +5,10 @@ section renders the tables of one dataset's sweep, and why our numbers differ fr
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
+from harness.published import figure
 from harness.results.cite import Page
 from harness.results.sweeps import SweepView
 from harness.results_summary import Claim
@@ -28,6 +29,10 @@ class ClaimSpec:
     settings: Callable[[SweepView], dict] = lambda view: {}
     figures: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        for key in self.figures:
+            figure(key)  # a key harness.published lacks fails at import, not on a page
+
     def judge(self, view: SweepView) -> Claim:
         return self.rule(self.seed, self.finding, view.dataset, *self.numbers(view), **self.settings(view))
 
@@ -44,4 +49,4 @@ class Experiment:
     title: str
     render: Callable[[Page, SweepView, Any], None]
     claims: tuple[ClaimSpec, ...] = ()
-    differences: tuple[str, ...] = field(default=())
+    differences: tuple[str, ...] = ()
