@@ -329,7 +329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_guarded(report_main, rest, debug=debug)
         if cmd == "results":
-            from harness.results import main as results_main
+            from harness.results.cli import main as results_main
 
             return run_guarded(results_main, rest, debug=debug)
         return run_guarded(table_main, rest, debug=debug, overrides=[a for a in rest if "=" in a])

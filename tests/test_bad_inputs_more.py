@@ -235,7 +235,7 @@ def test_results_page_escapes_names_from_the_store(monkeypatch):
     (``<script>`` escaped, ``|`` not splitting a table cell, a backtick not closing a code span)."""
     import pandas as pd
 
-    from harness import results
+    from harness.results import answer_tables, cite, wording
 
     frame = pd.DataFrame([
         {"cost": 0.02, "budget": 0.5, "kind": "deployable", "policy": "<script>|x", "mark": "ref",
@@ -243,10 +243,10 @@ def test_results_page_escapes_names_from_the_store(monkeypatch):
         {"cost": 0.02, "budget": 0.5, "kind": "deployable", "policy": "ridge", "mark": "<",
          "reference": "<script>|x", "utility": 0.4, "usage": 0.5, "diff_vs_ref": -0.1, "p_holm": 0.01},
     ])
-    monkeypatch.setattr(results, "_artifact_frame", lambda client, run_id, path: frame)
+    monkeypatch.setattr(answer_tables, "artifact_frame", lambda client, run_id, path: frame)
     view = SimpleNamespace(parent=SimpleNamespace(info=SimpleNamespace(run_id="r1")))
-    page = results.Page()
-    results._decision_003(page, view, client=None)
+    page = cite.Page()
+    answer_tables.decision_table(page, view, client=None)
     rows = [ln for ln in page.lines if ln.startswith("| ")]
     assert rows and all("<script>" not in ln for ln in page.lines), page.lines
     header_cells = rows[0].count(" | ")
@@ -257,7 +257,7 @@ def test_results_page_escapes_names_from_the_store(monkeypatch):
     prov_view = SimpleNamespace(
         parent=parent, experiment="<b>exp`1", sweep_id="s1", runs=[1, 2], command=lambda: "python -m harness -m x=`y`",
         tag_values=lambda tag: ["abc"], expected_jobs=lambda: 2, seeds=lambda: [0])
-    page = results.Page()
-    results._provenance(page, prov_view)
+    page = cite.Page()
+    wording.provenance(page, prov_view)
     assert "MLflow experiment ``<b>exp`1``" in page.lines[1] and "parent run ``r`1``" in page.lines[1]
     assert page.lines[0] == "- Command: `` python -m harness -m x=`y` ``"  # CommonMark strips one space each side

@@ -204,7 +204,7 @@ def test_same_seed_same_numbers():
 
 
 def test_the_quoted_finding_is_in_the_paper():
-    from harness.results import CAL_SIZE_QUOTE_003
+    from harness.results.experiments.seed003 import CAL_SIZE_QUOTE_003
 
     seeds = Path(__file__).resolve().parent.parent.parent / "shared" / "seeds"
     papers = list(seeds.glob("003_*.txt")) if seeds.is_dir() else []
