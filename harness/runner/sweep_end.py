@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.store_schema import TAG_POLICY, TAG_TABLE_KEY
+from harness.tracking.sweep_jobs import sweep_stages
 
 # Columns of the comparison table printed at the end of a sweep: (header, metric name in MLflow);
 # "{metric}" is the sweep's outcome metric (``arms.metric``), e.g. hit@10 -> hit_at_10.
@@ -122,17 +123,6 @@ def collect(runs: list, records: list[dict], metric: str) -> SweepOutcome:
     unfinished = int((~frame["status"].isin(["FINISHED", "FAILED"])).sum()) if len(frame) else 0
     return SweepOutcome(frame, runless, failed, "FAILED" if failed or unfinished else "FINISHED",
                         warnings=table_warnings(runs, metric))
-
-
-def sweep_stages(client: Any, runs: list, configured: list[str], alpha: float, n_boot: int, metric: str,
-                 folder: Path) -> dict:
-    """Every protocol's sweep stage over the runs (``harness.protocols.sweep_stage``)."""
-    from harness.protocols.sweep_stage import SweepContext, run_sweep_stages, sweep_protocols
-    from harness.tracking.sweep_jobs import sweep_jobs
-
-    jobs = sweep_jobs(client, runs, folder)
-    ctx = SweepContext(alpha=alpha, n_boot=n_boot, metric=metric)
-    return run_sweep_stages(jobs, sweep_protocols(jobs, configured), ctx)
 
 
 def conclusions(outcome: SweepOutcome) -> str:
