@@ -227,28 +227,52 @@ def print_outcome(outcome: SweepOutcome, sweep_id: str, uri: str | None, *, verb
     without one: the protocols' conclusions), the closing power line and the notes, then where
     the full tables are, the parent run's address and the one command that serves it.
     ``verbose``: the job table and every protocol's full text first, as before."""
-    from harness.protocols.sweep_stage import conclusion_lines
     from harness.protocols.verdict import wrap
 
     print(f"\n[route-bench] sweep {sweep_id}: {len(outcome.frame) + len(outcome.runless)} jobs, {outcome.failed} "
           f"failed -> parent run {outcome.status}")
     if verbose:
-        print(frame_text(outcome.frame))
-        for result in outcome.results.values():
-            print("\n" + result.text)
-        lines = [line for r in outcome.results.values() if r.conclusion for line in r.conclusion.splitlines()]
-        if lines:
-            print("\nConclusions (what these questions can and cannot show):")
-            print("\n".join(lines))
+        _print_full_texts(outcome)
     elif len(outcome.frame):
-        failed = outcome.frame[outcome.frame["status"] != "FINISHED"]
-        for r in failed.head(5).itertuples():
-            print(f"  {r.status}: {r.policy} c={r.cost} seed={r.seed} (run {r.run})")
-        if len(failed) > 5:
-            print(f"  ... and {len(failed) - 5} more (comparison.csv on the parent run)")
+        _print_unfinished_jobs(outcome.frame)
     for rec in outcome.runless:
         error = str(rec.get("error") or "").splitlines()
         print(f"  {rec.get('run_name')}: FAILED without a run: {error[0] if error else '?'}"[:100])
+    lines = _closing_lines(outcome, verbose)
+    if lines:
+        print("\n" + "\n".join(lines))
+    for note in outcome.notes:
+        print("\n".join(wrap(note)))
+    print_where(uri, experiment_id, parent_run_id, _table_files(outcome.results))
+    sys.stdout.flush()
+
+
+def _print_full_texts(outcome: SweepOutcome) -> None:
+    """``verbose``: the job table, every protocol's full text and their conclusions."""
+    print(frame_text(outcome.frame))
+    for result in outcome.results.values():
+        print("\n" + result.text)
+    lines = [line for r in outcome.results.values() if r.conclusion for line in r.conclusion.splitlines()]
+    if lines:
+        print("\nConclusions (what these questions can and cannot show):")
+        print("\n".join(lines))
+
+
+def _print_unfinished_jobs(frame: Any) -> None:
+    """The first five jobs that did not finish, and how many more."""
+    failed = frame[frame["status"] != "FINISHED"]
+    for r in failed.head(5).itertuples():
+        print(f"  {r.status}: {r.policy} c={r.cost} seed={r.seed} (run {r.run})")
+    if len(failed) > 5:
+        print(f"  ... and {len(failed) - 5} more (comparison.csv on the parent run)")
+
+
+def _closing_lines(outcome: SweepOutcome, verbose: bool) -> list[str]:
+    """The verdict table(s) (else each protocol's conclusion or text, unless ``verbose`` printed
+    them), the closing power line and the data warnings, wrapped to the console's width."""
+    from harness.protocols.sweep_stage import conclusion_lines
+    from harness.protocols.verdict import wrap
+
     heads = [r.headline for r in outcome.results.values() if r.headline]
     lines = []
     for result in outcome.results.values():
@@ -263,12 +287,7 @@ def print_outcome(outcome: SweepOutcome, sweep_id: str, uri: str | None, *, verb
     closing = conclusion_lines({"": _closing_only(outcome.results)})
     lines += [w for line in closing for w in wrap(line)]
     lines += [w for line in outcome.warnings for w in wrap(line)]
-    if lines:
-        print("\n" + "\n".join(lines))
-    for note in outcome.notes:
-        print("\n".join(wrap(note)))
-    print_where(uri, experiment_id, parent_run_id, _table_files(outcome.results))
-    sys.stdout.flush()
+    return lines
 
 
 def _closing_only(results: dict) -> Any:
