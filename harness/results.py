@@ -956,7 +956,7 @@ def build_page(client: Any, *, variant: str = "full", uri_label: str = "",
                only: Sequence[str] | None = None) -> tuple[str, dict]:
     """The Markdown and the sidecar (citations) from the store ``client`` reads: every named
     experiment, or those ``only`` names (a page of its own, e.g. one whose runs are in another store)."""
-    from harness.tracking.mlflow_tracker import git_commit
+    from harness.tracking.naming import git_commit
 
     page = Page()
     suffix = "" if variant == "full" else f"_{variant}"

@@ -14,7 +14,7 @@ Choices (docs/metrics.md is silent on reporting):
   none of them (a tie decides no ranking). A mark is a position, not a verdict: the section
   "Policy vs policy" (``harness.protocols.sweep_comparisons``) says which differences the held-out
   questions can resolve.
-- Metric names are read as the tracker logs them (``harness.tracking.mlflow_tracker.mlflow_name``:
+- Metric names are read as the tracker logs them (``harness.tracking.naming.mlflow_name``:
   ``@`` -> ``_at_``, so ``heldout/hit@10`` is ``heldout/hit_at_10``) and shown with ``@``.
 - Frontier plot: small multiples, one panel per policy, the leaders (highest mean deployable
   outcome) first; in each the policy's deployable frontier in colour, its exact frontier dashed,

@@ -49,7 +49,7 @@ def comparison_frame(runs: list, metric: str = "hit@10") -> Any:
     import pandas as pd
 
     from harness.protocols.sweep_comparisons import short_cost
-    from harness.tracking.mlflow_tracker import mlflow_name
+    from harness.tracking.naming import mlflow_name
 
     names = {"metric": metric, "mlflow_metric": mlflow_name(metric)}
     rows = []
@@ -95,7 +95,7 @@ def table_warnings(runs: list, metric: str) -> list[str]:
     """The sweep's data warnings, once per outcome table its finished jobs read: nothing to route
     (the two arms agree on every question) and a base arm at ceiling (nothing can be rescued)."""
     from harness.protocols.threshold import ceiling_warning
-    from harness.tracking.mlflow_tracker import mlflow_name
+    from harness.tracking.naming import mlflow_name
 
     out: list[str] = []
     seen: set[str] = set()
@@ -177,7 +177,7 @@ def write_results(outcome: SweepOutcome, folder: Path) -> None:
 def log_results(tracker: Any, run_id: str, outcome: SweepOutcome, title: str) -> None:
     """Files, MLflow tables (the UI's table view) and metrics of the results on the parent run,
     and its description: ``title`` and the conclusions, the first thing its page shows."""
-    from harness.tracking.mlflow_tracker import description, experiment_description
+    from harness.tracking.run_notes import description, experiment_description
 
     with tempfile.TemporaryDirectory(prefix="route-bench-sweep-end-") as tmp:
         write_results(outcome, Path(tmp))
