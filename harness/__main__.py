@@ -325,7 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_guarded(policies_main, rest, debug=debug)
         if cmd == "report":
-            from harness.report import main as report_main
+            from harness.report.cli import main as report_main
 
             return run_guarded(report_main, rest, debug=debug)
         if cmd == "results":

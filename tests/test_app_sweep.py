@@ -202,16 +202,17 @@ def test_rerun_after_a_fixed_failure_finishes_the_sweep(tmp_path):
 
 
 def test_report_and_comparison_of_an_app_sweep_equal_the_logged_metrics(basic_sweep, tmp_path):
-    from harness import report
+    from harness.report.loading import load_sweep
+    from harness.report.write import write_report
 
     _, parents, jobs = runs_by_role(basic_sweep["uri"])
-    rep = report.load_sweep(basic_sweep["uri"], parents[0].data.tags[TAG_SWEEP_ID])
+    rep = load_sweep(basic_sweep["uri"], parents[0].data.tags[TAG_SWEEP_ID])
     assert len(rep.rows) == len({j.data.tags[TAG_CONFIG_HASH] for j in jobs}) == 4
     by_id = {j.info.run_id: j.data.metrics for j in jobs}
     for row in rep.rows:
         for key in ("heldout/hit_at_10", "heldout/utility", "frontier/exact_auc"):
             assert row.metrics.get(key) == by_id[row.run_id].get(key)  # absent for fixed decisions
-    paths = report.write_report(rep, tmp_path / "rep")
+    paths = write_report(rep, tmp_path / "rep")
     assert paths["html"].stat().st_size > 0 and paths["plot"].stat().st_size > 0
     # the job table on the parent run names the outcome metric and has one row per job
     client = MlflowClient(tracking_uri=basic_sweep["uri"])

@@ -620,7 +620,7 @@ def test_a_run_is_named_after_the_class_that_ran():
 
 
 def test_a_read_only_store_is_named(tmp_path, monkeypatch):
-    from harness.tracking import mlflow_tracker as mt
+    from harness.tracking import mlflow_tracker as mt, store_client
 
     db = tmp_path / "mlflow.db"
     real_access = os.access
@@ -629,11 +629,11 @@ def test_a_read_only_store_is_named(tmp_path, monkeypatch):
     import sqlite3 as _sqlite
 
     _sqlite.connect(db).close()  # an (empty) SQLite file
-    with pytest.raises(mt.TrackingStoreError, match=r"mlflow\.db is read-only"):
+    with pytest.raises(store_client.TrackingStoreError, match=r"mlflow\.db is read-only"):
         mt.Tracker(f"sqlite:///{db}", retries=1)
     monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p) == tmp_path and mode == os.W_OK
                         else real_access(p, mode, **kw))
-    with pytest.raises(mt.TrackingStoreError, match=r"its folder .* is read-only"):
+    with pytest.raises(store_client.TrackingStoreError, match=r"its folder .* is read-only"):
         mt.Tracker(f"sqlite:///{db}", retries=1)
     from harness.config.bad_input import as_bad_input
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness import console
-from harness.tracking import mlflow_tracker as mt
+from harness.tracking import mlflow_tracker as mt, naming, run_notes
 from harness.store_schema import TAG_ARMS, TAG_BUDGET_GRID, TAG_CONFIG_HASH, TAG_DATASET, TAG_GIT_COMMIT, TAG_NOTE, TAG_POLICY, TAG_SWEEP_ID
 from tests.helpers.sweeps import SMALL, run_cli, runs_by_role, store_uri
 
@@ -68,14 +68,14 @@ def test_headline_and_headline_metrics():
 
 def test_description_is_cut_to_the_tag_limit_and_read_back():
     text = "x" * 20_000
-    note = mt.description("title", text)
-    assert len(note) <= mt.NOTE_MAX_CHARS and note.startswith("title\n\n```\n") and "summary.txt" in note
-    assert mt.note_text(mt.description("t", "line 1\nline 2")) == "line 1\nline 2"
+    note = run_notes.description("title", text)
+    assert len(note) <= run_notes.NOTE_MAX_CHARS and note.startswith("title\n\n```\n") and "summary.txt" in note
+    assert run_notes.note_text(run_notes.description("t", "line 1\nline 2")) == "line 1\nline 2"
 
 
 def test_verbose_does_not_change_the_config_hash():
     cfg = {"policy": {"name": "ridge"}, "cost": {"c": 0.02}, "seed": 0}
-    assert mt.config_hash({**cfg, "verbose": True}) == mt.config_hash({**cfg, "verbose": False})
+    assert naming.config_hash({**cfg, "verbose": True}) == naming.config_hash({**cfg, "verbose": False})
 
 
 def test_cold_table_build_prints_a_notice_and_progress_lines(tmp_path, capsys):
@@ -209,7 +209,7 @@ def test_runs_carry_description_tags_dataset_and_headline(default_like):
         note = tags[TAG_NOTE]
         assert note.startswith(job.info.run_name + " -> ") and "Protocol A (frozen threshold)" in note
         summary = client.download_artifacts(job.info.run_id, "summary.txt", str(default_like["root"] / job.info.run_id))
-        assert mt.note_text(note).strip() == Path(summary).read_text().strip()
+        assert run_notes.note_text(note).strip() == Path(summary).read_text().strip()
         assert tags[TAG_GIT_COMMIT] == commit
         assert tags[TAG_DATASET] == "synthetic" and tags[TAG_ARMS] == "keep-vs-hybrid"
         assert tags[TAG_BUDGET_GRID] == "[0.1,0.25,0.5,0.75,0.9]"

@@ -187,11 +187,11 @@ def test_measured_config_files():
 def test_an_abstract_c_keeps_the_plain_config_and_its_hash():
     """A null unit and price are left out of the plain config: the default sweep's config hashes
     (and skip keys) are what they were before cost.unit existed."""
-    from harness.tracking import mlflow_tracker as mt
+    from harness.tracking import naming
 
     plain = app.to_plain(compose_config(["dataset=synthetic"]))
     assert plain["cost"] == {"name": "default", "c": 0.02}
-    assert mt.config_hash(plain) == mt.config_hash({**plain, "cost": {"name": "default", "c": 0.02}})
+    assert naming.config_hash(plain) == naming.config_hash({**plain, "cost": {"name": "default", "c": 0.02}})
     assert app.to_plain(dict(plain))["cost"] == {"name": "default", "c": 0.02}
 
 
@@ -216,7 +216,7 @@ def test_tracked_single_run_logs_the_derived_c(tmp_path, monkeypatch, isolated_c
     from mlflow.tracking import MlflowClient
 
     from harness.runner import job as runner
-    from harness.tracking import mlflow_tracker as mt
+    from harness.tracking import naming
 
     frame = _measured_table()
     monkeypatch.setattr(runner, "load_table", lambda cfg, handle_file=None: _handle(frame))
@@ -238,7 +238,7 @@ def test_tracked_single_run_logs_the_derived_c(tmp_path, monkeypatch, isolated_c
     assert run.data.metrics["cost/derived_c"] == pytest.approx(1.0e-4 * mean, rel=1e-12)
     assert run.data.metrics["cost/marginal_ms_per_question"] == pytest.approx(mean, rel=1e-12)
     assert run.data.metrics["cost/price_per_ms"] == 1.0e-4
-    assert run.data.tags[TAG_CONFIG_HASH] == mt.config_hash(unresolved)
+    assert run.data.tags[TAG_CONFIG_HASH] == naming.config_hash(unresolved)
     assert run.info.run_name == "always_extra c=0.0001/ms seed=0"
     # always-extra pays c on every held-out question: utility = hit - c
     m = run.data.metrics

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.tracking import mlflow_tracker as mt
+from harness.tracking import run_notes
 from harness.store_schema import TAG_NOTE, TAG_POLICY
 from tests.helpers.browser import ARTIFACTS, FLAGS
 from tests.helpers.sweeps import SMALL, run_cli, runs_by_role, store_uri
@@ -160,7 +160,7 @@ def test_parent_run_holds_the_verdicts_as_params_metrics_and_pages(sweep, tmp_pa
         page = fh.read()
     assert page.startswith("# Decision table at budget 0.25") and "ref (best on calibration)" in page
     assert len(page.splitlines()) < 20  # small enough for the UI to render whole
-    note = mt.note_text(run.data.tags[TAG_NOTE])
+    note = run_notes.note_text(run.data.tags[TAG_NOTE])
     assert note.startswith("Verdict per cost and budget")
 
 

@@ -48,7 +48,7 @@ def test_the_executor_changes_neither_the_config_hash_nor_the_sweep_id():
 
     from harness.config.compose import compose_config
     from harness.runner.sweep import sweep_id_of
-    from harness.tracking.mlflow_tracker import config_hash
+    from harness.tracking.naming import config_hash
     from harness.app import to_plain
 
     given = ["dataset=synthetic", "cost.c=0.05"]

@@ -82,7 +82,7 @@ def test_a_generator_running_other_settings_than_keyed_is_refused(monkeypatch):
 
 
 def test_block_tags_flatten_what_the_generator_reported():
-    from harness.tracking.mlflow_tracker import block_tags
+    from harness.tracking.naming import block_tags
 
     info = {"no_retrieval": {"key": "k", "built_with": [{"generator": {"backend": "llama.cpp", "n_threads": 1}}]},
             "gold_at_k": {"key": "g"}}

@@ -249,7 +249,7 @@ def test_a_bad_answer_caches_nothing_and_a_good_one_caches_no_secret(tmp_path):
 def test_run_parameters_and_config_artifact_hold_no_credentials():
     plain = {"arms": {"blocks": [{"name": "no_retrieval", "generator": f"http://alice:{SECRET}@10.0.0.2:8080/v1"}]},
              "tracking": {"uri": f"https://bob:{SECRET}@mlflow.example:5000"}, "cost": {"c": 0.02}}
-    from harness.tracking.mlflow_tracker import flatten_params
+    from harness.tracking.naming import flatten_params
 
     shown = json.dumps(flatten_params(redact_secrets(plain)))
     assert SECRET not in shown and "alice" not in shown and "http://10.0.0.2:8080/v1" in shown

@@ -215,7 +215,7 @@ def test_default_metric_per_dataset(overrides, metric):
 
 
 def test_the_default_config_resolves_as_with_the_literal_metric():
-    from harness.tracking.mlflow_tracker import config_hash
+    from harness.tracking.naming import config_hash
 
     for overrides in ([], ["dataset=synthetic"], ["arms=keep_bm25"], ["arms=keep_dense"]):
         plain = app.to_plain(compose_config(overrides))

@@ -119,7 +119,7 @@ def _check_sweep_stage(stdout: str, client, uri: str, runs: list, tmp_path: Path
     console, the parent run (CSV, MLflow table, metric) and the report, with no harness edit."""
     import json
 
-    from harness.tracking.mlflow_tracker import note_text
+    from harness.tracking.run_notes import note_text
 
     want = sorted((r.data.tags["route_bench.policy"], r.data.metrics["spread/q"]) for r in runs)
     assert "Score spread per job (quantile of the fitted scores)" in stdout

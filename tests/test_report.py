@@ -8,7 +8,11 @@ import numpy as np
 
 import pytest
 
-from harness import report
+from harness.report.cli import main as report_main
+from harness.report.frontier import logged_frontier_points
+from harness.report.frontier_plot import plot_report_frontiers
+from harness.report.loading import NO_DIFFERENCE, load_sweep
+from harness.report.page_content import best_values, cell_text
 from harness.tracking import store_reader
 from tests.helpers.mlflow_layout import EXPERIMENT, JOBS, SWEEP_ID, populate_sweep
 
@@ -68,7 +72,7 @@ class _TableParser(HTMLParser):
 def test_report_table_equals_logged_metrics(store, tmp_path):
     uri, ids = store
     out = tmp_path / "rep"
-    assert report.main(["--sweep", SWEEP_ID, "--tracking-uri", uri, "--out", str(out)]) == 0
+    assert report_main(["--sweep", SWEEP_ID, "--tracking-uri", uri, "--out", str(out)]) == 0
 
     p = _TableParser()
     p.feed((out / "report.html").read_text())
@@ -121,30 +125,30 @@ def test_report_table_equals_logged_metrics(store, tmp_path):
 
 def test_logged_frontier_points_use_logged_series(store):
     uri, _ = store
-    rep = report.load_sweep(uri, SWEEP_ID)
+    rep = load_sweep(uri, SWEEP_ID)
     ridge = next(r for r in rep.rows if r.policy == "ridge")
     job = JOBS["ridge c=0.02 seed=0"]
     assert rep.outcome_metric == "hit_at_10"
     # deployable: x = logged realized usage at the same step
-    assert report.logged_frontier_points(ridge, "deployable", "hit_at_10") == list(
+    assert logged_frontier_points(ridge, "deployable", "hit_at_10") == list(
         zip(job["usage"], job["deployable"])
     )
     # exact: no usage series logged, so x = budget = step / 100
-    assert report.logged_frontier_points(ridge, "exact", "hit_at_10") == list(
+    assert logged_frontier_points(ridge, "exact", "hit_at_10") == list(
         zip((0.10, 0.25, 0.50, 0.75, 0.90), job["exact"])
     )
 
 
 def test_latest_and_experiment_filter(store, tmp_path):
     uri, _ = store
-    assert report.main(["--latest", "--experiment", EXPERIMENT, "--tracking-uri", uri,
+    assert report_main(["--latest", "--experiment", EXPERIMENT, "--tracking-uri", uri,
                         "--out", str(tmp_path)]) == 0
     assert f"# Sweep {SWEEP_ID}" in (tmp_path / "report.md").read_text()
 
 
 def test_missing_sweep_names_id_and_uri(store, tmp_path, capsys):
     uri, _ = store
-    rc = report.main(["--sweep", "nope-123", "--tracking-uri", uri, "--out", str(tmp_path / "o")])
+    rc = report_main(["--sweep", "nope-123", "--tracking-uri", uri, "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert rc == 2
     assert "nope-123" in err and uri in err
@@ -153,14 +157,14 @@ def test_missing_sweep_names_id_and_uri(store, tmp_path, capsys):
 
 def test_missing_store_is_a_clear_error(tmp_path, capsys):
     uri = f"sqlite:///{tmp_path / 'absent.db'}"
-    assert report.main(["--latest", "--tracking-uri", uri, "--out", str(tmp_path / "o")]) == 2
+    assert report_main(["--latest", "--tracking-uri", uri, "--out", str(tmp_path / "o")]) == 2
     assert uri in capsys.readouterr().err
     assert not (tmp_path / "absent.db").exists()
 
 
 def test_unknown_experiment_names_the_key(store, tmp_path, capsys):
     uri, _ = store
-    rc = report.main(["--latest", "--experiment", "nope/x-vs-y", "--tracking-uri", uri,
+    rc = report_main(["--latest", "--experiment", "nope/x-vs-y", "--tracking-uri", uri,
                       "--out", str(tmp_path)])
     assert rc == 2
     err = capsys.readouterr().err
@@ -168,7 +172,8 @@ def test_unknown_experiment_names_the_key(store, tmp_path, capsys):
 
 
 def test_frontier_lines_draw_each_distinct_curve_once():
-    from harness.report import JobRow, SweepReport, frontier_lines
+    from harness.report.frontier import frontier_lines
+    from harness.report.model import JobRow, SweepReport
 
     def row(name, policy, auc_shift):
         series = {
@@ -201,16 +206,17 @@ def test_unfinished_job_shows_status_with_blank_metrics(tmp_path):
     client.log_metric(run.info.run_id, "heldout/hit_at_10", 0.999)
     client.set_terminated(run.info.run_id, status="FAILED")
 
-    rep = report.load_sweep(uri, SWEEP_ID)
+    rep = load_sweep(uri, SWEEP_ID)
     row = next(r for r in rep.rows if r.run_name == "gbm c=0.02 seed=0")
     assert row.status == "FAILED" and row.metrics == {}
-    assert report.best_values(rep)["heldout/hit_at_10"] < 0.999
+    assert best_values(rep)["heldout/hit_at_10"] < 0.999
     # --latest follows the newest job run, not the parent's start time
     assert store_reader.find_latest_sweep_id(client, [ids["experiment_id"]], uri) == SWEEP_ID
 
 
 def test_a_tie_marks_nobody_even_with_float_noise():
-    from harness.report import Column, JobRow, SweepReport
+    from harness.report.columns import Column
+    from harness.report.model import JobRow, SweepReport
 
     def row(name, value):
         return JobRow(run_id=name, run_name=name, status="FINISHED", policy=name, cost="0",
@@ -221,10 +227,10 @@ def test_a_tie_marks_nobody_even_with_float_noise():
     cols = [Column("utility", "heldout/utility", "high"), Column("auc", "frontier/exact_auc", "low")]
     rep = SweepReport("s", "uri", "exp", None, rows, cols, "hit_at_10")
     assert third != 0.1
-    best = report.best_values(rep)
+    best = best_values(rep)
     assert "heldout/utility" not in best  # a and b tie at the top: nobody is marked
     assert best["frontier/exact_auc"] == 0.05  # one job alone holds the lowest value
-    assert report.cell_text(row("d", float("nan")), cols[0]) == "undefined"
+    assert cell_text(row("d", float("nan")), cols[0]) == "undefined"
 
 
 def _other_sweep(uri: str, experiment: str, sweep_id: str, metrics: dict, alpha: str | None = None) -> str:
@@ -257,31 +263,31 @@ def test_latest_picks_one_experiment_and_says_why(tmp_path, capsys):
     # experiment's runs belong to it
     rid = _other_sweep(uri, "other/keep-vs-extra", SWEEP_ID, {"heldout/hit_at_10": 0.6})
     capsys.readouterr()
-    assert report.main(["--latest", "--tracking-uri", uri, "--out", str(tmp_path / "o")]) == 0
+    assert report_main(["--latest", "--tracking-uri", uri, "--out", str(tmp_path / "o")]) == 0
     out = capsys.readouterr().out
     line = next(ln for ln in out.splitlines() if ln.startswith("picked sweep"))
     assert f"picked sweep {SWEEP_ID}" in line
     assert "the sweep with the most recent job run in experiment 'other/keep-vs-extra'" in line
     assert f"other experiments: '{EXPERIMENT}'" in line and "2 experiments hold sweeps" in line
-    rep = report.load_sweep(uri, None)
+    rep = load_sweep(uri, None)
     assert rep.experiment == "other/keep-vs-extra" and [r.run_id for r in rep.rows] == [rid]
     assert line in (tmp_path / "o" / "report.md").read_text()
     # with --experiment: that experiment's latest sweep, and the line says it was asked for
-    assert report.main(["--latest", "--experiment", EXPERIMENT, "--tracking-uri", uri,
+    assert report_main(["--latest", "--experiment", EXPERIMENT, "--tracking-uri", uri,
                         "--out", str(tmp_path / "p")]) == 0
     out = capsys.readouterr().out
     assert f"most recent job run in experiment '{EXPERIMENT}' (--experiment)" in out
-    assert sorted(r.run_name for r in report.load_sweep(uri, None, EXPERIMENT).rows) == sorted(JOBS)
+    assert sorted(r.run_name for r in load_sweep(uri, None, EXPERIMENT).rows) == sorted(JOBS)
 
 
 def test_single_experiment_latest_names_no_other(store, tmp_path, capsys):
     uri, _ = store
-    assert report.main(["--latest", "--tracking-uri", uri, "--out", str(tmp_path)]) == 0
+    assert report_main(["--latest", "--tracking-uri", uri, "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert f"in experiment '{EXPERIMENT}'; other experiments: none hold sweeps" in out
     assert "warning" not in out  # the layout's sweep: no ceiling, no min_p logged
     assert "warning" not in (tmp_path / "report.md").read_text()
-    assert report.main(["--sweep", SWEEP_ID, "--tracking-uri", uri, "--out", str(tmp_path / "s")]) == 0
+    assert report_main(["--sweep", SWEEP_ID, "--tracking-uri", uri, "--out", str(tmp_path / "s")]) == 0
     assert "picked sweep" not in capsys.readouterr().out
 
 
@@ -292,37 +298,37 @@ def test_warnings_ceiling_and_unresolvable_heldout(tmp_path, capsys):
         "heldout/extra_vs_base/min_p": 0.25,
     })
     capsys.readouterr()
-    assert report.main(["--sweep", "sw-ceil", "--tracking-uri", uri, "--out", str(tmp_path / "o")]) == 0
+    assert report_main(["--sweep", "sw-ceil", "--tracking-uri", uri, "--out", str(tmp_path / "o")]) == 0
     out = capsys.readouterr().out
     warns = [ln for ln in out.splitlines() if ln.startswith("warning: ")]
     assert len(warns) == 2
     assert "base arm is at ceiling" in warns[0] and "hit@10 0.9995" in warns[0]
-    assert warns[1].startswith(f"warning: {report.NO_DIFFERENCE}")
+    assert warns[1].startswith(f"warning: {NO_DIFFERENCE}")
     assert "0.2500 > alpha 0.05" in warns[1]
     md = (tmp_path / "o" / "report.md").read_text()
     html_text = (tmp_path / "o" / "report.html").read_text()
-    assert md.count("> **warning:**") == 2 and report.NO_DIFFERENCE in md
-    assert html_text.count('<p class="warning">') == 2 and report.NO_DIFFERENCE in html_text
+    assert md.count("> **warning:**") == 2 and NO_DIFFERENCE in md
+    assert html_text.count('<p class="warning">') == 2 and NO_DIFFERENCE in html_text
 
     # below the ceiling, and a min_p the job's own alpha can reach: no warning
     _other_sweep(uri, "fine/exp", "sw-fine", {
         "heldout/hit_at_10": 0.8, "heldout/base/hit_at_10": 0.75,
         "heldout/extra_vs_base/min_p": 0.08,
     }, alpha="0.1")
-    assert report.load_sweep(uri, "sw-fine").warnings == []
+    assert load_sweep(uri, "sw-fine").warnings == []
     # the same min_p against the default alpha 0.05 warns
     _other_sweep(uri, "strict/exp", "sw-strict", {
         "heldout/hit_at_10": 0.8, "heldout/base/hit_at_10": 0.75,
         "heldout/extra_vs_base/min_p": 0.08,
     })
-    (w,) = report.load_sweep(uri, "sw-strict").warnings
-    assert w.startswith(report.NO_DIFFERENCE)
+    (w,) = load_sweep(uri, "sw-strict").warnings
+    assert w.startswith(NO_DIFFERENCE)
 
 
 def _plot_rows(n_policies: int = 1) -> list:
     """ridge-like rows with exact and deployable series (deployable sd logged), policy i a bit
     lower than policy i-1, plus the two fixed decisions."""
-    from harness.report import JobRow
+    from harness.report.model import JobRow
 
     steps, usage = (25, 50, 75), (0.25, 0.5, 0.75)
     rows = []
@@ -357,7 +363,8 @@ def test_sweep_plot_bands_references_fixed_points_and_limits():
     import matplotlib.pyplot as plt
     from matplotlib.collections import PolyCollection
 
-    from harness.report import SweepReport, draw_frontiers
+    from harness.report.frontier_plot import draw_frontiers
+    from harness.report.model import SweepReport
 
     rep = SweepReport("s", "uri", "exp", None, _plot_rows(), [], "hit_at_10")
     fig, axes = plt.subplots(1, 2, sharey=True, squeeze=False)
@@ -393,7 +400,8 @@ def test_the_two_fixed_decisions_have_distinct_markers_and_one_legend(tmp_path):
     import matplotlib.pyplot as plt
 
     from harness.plots import legend_handles
-    from harness.report import SweepReport, draw_frontiers
+    from harness.report.frontier_plot import draw_frontiers
+    from harness.report.model import SweepReport
 
     rep = SweepReport("s", "uri", "exp", None, _plot_rows(), [], "hit_at_10")
     fig, axes = plt.subplots(1, 1, squeeze=False)
@@ -408,7 +416,7 @@ def test_the_two_fixed_decisions_have_distinct_markers_and_one_legend(tmp_path):
     finally:
         plt.close(fig)
     # the written figure carries the legend with both (one legend for the figure)
-    assert report.plot_report_frontiers(rep, tmp_path / "f.png")
+    assert plot_report_frontiers(rep, tmp_path / "f.png")
     assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -419,7 +427,9 @@ def test_ten_policies_get_a_panel_each_leaders_first():
     import matplotlib.pyplot as plt
 
     from harness.plots import OTHERS, panel_grid
-    from harness.report import SweepReport, draw_frontiers, frontier_panels
+    from harness.report.frontier import frontier_panels
+    from harness.report.frontier_plot import draw_frontiers
+    from harness.report.model import SweepReport
 
     rep = SweepReport("s", "uri", "exp", None, _plot_rows(10), [], "hit_at_10")
     labels = [label for label, _ in frontier_panels(rep)]

@@ -10,11 +10,14 @@ from html.parser import HTMLParser
 
 import pytest
 
-from harness import report
+from harness.report.html_page import render_html
+from harness.report.markdown_page import render_markdown
+from harness.report.page_content import NO_VERDICT
 from harness.protocols.builtin import decision_table_result
 from harness.protocols.decision_table import COLUMNS, decision_table
 from harness.protocols.decision_table_render import HEADERS, _text_cells, format_keyvalue
-from harness.report import Column, JobRow, SweepReport
+from harness.report.columns import Column
+from harness.report.model import JobRow, SweepReport
 from tests.helpers.verdicts import _arms, _record
 
 ODD = '<script>alert("x")</script>&co'  # a policy name that is markup
@@ -69,7 +72,7 @@ def _sweep() -> SweepReport:
 
 
 def test_the_first_section_is_the_verdicts_and_the_job_table_is_last_and_folded():
-    page = report.render_html(_sweep(), None)
+    page = render_html(_sweep(), None)
     p = _Outline()
     p.feed(page)
     p.close()
@@ -93,15 +96,15 @@ def test_the_first_section_is_the_verdicts_and_the_job_table_is_last_and_folded(
 
 def test_names_are_html_escaped():
     rep = _sweep()
-    page = report.render_html(rep, None)
+    page = render_html(rep, None)
     assert "<script>" not in page and "&lt;script&gt;" in page
     assert "sw-&lt;1&gt;" in page and "exp &lt;&amp;&gt;" in page and "a &lt;warning&gt;" in page
-    md = report.render_markdown(rep, None)
+    md = render_markdown(rep, None)
     assert "<script>" not in md and "&lt;script&gt;" in md
 
 
 def test_markdown_opens_on_the_verdicts_and_folds_the_jobs():
-    md = report.render_markdown(_sweep(), None)
+    md = render_markdown(_sweep(), None)
     headings = [line for line in md.splitlines() if line.startswith("#")]
     assert headings[0] == "# Sweep sw-&lt;1&gt;" and headings[1] == "## Verdicts" and headings[2] == "## Decision table"
     jobs = md[md.index("## Jobs"):]
@@ -112,8 +115,8 @@ def test_markdown_opens_on_the_verdicts_and_folds_the_jobs():
 def test_no_protocol_b_says_there_is_no_verdict():
     rep = _sweep()
     rep.results = {}
-    page = report.render_html(rep, None)
-    assert html.escape(report.NO_VERDICT) in page
+    page = render_html(rep, None)
+    assert html.escape(NO_VERDICT) in page
     assert page.index("<h2>Verdicts</h2>") < page.index("<h2>Frontiers</h2>") < page.index("<h2>Jobs</h2>")
 
 

@@ -19,7 +19,7 @@ from harness import app
 from harness.runner import job as runner
 from harness.store_schema import TAG_CONFIG_HASH, TAG_END_REASON, TAG_ERROR, TAG_HOST, TAG_PID, TAG_PROC_START, TAG_ROLE, TAG_SKIP_KEY, TAG_SWEEP_ID
 from harness.runner.sweep_state import SweepState
-from harness.tracking import mlflow_tracker as mt
+from harness.tracking import mlflow_tracker as mt, naming, processes, store_client
 
 
 @pytest.fixture(scope="module")
@@ -35,16 +35,16 @@ def _dead_pid() -> int:
 
 # ---- liveness ------------------------------------------------------------------------------------
 def test_process_alive_from_tags():
-    me = mt.process_identity()
+    me = processes.process_identity()
     assert me[TAG_PID] == str(os.getpid()) and me[TAG_HOST]
-    assert mt.process_alive(me) is True
-    assert mt.process_alive({**me, TAG_PID: str(_dead_pid())}) is False
+    assert processes.process_alive(me) is True
+    assert processes.process_alive({**me, TAG_PID: str(_dead_pid())}) is False
     if me[TAG_PROC_START]:  # a live pid whose start time differs: the pid was reused
-        parent = mt.process_identity(os.getppid())
-        assert mt.process_alive(parent) is True
-        assert mt.process_alive({**parent, TAG_PROC_START: "1@" + me[TAG_PROC_START].split("@")[1]}) is False
-    assert mt.process_alive({**me, TAG_HOST: "another-host.example"}) is None  # never declared stale
-    assert mt.process_alive({}) is None
+        parent = processes.process_identity(os.getppid())
+        assert processes.process_alive(parent) is True
+        assert processes.process_alive({**parent, TAG_PROC_START: "1@" + me[TAG_PROC_START].split("@")[1]}) is False
+    assert processes.process_alive({**me, TAG_HOST: "another-host.example"}) is None  # never declared stale
+    assert processes.process_alive({}) is None
 
 
 # ---- claims --------------------------------------------------------------------------------------
@@ -70,7 +70,7 @@ def test_claim_creates_then_reuses_a_finished_run_across_sweeps(tracker):
 
 def test_stale_claim_of_a_dead_process_is_failed_with_a_reason(tracker):
     exp = tracker.ensure_experiment("claims/stale")
-    dead = {**mt.process_identity(), TAG_PID: str(_dead_pid())}
+    dead = {**processes.process_identity(), TAG_PID: str(_dead_pid())}
     stale = tracker.start_job_run(exp, "a", {**_job_tags("s"), TAG_SKIP_KEY: "k", **dead})
     claim = tracker.claim_job(exp, "a", _job_tags("s"), "k", timeout_s=5)
     assert claim.run_id and claim.run_id != stale and claim.waited_for is None
@@ -86,7 +86,7 @@ def test_stale_claim_of_a_dead_process_is_failed_with_a_reason(tracker):
 
 def test_live_claim_is_waited_for_then_reused_or_times_out(tracker):
     exp = tracker.ensure_experiment("claims/wait")
-    holder = tracker.start_job_run(exp, "a", {**_job_tags("s"), TAG_SKIP_KEY: "k", **mt.process_identity()})
+    holder = tracker.start_job_run(exp, "a", {**_job_tags("s"), TAG_SKIP_KEY: "k", **processes.process_identity()})
     with pytest.raises(mt.ClaimTimeout, match=holder):
         tracker.claim_job(exp, "a", _job_tags("s"), "k", timeout_s=0.5, poll_s=0.1)
     seen = []
@@ -105,7 +105,7 @@ def test_a_claim_that_ends_between_the_two_searches_is_reused_not_run_again(trac
     when it looks for a live one (ending a run takes no lock): the job must be reused, not run a
     second time (seen under saturation: two FINISHED runs with one skip key)."""
     exp = tracker.ensure_experiment("claims/ends-between")
-    holder = tracker.start_job_run(exp, "a", {**_job_tags("s"), TAG_SKIP_KEY: "k", **mt.process_identity()})
+    holder = tracker.start_job_run(exp, "a", {**_job_tags("s"), TAG_SKIP_KEY: "k", **processes.process_identity()})
     original = tracker._live_claim
 
     def ends_first(*args, **kwargs):
@@ -127,7 +127,7 @@ def test_server_style_claim_yields_to_an_older_claim(tracker, monkeypatch):
 
     def racing_start(*args, **kwargs):  # another process claims just before this one
         if not made:
-            made.append(original(exp, "other", {**_job_tags("s"), TAG_SKIP_KEY: "k", **mt.process_identity()}))
+            made.append(original(exp, "other", {**_job_tags("s"), TAG_SKIP_KEY: "k", **processes.process_identity()}))
             time.sleep(0.01)
         return original(*args, **kwargs)
 
@@ -173,7 +173,7 @@ def test_config_hash_is_independent_of_override_order():
     with initialize_config_dir(config_dir=str(app.CONF_DIR), version_base="1.3"):
         a = compose(config_name="config", overrides=overrides)
         b = compose(config_name="config", overrides=list(reversed(overrides)))
-    assert mt.config_hash(to_plain(a)) == mt.config_hash(to_plain(b))
+    assert naming.config_hash(to_plain(a)) == naming.config_hash(to_plain(b))
 
 
 # ---- opening a store -----------------------------------------------------------------------------
@@ -198,11 +198,11 @@ def test_schema_creation_race_is_retried(tmp_path, monkeypatch):
 def test_corrupt_or_folder_store_is_a_tracking_store_error(tmp_path):
     bad = tmp_path / "mlflow.db"
     bad.write_bytes(b"\x00garbage" * 100)
-    with pytest.raises(mt.TrackingStoreError, match=str(bad)):
+    with pytest.raises(store_client.TrackingStoreError, match=str(bad)):
         mt.Tracker(f"sqlite:///{bad}")
     folder = tmp_path / "dir.db"
     folder.mkdir()
-    with pytest.raises(mt.TrackingStoreError, match="is a folder"):
+    with pytest.raises(store_client.TrackingStoreError, match="is a folder"):
         mt.Tracker(f"sqlite:///{folder}")
 
 
@@ -210,8 +210,8 @@ def test_probe_fails_fast_on_a_closed_port_and_passes_a_live_server():
     import http.server
 
     t0 = time.monotonic()
-    with pytest.raises(mt.TrackingStoreError, match=r"http://127\.0\.0\.1:9 does not answer"):
-        mt.probe_store("http://127.0.0.1:9")
+    with pytest.raises(store_client.TrackingStoreError, match=r"http://127\.0\.0\.1:9 does not answer"):
+        store_client.probe_store("http://127.0.0.1:9")
     assert time.monotonic() - t0 < 15
 
     class Health(http.server.BaseHTTPRequestHandler):
@@ -225,10 +225,10 @@ def test_probe_fails_fast_on_a_closed_port_and_passes_a_live_server():
     server = http.server.HTTPServer(("127.0.0.1", 0), Health)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        mt.probe_store(f"http://127.0.0.1:{server.server_address[1]}")
+        store_client.probe_store(f"http://127.0.0.1:{server.server_address[1]}")
     finally:
         server.shutdown()
-    mt.probe_store("sqlite:///anything.db")  # other stores are not probed
+    store_client.probe_store("sqlite:///anything.db")  # other stores are not probed
 
 
 # ---- a store error while a sweep job creates its run ---------------------------------------------

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.tracking import mlflow_tracker as mt
+from harness.tracking import mlflow_tracker as mt, naming
 from harness.store_schema import TAG_POLICY
 from harness.tracking.artifact_root import ROOT_NAME, ROOT_TAG, own_root
 from harness.tracking.sweep_jobs import local_artifact
@@ -57,7 +57,7 @@ def test_a_copied_store_reads_its_own_artifacts(tmp_path):
 
     # the first write on the copy moves the recorded roots to it: plain MLflow reads the copy
     tracker = mt.Tracker(uri)
-    tracker.ensure_experiment(EXPERIMENT, mt.artifact_location(uri))
+    tracker.ensure_experiment(EXPERIMENT, naming.artifact_location(uri))
     run = copy.get_run(ridge.info.run_id)
     assert run.info.artifact_uri.startswith(own_root(uri) + "/")
     assert copy.get_experiment_by_name(EXPERIMENT).artifact_location == own_root(uri)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness import report
+from harness.report.cli import main as report_main
 from harness.tracking.server import start_server
 from tests.helpers.mlflow_layout import EXPERIMENT, JOBS, SWEEP_ID, populate_sweep
 
@@ -59,14 +59,14 @@ def test_layout_over_http(server, tmp_path):
     assert list((server.workdir / "artifacts").rglob("decisions.parquet"))
 
     out = tmp_path / "report"
-    assert report.main(["--sweep", SWEEP_ID, "--tracking-uri", server.url, "--out", str(out)]) == 0
+    assert report_main(["--sweep", SWEEP_ID, "--tracking-uri", server.url, "--out", str(out)]) == 0
     md = (out / "report.md").read_text()
     assert all(f"| {name} |" in md for name in JOBS)
     assert (out / "frontier.png").stat().st_size > 0
 
 
 def test_missing_sweep_over_http_names_server(server, tmp_path, capsys):
-    rc = report.main(["--sweep", "absent-sweep", "--tracking-uri", server.url,
+    rc = report_main(["--sweep", "absent-sweep", "--tracking-uri", server.url,
                       "--out", str(tmp_path)])
     assert rc == 2
     err = capsys.readouterr().err
@@ -108,5 +108,5 @@ def test_app_sweep_against_server(server, tmp_path):
         assert len(pd.read_parquet(local)) > 0
     sweep_id = parents[0].data.tags["route_bench.sweep_id"]
     out = tmp_path / "report"
-    assert report.main(["--sweep", sweep_id, "--tracking-uri", server.url, "--out", str(out)]) == 0
+    assert report_main(["--sweep", sweep_id, "--tracking-uri", server.url, "--out", str(out)]) == 0
     assert (out / "frontier.png").stat().st_size > 0

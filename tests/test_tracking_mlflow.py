@@ -8,25 +8,25 @@ import pytest
 
 from harness.io import digest_of
 from harness.store_schema import TAG_CONFIG_HASH, TAG_ERROR, TAG_ROLE, TAG_SWEEP_ID
-from harness.tracking import mlflow_tracker as mt
+from harness.tracking import mlflow_tracker as mt, naming, store_client
 
 
 def test_mlflow_name_maps_at_sign_and_bad_chars():
-    assert mt.mlflow_name("heldout/hit@10") == "heldout/hit_at_10"
-    assert mt.mlflow_name("budget/0.25/exact/hit@10") == "budget/0.25/exact/hit_at_10"
-    assert mt.mlflow_name("a+b(c)") == "a_b_c_"
-    assert mt.mlflow_name("frontier/exact_auc") == "frontier/exact_auc"
+    assert naming.mlflow_name("heldout/hit@10") == "heldout/hit_at_10"
+    assert naming.mlflow_name("budget/0.25/exact/hit@10") == "budget/0.25/exact/hit_at_10"
+    assert naming.mlflow_name("a+b(c)") == "a_b_c_"
+    assert naming.mlflow_name("frontier/exact_auc") == "frontier/exact_auc"
 
 
 def test_flatten_params_nested_and_truncated_lists():
     long = list(range(400))
-    flat = mt.flatten_params({"cost": {"c": 0.02}, "policy": {"name": "ridge", "x": {}}, "grid": [0.1, 0.5], "long": long, "n": None})
+    flat = naming.flatten_params({"cost": {"c": 0.02}, "policy": {"name": "ridge", "x": {}}, "grid": [0.1, 0.5], "long": long, "n": None})
     assert flat["cost.c"] == "0.02"
     assert flat["policy.name"] == "ridge"
     assert flat["policy.x"] == "{}"
     assert flat["grid"] == "[0.1,0.5]"
     assert flat["n"] == "null"
-    assert len(flat["long"]) <= mt.PARAM_MAX_CHARS
+    assert len(flat["long"]) <= naming.PARAM_MAX_CHARS
     assert flat["long"].startswith("[0,1,2,")
     kept = flat["long"][1:].split(",...")[0].split(",")
     assert flat["long"].endswith(f"(+{400 - len(kept)} more)]")
@@ -34,27 +34,27 @@ def test_flatten_params_nested_and_truncated_lists():
 
 def test_config_hash_ignores_tracking_and_hydra_only():
     cfg = {"policy": {"name": "ridge"}, "cost": {"c": 0.02}, "seed": 0, "tracking": {"uri": "a"}}
-    h = mt.config_hash(cfg)
-    assert h == mt.config_hash({**cfg, "tracking": {"uri": "b"}, "hydra": {"x": 1}})
-    assert h != mt.config_hash({**cfg, "cost": {"c": 0.05}})
+    h = naming.config_hash(cfg)
+    assert h == naming.config_hash({**cfg, "tracking": {"uri": "b"}, "hydra": {"x": 1}})
+    assert h != naming.config_hash({**cfg, "cost": {"c": 0.05}})
     assert h == digest_of({k: v for k, v in cfg.items() if k != "tracking"})[:16]
 
 
 def test_resolve_tracking_uri_precedence(tmp_path, monkeypatch):
-    monkeypatch.delenv(mt.ENV_TRACKING_URI, raising=False)
-    default = mt.resolve_tracking_uri({"uri": None, "store_dir": "mlruns"}, tmp_path)
+    monkeypatch.delenv(naming.ENV_TRACKING_URI, raising=False)
+    default = naming.resolve_tracking_uri({"uri": None, "store_dir": "mlruns"}, tmp_path)
     assert default == f"sqlite:///{(tmp_path / 'mlruns').resolve() / 'mlflow.db'}"
-    monkeypatch.setenv(mt.ENV_TRACKING_URI, "sqlite:///elsewhere.db")
-    assert mt.resolve_tracking_uri({"uri": None}, tmp_path) == "sqlite:///elsewhere.db"
-    assert mt.resolve_tracking_uri({"uri": "http://127.0.0.1:5000"}, tmp_path) == "http://127.0.0.1:5000"
-    assert mt.artifact_location(default) == (tmp_path / "mlruns" / "artifacts").resolve().as_uri()
-    assert mt.artifact_location("http://127.0.0.1:5000") is None
+    monkeypatch.setenv(naming.ENV_TRACKING_URI, "sqlite:///elsewhere.db")
+    assert naming.resolve_tracking_uri({"uri": None}, tmp_path) == "sqlite:///elsewhere.db"
+    assert naming.resolve_tracking_uri({"uri": "http://127.0.0.1:5000"}, tmp_path) == "http://127.0.0.1:5000"
+    assert naming.artifact_location(default) == (tmp_path / "mlruns" / "artifacts").resolve().as_uri()
+    assert naming.artifact_location("http://127.0.0.1:5000") is None
 
 
 def test_experiment_name_from_dataset_and_arms():
     cfg = {"dataset": {"name": "qasper_yesno"}, "arms": {"base": "keep", "extra": "hybrid"}, "tracking": {}}
-    assert mt.experiment_name(cfg) == "qasper_yesno/keep-vs-hybrid"
-    assert mt.experiment_name({**cfg, "tracking": {"experiment": "mine"}}) == "mine"
+    assert naming.experiment_name(cfg) == "qasper_yesno/keep-vs-hybrid"
+    assert naming.experiment_name({**cfg, "tracking": {"experiment": "mine"}}) == "mine"
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def tracker(tmp_path_factory):
 
 
 def test_metrics_batches_and_series_steps(tracker, tmp_path):
-    exp = tracker.ensure_experiment("e/x-vs-y", mt.artifact_location(tracker.uri))
+    exp = tracker.ensure_experiment("e/x-vs-y", naming.artifact_location(tracker.uri))
     assert tracker.ensure_experiment("e/x-vs-y") == exp  # get, not create twice
     run = tracker.start_job_run(exp, "r", {TAG_ROLE: "single"})
     n = 2500  # > MLflow's 1000 metrics per batch
@@ -88,7 +88,7 @@ def test_params_over_100_are_chunked(tracker):
 
 
 def test_fail_run_records_error_and_status(tracker, tmp_path):
-    exp = tracker.ensure_experiment("f", mt.artifact_location(tracker.uri))
+    exp = tracker.ensure_experiment("f", naming.artifact_location(tracker.uri))
     run = tracker.start_job_run(exp, "r", {})
     (tmp_path / "art").mkdir()
     tracker.fail_run(run, "Traceback...\nFeatureError: no such feature", artifact_dir=tmp_path / "art")
@@ -146,7 +146,7 @@ def test_two_jobs_logging_one_dataset_both_link_it(tracker, monkeypatch):
     """Parallel jobs insert the same dataset row; the loser's UNIQUE violation is retried, and
     then the store finds the row and only links it (seen with the joblib launcher)."""
     monkeypatch.setattr(mt.time, "sleep", lambda s: None)
-    exp = tracker.ensure_experiment("e/dataset-race", mt.artifact_location(tracker.uri))
+    exp = tracker.ensure_experiment("e/dataset-race", naming.artifact_location(tracker.uri))
     runs = [tracker.start_job_run(exp, f"j{i}", {}) for i in range(2)]
     real = tracker.client.log_inputs
     raced = []
@@ -164,7 +164,7 @@ def test_two_jobs_logging_one_dataset_both_link_it(tracker, monkeypatch):
     for run_id in runs:
         inputs = tracker.client.get_run(run_id).inputs.dataset_inputs
         assert [d.dataset.name for d in inputs] == ["qasper_yesno"]
-    assert not mt._is_dataset_race(RuntimeError("UNIQUE constraint failed: runs.run_uuid"))
+    assert not store_client.is_dataset_race(RuntimeError("UNIQUE constraint failed: runs.run_uuid"))
 
 
 def test_experiments_open_on_the_runs_table(tmp_path):

@@ -171,7 +171,7 @@ def test_console_table_mlflow_params_and_metrics():
     assert metrics["verdict/c0/b0.1/diff"] == pytest.approx(10 / 48)
     assert metrics["verdict/c0.02/b0.25/questions_needed"] == v["plan_questions"].iat[1]
     assert "verdict/c0/b0.1/questions_needed" not in metrics
-    from harness.tracking.mlflow_tracker import mlflow_name
+    from harness.tracking.naming import mlflow_name
 
     assert all(mlflow_name(k) == k for k in [*params, *metrics])  # names MLflow takes as they are
     assert vr.sentences(v).splitlines()[0] == f"c=0, rho=0.1: {v['verdict'].iat[0]} ({flag})"

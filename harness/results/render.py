@@ -20,7 +20,7 @@ from harness.results.spec import Experiment
 from harness.results.sweeps import SweepView, find_sweeps
 from harness.results.wording import provenance
 from harness.results_summary import summary_lines
-from harness.tracking.mlflow_tracker import git_commit
+from harness.tracking.naming import git_commit
 
 
 class NoRuns(HarnessError):

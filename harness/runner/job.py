@@ -156,17 +156,17 @@ def dataset_input(plain: Mapping, task, table: TableHandle) -> dict:
 
 def job_tags(plain: Mapping, config_hash: str, sweep: SweepState | None) -> dict:
     """The tags a job's run gets when it is created (role, config hash, policy, dataset, ...)."""
-    from harness.tracking import mlflow_tracker as mt
+    from harness.tracking import naming
 
     arms = plain.get("arms") or {}
-    commit = mt.git_commit()
+    commit = naming.git_commit()
     tags = {
         TAG_ROLE: "job" if sweep is not None else "single",
         TAG_CONFIG_HASH: config_hash,
         TAG_POLICY: display_name(plain["policy"]),
         TAG_DATASET: str((plain.get("dataset") or {}).get("name", "")),
         TAG_ARMS: f"{arms.get('base', 'keep')}-vs-{arms.get('extra', 'hybrid')}",
-        TAG_BUDGET_GRID: mt._short(list((plain.get("budget") or {}).get("grid") or [])),
+        TAG_BUDGET_GRID: naming.short_param(list((plain.get("budget") or {}).get("grid") or [])),
         TAG_GIT_COMMIT: commit,
     }
     if commit != "unknown":
@@ -180,7 +180,7 @@ def job_context(cfg: DictConfig | Mapping, sweep: SweepState | None, job: Any) -
     """Who the job is, before anything is tracked. A single run's config is validated here
     (nothing is tracked on a typo); a sweep job's worker starts watching the sweep process."""
     from harness import console
-    from harness.tracking import mlflow_tracker as mt
+    from harness.tracking import naming
 
     plain = to_plain(cfg)
     checked = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(plain)
@@ -193,9 +193,9 @@ def job_context(cfg: DictConfig | Mapping, sweep: SweepState | None, job: Any) -
     log = console.job_logger()
     if overrides is not None:  # what Hydra's launch line said; the console leaves it out (hydra_logging: quiet)
         log.info("%s: overrides %s", name, " ".join(overrides) or "(none)")
-    uri = mt.resolve_tracking_uri(plain["tracking"], launch_dir())
-    exp_name = mt.experiment_name(plain)
-    chash = mt.config_hash(plain)
+    uri = naming.resolve_tracking_uri(plain["tracking"], launch_dir())
+    exp_name = naming.experiment_name(plain)
+    chash = naming.config_hash(plain)
     result = {"run_name": name, "experiment": exp_name, "experiment_id": None, "tracking_uri": uri,
               "config_hash": chash, "sweep_id": sweep.sweep_id if sweep is not None else None,
               "parent_run_id": sweep.parent_run_id if sweep is not None else None}
@@ -265,13 +265,13 @@ def print_preflight(task) -> None:
 
 def run_tags(table: TableHandle, out: Any) -> dict:
     """Tags that say which table and code produced the numbers, and the protocols' own tags."""
-    from harness.tracking import mlflow_tracker as mt
+    from harness.tracking import naming
 
     tags = {TAG_TABLE_KEY: table.key, TAG_CODE_VERSION: code_version()}
     for fact in ("dataset_fingerprint", "table_sha256"):
         if table.info.get(fact):
             tags[f"{PREFIX}{fact}"] = str(table.info[fact])
-    tags.update(mt.block_tags(table.info.get("blocks") or {}))
+    tags.update(naming.block_tags(table.info.get("blocks") or {}))
     for done in out.results.values():
         tags.update(done.tags)
     return tags
@@ -342,10 +342,10 @@ def run_job(cfg: DictConfig | Mapping, *, sweep: SweepState | None = None, job: 
 
 
 def _finished(ctx: JobContext, run_id: str | None, outputs: RunOutputs) -> dict:
-    from harness.tracking import mlflow_tracker as mt
+    from harness.tracking import naming
 
     ctx.finish("FINISHED", run_id, outputs.headline, outputs.summary,
-               headline={mt.mlflow_name(k): v for k, v in outputs.headline_metrics.items()})
+               headline={naming.mlflow_name(k): v for k, v in outputs.headline_metrics.items()})
     if ctx.verbose or not ctx.in_sweep:  # a single run: a person asked for this one job
         print(f"[route-bench] {ctx.name} -> run {run_id}\n{outputs.summary}", flush=True)
     return {"status": "FINISHED", "run_id": run_id, "metrics": outputs.metrics}
@@ -353,7 +353,7 @@ def _finished(ctx: JobContext, run_id: str | None, outputs: RunOutputs) -> dict:
 
 def _skipped(ctx: JobContext, claim: Any) -> dict:
     """A job whose skip key already FINISHED (any sweep of the experiment): reuse that run."""
-    from harness.tracking import mlflow_tracker as mt
+    from harness.tracking import run_notes
 
     done = claim.reused
     other = done.data.tags.get(TAG_SWEEP_ID)
@@ -362,7 +362,7 @@ def _skipped(ctx: JobContext, claim: Any) -> dict:
         line += f" (sweep {other})"
     if claim.waited_for:
         line += ", after waiting for it"
-    summary = mt.note_text(done.data.tags.get(TAG_NOTE, ""))
+    summary = run_notes.note_text(done.data.tags.get(TAG_NOTE, ""))
     ctx.finish("SKIPPED", done.info.run_id, line, summary, reused_sweep_id=other)
     if ctx.verbose and summary:
         print(f"[route-bench] {ctx.name} -> run {done.info.run_id} (finished before)\n{summary}", flush=True)

@@ -108,18 +108,18 @@ class TrackedRun:
 
     def open_store(self) -> None:
         """The store first: an unreachable server or a broken file fails before any table work."""
-        from harness.tracking import mlflow_tracker as mt
+        from harness.tracking import naming
 
         ctx = self.ctx
         self.tracker = open_tracker(ctx.uri, int(ctx.plain["tracking"].get("retries", 5)))
-        self.experiment_id = self.tracker.ensure_experiment(ctx.experiment, mt.artifact_location(ctx.uri))
+        self.experiment_id = self.tracker.ensure_experiment(ctx.experiment, naming.artifact_location(ctx.uri))
         ctx.result["experiment_id"] = self.experiment_id
 
     def start(self, key: str) -> bool:
         """Claim the job (a sweep job: reuse a FINISHED run with skip key ``key``, wait for a
         live one, or create its own) or create its run (a single run), then log its params.
         False when a FINISHED run is reused (``self.reused``): nothing to compute."""
-        from harness.tracking import mlflow_tracker as mt
+        from harness.tracking import naming, processes
 
         ctx = self.ctx
         if ctx.sweep is not None:
@@ -134,9 +134,9 @@ class TrackedRun:
             self.run_id = claim.run_id
         else:
             self.run_id = self.tracker.start_job_run(self.experiment_id, ctx.name,
-                                                     {**ctx.tags, TAG_SKIP_KEY: key, **mt.process_identity()})
+                                                     {**ctx.tags, TAG_SKIP_KEY: key, **processes.process_identity()})
         set_job_active(True)
-        self.tracker.log_params(self.run_id, mt.flatten_params(redact_secrets(ctx.plain)))
+        self.tracker.log_params(self.run_id, naming.flatten_params(redact_secrets(ctx.plain)))
         return True
 
     def _waiting(self, holder) -> None:
@@ -149,11 +149,11 @@ class TrackedRun:
     def log(self, outputs: Any) -> None:
         """Log what the job computed (``harness.runner.job.RunOutputs``): metrics and series,
         tags, the description, the input dataset, the artifact folder."""
-        from harness.tracking import mlflow_tracker as mt
+        from harness.tracking import run_notes
 
         self.tracker.log_metrics(self.run_id, outputs.series)
         self.tracker.set_tags(self.run_id, outputs.tags)
-        self.tracker.set_note(self.run_id, mt.description(f"{self.ctx.name} -> {outputs.headline}", outputs.summary))
+        self.tracker.set_note(self.run_id, run_notes.description(f"{self.ctx.name} -> {outputs.headline}", outputs.summary))
         self.tracker.log_dataset(self.run_id, **outputs.dataset)
         self.tracker.log_artifacts(self.run_id, outputs.files)
 
@@ -186,16 +186,16 @@ class TrackedRun:
     def _fail_run(self, error: str, exc: Exception) -> str:
         """A FAILED run with the error, also when a sweep job failed before its run existed;
         returns ``error``, plus a line when the store could not take it."""
-        from harness.tracking import mlflow_tracker as mt
+        from harness.tracking import naming, processes, store_client
 
         if self.tracker is None:
             return error
         ctx = self.ctx
         try:
-            if self.run_id is None and ctx.sweep is not None and not isinstance(exc, mt.TrackingStoreError):
-                self.run_id = self.tracker.start_job_run(self.experiment_id, ctx.name, {**ctx.tags, **mt.process_identity()},
+            if self.run_id is None and ctx.sweep is not None and not isinstance(exc, store_client.TrackingStoreError):
+                self.run_id = self.tracker.start_job_run(self.experiment_id, ctx.name, {**ctx.tags, **processes.process_identity()},
                                                          parent_run_id=ctx.sweep.parent_run_id)
-                self.tracker.log_params(self.run_id, mt.flatten_params(redact_secrets(ctx.plain)))
+                self.tracker.log_params(self.run_id, naming.flatten_params(redact_secrets(ctx.plain)))
             if self.run_id is not None:
                 self.tracker.fail_run(self.run_id, error, artifact_dir=self.tmp)
         except Exception as store_exc:  # noqa: BLE001 - the store itself fails: say so

@@ -194,21 +194,21 @@ class SweepTrackingCallback(Callback):
 
     def _open_store(self, plain: dict) -> None:
         from harness import app
-        from harness.tracking import mlflow_tracker as mt
+        from harness.tracking import mlflow_tracker as mt, naming
 
-        self.uri = mt.resolve_tracking_uri(plain["tracking"], app.launch_dir())
+        self.uri = naming.resolve_tracking_uri(plain["tracking"], app.launch_dir())
         self.tracker = mt.Tracker(self.uri, retries=int(plain["tracking"].get("retries", 5)))
-        self.experiment_id = self.tracker.ensure_experiment(mt.experiment_name(plain), mt.artifact_location(self.uri))
+        self.experiment_id = self.tracker.ensure_experiment(naming.experiment_name(plain), naming.artifact_location(self.uri))
 
     def _open_parent(self, config: DictConfig) -> list[str]:
         """End this sweep's runs left RUNNING by a process that is gone (kill -9, power loss),
         then find or create the parent run; returns the stale runs' ids."""
-        from harness.tracking import mlflow_tracker as mt
+        from harness.tracking import naming
 
         preset = OmegaConf.select(config, "hydra.sweeper.params") or {}
         params = {
-            "sweep.task_overrides": mt._short(list(config.hydra.overrides.task)),
-            "sweep.params": mt._short([f"{k}={v}" for k, v in preset.items()]),
+            "sweep.task_overrides": naming.short_param(list(config.hydra.overrides.task)),
+            "sweep.params": naming.short_param([f"{k}={v}" for k, v in preset.items()]),
         }
         stale = self.tracker.mark_stale_runs(self.experiment_id, self.sweep_id, f"sweep {self.sweep_id}")
         self.parent_run_id = self.tracker.start_sweep_run(self.experiment_id, self.sweep_id, params)
@@ -217,16 +217,16 @@ class SweepTrackingCallback(Callback):
 
     def _describe_parent(self, config: DictConfig, plain: dict, n_jobs: int | None, swept: list[str] | None) -> None:
         """The parent run's description (size, swept keys, params and overrides) and tags."""
-        from harness.tracking import mlflow_tracker as mt
+        from harness.tracking import naming, run_notes
 
         preset = OmegaConf.select(config, "hydra.sweeper.params") or {}
-        self.tracker.set_note(self.parent_run_id, mt.description(
+        self.tracker.set_note(self.parent_run_id, run_notes.description(
             f"Sweep {self.sweep_id}: {n_jobs if n_jobs is not None else '?'} jobs; swept keys: "
             f"{', '.join(swept) if swept else '(none)'}",
             "\n".join(["params (preset sweep):", *[f"  {k}={v}" for k, v in preset.items()],
                        "overrides (command line):", *[f"  {o}" for o in config.hydra.overrides.task]]),
         ))
-        self.tracker.set_tags(self.parent_run_id, {TAG_GIT_COMMIT: mt.git_commit(), TAG_DATASET: plain["dataset"]["name"]})
+        self.tracker.set_tags(self.parent_run_id, {TAG_GIT_COMMIT: naming.git_commit(), TAG_DATASET: plain["dataset"]["name"]})
 
     def _hand_state(self, config: DictConfig, handle_file, n_jobs: int | None, swept: list[str] | None) -> None:
         """Write the sweep's state file (``harness.runner.sweep_state``) into a fresh folder that

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.store_schema import TAG_POLICY, TAG_TABLE_KEY
+from harness.tracking.sweep_jobs import sweep_stages
 
 # Columns of the comparison table printed at the end of a sweep: (header, metric name in MLflow);
 # "{metric}" is the sweep's outcome metric (``arms.metric``), e.g. hit@10 -> hit_at_10.
@@ -48,7 +49,7 @@ def comparison_frame(runs: list, metric: str = "hit@10") -> Any:
     import pandas as pd
 
     from harness.protocols.sweep_comparisons import short_cost
-    from harness.tracking.mlflow_tracker import mlflow_name
+    from harness.tracking.naming import mlflow_name
 
     names = {"metric": metric, "mlflow_metric": mlflow_name(metric)}
     rows = []
@@ -94,7 +95,7 @@ def table_warnings(runs: list, metric: str) -> list[str]:
     """The sweep's data warnings, once per outcome table its finished jobs read: nothing to route
     (the two arms agree on every question) and a base arm at ceiling (nothing can be rescued)."""
     from harness.protocols.ceiling import ceiling_warning
-    from harness.tracking.mlflow_tracker import mlflow_name
+    from harness.tracking.naming import mlflow_name
 
     out: list[str] = []
     seen: set[str] = set()
@@ -122,17 +123,6 @@ def collect(runs: list, records: list[dict], metric: str) -> SweepOutcome:
     unfinished = int((~frame["status"].isin(["FINISHED", "FAILED"])).sum()) if len(frame) else 0
     return SweepOutcome(frame, runless, failed, "FAILED" if failed or unfinished else "FINISHED",
                         warnings=table_warnings(runs, metric))
-
-
-def sweep_stages(client: Any, runs: list, configured: list[str], alpha: float, n_boot: int, metric: str,
-                 folder: Path) -> dict:
-    """Every protocol's sweep stage over the runs (``harness.protocols.sweep_stage``)."""
-    from harness.protocols.sweep_stage import SweepContext, run_sweep_stages, sweep_protocols
-    from harness.tracking.sweep_jobs import sweep_jobs
-
-    jobs = sweep_jobs(client, runs, folder)
-    ctx = SweepContext(alpha=alpha, n_boot=n_boot, metric=metric)
-    return run_sweep_stages(jobs, sweep_protocols(jobs, configured), ctx)
 
 
 def conclusions(outcome: SweepOutcome) -> str:
@@ -187,7 +177,7 @@ def write_results(outcome: SweepOutcome, folder: Path) -> None:
 def log_results(tracker: Any, run_id: str, outcome: SweepOutcome, title: str) -> None:
     """Files, MLflow tables (the UI's table view) and metrics of the results on the parent run,
     and its description: ``title`` and the conclusions, the first thing its page shows."""
-    from harness.tracking.mlflow_tracker import description, experiment_description
+    from harness.tracking.run_notes import description, experiment_description
 
     with tempfile.TemporaryDirectory(prefix="route-bench-sweep-end-") as tmp:
         write_results(outcome, Path(tmp))
@@ -237,28 +227,52 @@ def print_outcome(outcome: SweepOutcome, sweep_id: str, uri: str | None, *, verb
     without one: the protocols' conclusions), the closing power line and the notes, then where
     the full tables are, the parent run's address and the one command that serves it.
     ``verbose``: the job table and every protocol's full text first, as before."""
-    from harness.protocols.sweep_stage import conclusion_lines
     from harness.protocols.verdict_render import wrap
 
     print(f"\n[route-bench] sweep {sweep_id}: {len(outcome.frame) + len(outcome.runless)} jobs, {outcome.failed} "
           f"failed -> parent run {outcome.status}")
     if verbose:
-        print(frame_text(outcome.frame))
-        for result in outcome.results.values():
-            print("\n" + result.text)
-        lines = [line for r in outcome.results.values() if r.conclusion for line in r.conclusion.splitlines()]
-        if lines:
-            print("\nConclusions (what these questions can and cannot show):")
-            print("\n".join(lines))
+        _print_full_texts(outcome)
     elif len(outcome.frame):
-        failed = outcome.frame[outcome.frame["status"] != "FINISHED"]
-        for r in failed.head(5).itertuples():
-            print(f"  {r.status}: {r.policy} c={r.cost} seed={r.seed} (run {r.run})")
-        if len(failed) > 5:
-            print(f"  ... and {len(failed) - 5} more (comparison.csv on the parent run)")
+        _print_unfinished_jobs(outcome.frame)
     for rec in outcome.runless:
         error = str(rec.get("error") or "").splitlines()
         print(f"  {rec.get('run_name')}: FAILED without a run: {error[0] if error else '?'}"[:100])
+    lines = _closing_lines(outcome, verbose)
+    if lines:
+        print("\n" + "\n".join(lines))
+    for note in outcome.notes:
+        print("\n".join(wrap(note)))
+    print_where(uri, experiment_id, parent_run_id, _table_files(outcome.results))
+    sys.stdout.flush()
+
+
+def _print_full_texts(outcome: SweepOutcome) -> None:
+    """``verbose``: the job table, every protocol's full text and their conclusions."""
+    print(frame_text(outcome.frame))
+    for result in outcome.results.values():
+        print("\n" + result.text)
+    lines = [line for r in outcome.results.values() if r.conclusion for line in r.conclusion.splitlines()]
+    if lines:
+        print("\nConclusions (what these questions can and cannot show):")
+        print("\n".join(lines))
+
+
+def _print_unfinished_jobs(frame: Any) -> None:
+    """The first five jobs that did not finish, and how many more."""
+    failed = frame[frame["status"] != "FINISHED"]
+    for r in failed.head(5).itertuples():
+        print(f"  {r.status}: {r.policy} c={r.cost} seed={r.seed} (run {r.run})")
+    if len(failed) > 5:
+        print(f"  ... and {len(failed) - 5} more (comparison.csv on the parent run)")
+
+
+def _closing_lines(outcome: SweepOutcome, verbose: bool) -> list[str]:
+    """The verdict table(s) (else each protocol's conclusion or text, unless ``verbose`` printed
+    them), the closing power line and the data warnings, wrapped to the console's width."""
+    from harness.protocols.sweep_stage import conclusion_lines
+    from harness.protocols.verdict import wrap
+
     heads = [r.headline for r in outcome.results.values() if r.headline]
     lines = []
     for result in outcome.results.values():
@@ -273,12 +287,7 @@ def print_outcome(outcome: SweepOutcome, sweep_id: str, uri: str | None, *, verb
     closing = conclusion_lines({"": _closing_only(outcome.results)})
     lines += [w for line in closing for w in wrap(line)]
     lines += [w for line in outcome.warnings for w in wrap(line)]
-    if lines:
-        print("\n" + "\n".join(lines))
-    for note in outcome.notes:
-        print("\n".join(wrap(note)))
-    print_where(uri, experiment_id, parent_run_id, _table_files(outcome.results))
-    sys.stdout.flush()
+    return lines
 
 
 def _closing_only(results: dict) -> Any:

@@ -7,7 +7,7 @@ is that absolute root plus ``<run id>/artifacts``. A copied or moved ``mlruns/``
 reads, and its new runs write, the ORIGINAL folder's artifacts, or nothing once it is deleted.
 
 What the harness does for a store it owns (``sqlite:///<folder>/mlflow.db`` with artifacts in
-``<folder>/artifacts``, ``mlflow_tracker.artifact_location``):
+``<folder>/artifacts``, ``naming.artifact_location``):
 - experiments it creates carry the tag ``route_bench.artifact_root = artifacts``: the root,
   relative to the store's folder;
 - reading (the report, the sweep's end, the results page) resolves a run's artifacts against the

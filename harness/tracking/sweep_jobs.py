@@ -2,9 +2,10 @@
 
 Why here: only the tracking layer knows MLflow's run objects and artifact repositories; the
 sweep stages (``harness.protocols.sweep_stage``) see params, metrics, tags and a function that
-opens an artifact. The sweep's end and the ``report`` command build their records here, so both
-read a run's artifacts the same way: in place when the run's artifacts are on this machine (a
-SQLite or file store's ``file://`` root), else downloaded once into ``folder``.
+opens an artifact. The sweep's end and the ``report`` command build their records and run the
+sweep stages here (``sweep_stages``), so both read a run's artifacts the same way: in place
+when the run's artifacts are on this machine (a SQLite or file store's ``file://`` root), else
+downloaded once into ``folder``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness.protocols.sweep_stage import SweepJob
+from harness.protocols.sweep_stage import SweepContext, SweepJob, run_sweep_stages, sweep_protocols
 
 PROGRESS_ENV = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
 
@@ -65,3 +66,11 @@ def sweep_job(client: Any, run: Any, folder: Path) -> SweepJob:
 def sweep_jobs(client: Any, runs: list, folder: Path) -> list[SweepJob]:
     """``runs`` (one per job config, see ``pick_runs``) as SweepJobs, in the same order."""
     return [sweep_job(client, r, Path(folder)) for r in runs]
+
+
+def sweep_stages(client: Any, runs: list, configured: list[str], alpha: float, n_boot: int, metric: str,
+                 folder: Path) -> dict:
+    """Every protocol's sweep stage over the runs (``harness.protocols.sweep_stage``)."""
+    jobs = sweep_jobs(client, runs, folder)
+    ctx = SweepContext(alpha=alpha, n_boot=n_boot, metric=metric)
+    return run_sweep_stages(jobs, sweep_protocols(jobs, configured), ctx)
