@@ -395,24 +395,23 @@ class JobOutputs:
 
 
 def compute_job(cfg: Mapping, task, factory: Callable[[], Any], artifact_dir: Path, where: str | None = None,
-                table: Any = None) -> JobOutputs:
+                table: Any = None, planned: tuple = ()) -> JobOutputs:
     """Run the configured protocols (``protocol.run``, found by name: built-ins and plugins);
     pure compute, no tracking (also timed by the benchmark). Files a protocol writes (the frozen
     model) go under ``artifact_dir``; ``where`` is how summaries name the run's artifacts;
-    ``table`` is the outcome table (pandas) for protocols that read more than the task.
+    ``table`` is the outcome table (pandas) for protocols that read more than the task;
+    ``planned``: the job's protocols as its pre-flight made them (made here when not given).
 
     The factory is keyed by the policy's config, so the costs of a sweep share its cost-free
     fits in this process (``protocols.common.KeyedFactory``)."""
     from harness.protocols.common import KeyedFactory
-    from harness.protocols.registry import ProtocolContext, check_results, make_protocol, settings_of
+    from harness.protocols.registry import ProtocolContext, check_results, plan_protocols
 
     out = JobOutputs()
     factory = KeyedFactory(factory, digest_of(dict(cfg["policy"])))
-    for i, name in enumerate(cfg["protocol"]["run"]):
-        protocol = make_protocol(str(name), f"protocol.run[{i}]")
-        ctx = ProtocolContext(cfg=cfg, artifact_dir=Path(artifact_dir), where=where, table=table,
-                              settings=settings_of(protocol, (cfg["protocol"].get("settings") or {}).get(name)))
-        out.results[protocol.name] = protocol.run(task, factory, ctx)
+    for pp in planned or plan_protocols(cfg):
+        ctx = ProtocolContext(cfg=cfg, artifact_dir=Path(artifact_dir), where=where, table=table, settings=pp.settings)
+        out.results[pp.protocol.name] = pp.protocol.run(task, factory, ctx)
     check_results(out.results)  # no protocol overwrites another's numbers or files
     return out
 

@@ -23,10 +23,11 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from harness.protocols.registry import in_display_order
+
 # keys that change what is printed, never a result: not part of a run name or the sweep id
 PRESENTATION_KEYS = ("verbose",)
 JOB_LOGGER = "route_bench.job"
-HEADLINE_BUDGET = 0.25  # the budget of the console line's deployable utility (nearest in the grid)
 
 
 # ---- the sweep plan (launching process) ------------------------------------------------------
@@ -198,49 +199,21 @@ def cost_note(cost: Mapping, metrics: Mapping[str, float]) -> str | None:
 
 
 # ---- headline ----------------------------------------------------------------------------------
-def headline_budget(grid: Sequence[float]) -> float | None:
-    """The grid's budget nearest 0.25 (the comparison table's deployable column)."""
-    grid = [float(g) for g in grid or ()]
-    return min(grid, key=lambda g: (abs(g - HEADLINE_BUDGET), g)) if grid else None
-
-
-def _budget_key(rho: float) -> str:
-    return f"{rho:.2f}"  # harness.protocols.budget.budget_key
-
-
-def headline_metrics(metrics: Mapping[str, float], metric: str, grid: Sequence[float]) -> dict[str, float]:
-    """``headline/...``: held-out utility, outcome and extra share (protocol A), deployable
-    utility at every budget of the grid (protocol B); only those the job computed."""
+def headline_metrics(planned, metrics: Mapping[str, float], metric: str, grid: Sequence[float]) -> dict[str, float]:
+    """``headline/...``: what each protocol of the job declares as its headline numbers
+    (``Protocol.headline_metrics``), only those the job computed."""
     out: dict[str, float] = {}
-    for name, src in (("utility", "heldout/utility"), (metric, f"heldout/{metric}"), ("extra_share", "heldout/extra_share")):
-        if src in metrics:
-            out[f"headline/{name}"] = float(metrics[src])
-    for rho in grid or ():
-        src = f"budget/{_budget_key(float(rho))}/deployable/utility"
-        if src in metrics:
-            out[f"headline/deployable_utility@{_budget_key(float(rho))}"] = float(metrics[src])
+    for pp in in_display_order(planned):
+        out.update(pp.protocol.headline_metrics(metrics, metric, grid))
     return out
 
 
-def headline(metrics: Mapping[str, float], metric: str, grid: Sequence[float]) -> str:
+def headline(planned, metrics: Mapping[str, float], metric: str, grid: Sequence[float]) -> str:
     """A few numbers, each labelled with the protocol it comes from (they differ because the
     protocols score other questions: A its held-out set with a frozen threshold, B its
-    calibration / test halves at a budget):
+    calibration / test halves at a budget), one part per protocol (``Protocol.job_line``):
     ``A held-out: U=0.7917 hit@10=0.7917 extra=0.375 | B test halves, rho=0.25: U=0.6061``."""
-    parts = []
-    if "heldout/utility" in metrics:
-        parts.append(
-            f"A held-out: U={metrics['heldout/utility']:.4f} {metric}={metrics.get(f'heldout/{metric}', math.nan):.4f}"
-            f" extra={metrics.get('heldout/extra_share', math.nan):.3f}"
-        )
-    rho = headline_budget(grid)
-    if rho is not None and f"budget/{_budget_key(rho)}/deployable/utility" in metrics:
-        parts.append(f"B test halves, rho={rho:g}: U={metrics[f'budget/{_budget_key(rho)}/deployable/utility']:.4f}")
-    elif "budget/fixed/utility" in metrics:
-        parts.append(f"B test halves: fixed U={metrics['budget/fixed/utility']:.4f}")
-    if not parts and "gain/selective/quality" in metrics:
-        parts.append(f"C test half: selective {metric}={metrics['gain/selective/quality']:.4f}"
-                     f" spearman={metrics.get('gain/spearman', math.nan):.3f}")
+    parts = [line for pp in in_display_order(planned) if (line := pp.protocol.job_line(metrics, metric, grid))]
     return " | ".join(parts) if parts else "done (see the summary)"
 
 

@@ -9,18 +9,21 @@ significant: with k questions, even all k discordant the same way give an exact 
 p = 2^(1 - k), so fewer than 6 can never reach p < 0.05. Such a job is refused (DataSizeError,
 exit 2) naming ``protocol.min_heldout``, the floor, which a user may lower to run anyway.
 
-The held-out / test sets are the protocols' own splits, drawn with their own functions and seeds:
-protocol A's development / held-out splits (``repeat_seeds``), protocol B's test halves (its
-``n_splits`` split seeds), protocol C's test half.
+Each protocol says what it needs (``Protocol.min_documents``, ``Protocol.smallest_test_set``):
+the held-out / test sets are its own splits, drawn with its own functions and seeds (protocol A's
+development / held-out splits, B's test halves, C's test half), so a plugin protocol gets the
+same pre-flight with no edit here.
 """
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from harness.errors import DataSizeError
+from harness.protocols.registry import PlannedProtocol
+from harness.stats import check_bootstrap_size
 from harness.store_schema import TAG_PREFLIGHT
 
 NOTHING_TO_ROUTE = "nothing to route: the arms agree on every question"
@@ -42,38 +45,48 @@ def preflight_tags(task) -> dict[str, str]:
     return {TAG: warning} if warning else {}
 
 
-def smallest_heldout(task, protocol: Mapping, budget: Mapping, seed: int) -> dict[str, int]:
-    """Per configured protocol, the fewest questions any of its held-out / test sets holds."""
-    from harness.stats import grouped_split, stratified_grouped_halves
-
-    run = list(protocol.get("run", ()))
-    out: dict[str, int] = {}
-    if "threshold" in run:
-        from harness.protocols.threshold_select import repeat_seeds
-
-        frac = float(protocol.get("dev_frac", 0.8))
-        out["threshold"] = min(len(grouped_split(task.groups, frac, s)[1])
-                               for s in repeat_seeds(seed, int(protocol.get("repeats", 1))))
-    if "budget" in run:
-        n_splits = int(budget.get("n_splits", 5))
-        seeds = np.random.default_rng(seed).integers(0, 2**31 - 1, size=n_splits)  # as run_budget_protocol draws them
-        out["budget"] = min(len(stratified_grouped_halves(task.groups, task.delta_class, int(s))[1]) for s in seeds)
-    if "gain" in run:
-        out["gain"] = len(stratified_grouped_halves(task.groups, task.delta_class, seed)[1])
+def smallest_test_sets(task, planned: Sequence[PlannedProtocol], cfg: Mapping) -> dict[str, tuple[int, str]]:
+    """Per protocol of the job that judges on a held-out set: (its fewest questions, the set's
+    name), as the protocol itself draws its splits (``Protocol.smallest_test_set``)."""
+    out = {}
+    for pp in planned:
+        got = pp.protocol.smallest_test_set(task, cfg)
+        if got is not None:
+            out[pp.name] = got
     return out
 
 
-def check_heldout_size(task, protocol: Mapping, budget: Mapping, seed: int) -> None:
+def check_documents(task, planned: Sequence[PlannedProtocol], cfg: Mapping, trainable: bool = True) -> None:
+    """DataSizeError (counts, not a blamed setting) when the task has fewer documents than a
+    protocol of the job needs (``Protocol.min_documents``), or than its bootstrap can resample."""
+    n_docs = len(set(task.groups))
+    check_bootstrap_size(int(cfg["protocol"].get("n_boot", 1000)), n_docs, str(task.source))
+    for pp in planned:
+        need = pp.protocol.min_documents(cfg, trainable)
+        if need is not None and n_docs < need[0]:
+            raise DataSizeError(
+                task.source, None,
+                f"too few documents for protocol {pp.name}: {task.n} usable questions in {n_docs} documents, it needs "
+                f"at least {need[0]} ({need[1]}); use a larger dataset or relax the protocol settings",
+            )
+
+
+def check_heldout_size(task, planned: Sequence[PlannedProtocol], cfg: Mapping) -> None:
     """DataSizeError naming ``protocol.min_heldout`` when a held-out or test set is below it."""
-    floor = protocol.get("min_heldout", MIN_HELDOUT)
+    floor = cfg["protocol"].get("min_heldout", MIN_HELDOUT)
     floor = MIN_HELDOUT if floor is None else int(floor)
-    what = {"threshold": "held-out set", "budget": "smallest test half", "gain": "test half"}
-    for name, n in smallest_heldout(task, protocol, budget, seed).items():
+    for name, (n, what) in smallest_test_sets(task, planned, cfg).items():
         if n < floor:
             raise DataSizeError(
                 task.source, None,
-                f"protocol {name}'s {what[name]} holds {n} question(s) ({task.n} questions in "
+                f"protocol {name}'s {what} holds {n} question(s) ({task.n} questions in "
                 f"{len(set(task.groups))} documents), below protocol.min_heldout={floor}: with fewer than "
                 f"{MIN_HELDOUT} no outcome can reach p < 0.05; use a larger dataset, or set "
                 f"protocol.min_heldout={max(n, 1)} to run anyway",
             )
+
+
+def check_sizes(task, planned: Sequence[PlannedProtocol], cfg: Mapping, trainable: bool = True) -> None:
+    """Both pre-flight size checks of a job, in order: documents to split, then questions to judge."""
+    check_documents(task, planned, cfg, trainable)
+    check_heldout_size(task, planned, cfg)

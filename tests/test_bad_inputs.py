@@ -441,20 +441,27 @@ def test_a_good_input_still_runs(workdir, capsys):
 
 def test_too_few_documents_for_a_protocol_is_a_data_size_error(planted_table):
     from harness.errors import DataSizeError
-    from harness.task import RoutingTask, check_task_size, required_documents
+    from harness.preflight import check_documents
+    from harness.protocols.registry import plan_protocols
+    from harness.task import RoutingTask
+
+    def check(protocol, budget, trainable=True):
+        cfg = {"protocol": protocol, "budget": budget}
+        check_documents(task, plan_protocols(cfg), cfg, trainable)
 
     task = RoutingTask.from_table(planted_table[planted_table["doc_id"] < "doc0004"])  # 4 documents
     protocol = {"run": ["threshold", "budget", "gain"], "dev_frac": 0.8, "n_folds": 5, "nested_folds": 5}
     budget = {"calibration": "oof", "cal_folds": 5}
     with pytest.raises(DataSizeError, match="4 documents") as err:
-        check_task_size(task, protocol, budget)
+        check(protocol, budget)
     assert "protocol threshold" in str(err.value) and err.value.field is None
-    need = required_documents(protocol, budget)
+    cfg = {"protocol": protocol, "budget": budget}
+    need = {pp.name: pp.protocol.min_documents(cfg, True) for pp in plan_protocols(cfg)}  # each protocol's own answer
     # 7 development documents (5 outer folds, the largest of 2 held out, leave 5 for 5 inner
     # folds) need 9 in all at dev_frac 0.8; halves of 5 for 5 folds need 10
     assert need["threshold"][0] == 9 and need["budget"][0] == 10 and need["gain"][0] == 10
-    check_task_size(task, {"run": ["threshold"], "dev_frac": 0.5, "n_folds": 2, "nested_folds": 0}, budget)
-    check_task_size(task, protocol, budget, trainable=False)  # untrainable: a split is enough
+    check({"run": ["threshold"], "dev_frac": 0.5, "n_folds": 2, "nested_folds": 0}, budget)
+    check(protocol, budget, trainable=False)  # untrainable: a split is enough
 
 
 # ---- end to end: no traceback reaches the terminal --------------------------------------------------
@@ -563,17 +570,23 @@ def test_bootstrap_cells_of_a_real_table_are_bounded(planted_table):
     """The draws x documents bound on a table whose documents are known only once it is built
     (checked with the task's size, before any policy work): one ConfigError naming n_boot."""
     from harness.errors import ConfigError
+    from harness.preflight import check_documents
+    from harness.protocols.registry import plan_protocols
     from harness.stats import MAX_BOOTSTRAP_CELLS
-    from harness.task import RoutingTask, check_task_size
+    from harness.task import RoutingTask
+
+    def check(protocol, budget):
+        cfg = {"protocol": protocol, "budget": budget}
+        check_documents(task, plan_protocols(cfg), cfg)
 
     task = RoutingTask.from_table(planted_table)
     n_docs = len(set(task.groups))
     protocol = {"run": ["threshold"], "dev_frac": 0.5, "n_folds": 2, "nested_folds": 0}
     budget = {"calibration": "oof", "cal_folds": 2}
-    check_task_size(task, {**protocol, "n_boot": MAX_BOOTSTRAP_CELLS // n_docs}, budget)
+    check({**protocol, "n_boot": MAX_BOOTSTRAP_CELLS // n_docs}, budget)
     with pytest.raises(ConfigError, match=rf"'protocol.n_boot': {MAX_BOOTSTRAP_CELLS // n_docs + 1} draws over "
                                           rf"{n_docs} documents"):
-        check_task_size(task, {**protocol, "n_boot": MAX_BOOTSTRAP_CELLS // n_docs + 1}, budget)
+        check({**protocol, "n_boot": MAX_BOOTSTRAP_CELLS // n_docs + 1}, budget)
 
 
 def test_past_end_facts_skip_loads_what_the_default_refuses(workdir):

@@ -55,14 +55,19 @@ def test_run_names_single_and_swept():
 def test_headline_and_headline_metrics():
     m = {"heldout/utility": 0.75, "heldout/hit@10": 0.8, "heldout/extra_share": 0.25,
          "budget/0.10/deployable/utility": 0.6, "budget/0.25/deployable/utility": 0.7}
-    text = console.headline(m, "hit@10", [0.1, 0.25, 0.5])
+    from harness.protocols.builtin import headline_budget
+    from harness.protocols.registry import plan_protocols
+
+    planned = plan_protocols({"protocol": {"run": ["budget", "threshold"]}})  # shown A first, as declared
+    text = console.headline(planned, m, "hit@10", [0.1, 0.25, 0.5])
     # each number labelled with the protocol it comes from
     assert text == "A held-out: U=0.7500 hit@10=0.8000 extra=0.250 | B test halves, rho=0.25: U=0.7000"
-    assert console.headline({"budget/fixed/utility": 0.61}, "hit@10", [0.25]) == "B test halves: fixed U=0.6100"
-    heads = console.headline_metrics(m, "hit@10", [0.1, 0.25, 0.5])
+    assert console.headline(planned, {"budget/fixed/utility": 0.61}, "hit@10", [0.25]) == "B test halves: fixed U=0.6100"
+    assert console.headline(planned, {}, "hit@10", [0.25]) == "done (see the summary)"
+    heads = console.headline_metrics(planned, m, "hit@10", [0.1, 0.25, 0.5])
     assert heads == {"headline/utility": 0.75, "headline/hit@10": 0.8, "headline/extra_share": 0.25,
                      "headline/deployable_utility@0.10": 0.6, "headline/deployable_utility@0.25": 0.7}
-    assert console.headline_budget([0.05, 0.2, 0.3]) == 0.2
+    assert headline_budget([0.05, 0.2, 0.3]) == 0.2
     assert console.fmt_duration(5) == "5s" and console.fmt_duration(125) == "2m05s"
 
 

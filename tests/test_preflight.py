@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import DataSizeError
-from harness.preflight import MIN_HELDOUT, NOTHING_TO_ROUTE, TAG, check_heldout_size, nothing_to_route, smallest_heldout
+from harness.preflight import MIN_HELDOUT, NOTHING_TO_ROUTE, TAG, check_heldout_size, nothing_to_route, smallest_test_sets
+from harness.protocols.registry import plan_protocols
 from harness.synthetic import synthetic_outcome_table
 from harness.task import RoutingTask
 
@@ -39,15 +40,17 @@ def test_smallest_heldout_is_the_protocols_own_split():
     from harness.protocols.threshold_select import split_dev_heldout
 
     task = _task(10, 2)
-    sizes = smallest_heldout(task, PROTOCOL, BUDGET, seed=0)
+    cfg = {"protocol": PROTOCOL, "budget": BUDGET, "seed": 0}
+    planned = plan_protocols(cfg)
+    sizes = {name: n for name, (n, _) in smallest_test_sets(task, planned, cfg).items()}
     assert sizes["threshold"] == split_dev_heldout(task, 0.8, 0)[1].n == 4  # 2 of 10 documents, 2 questions each
     assert set(sizes) == {"threshold", "budget", "gain"} and sizes["budget"] <= sizes["gain"] + 2
     with pytest.raises(DataSizeError) as err:
-        check_heldout_size(task, {**PROTOCOL, "min_heldout": MIN_HELDOUT}, BUDGET, seed=0)
+        check_heldout_size(task, planned, {**cfg, "protocol": {**PROTOCOL, "min_heldout": MIN_HELDOUT}})
     text = str(err.value)
     assert len(text.splitlines()) == 1 and "protocol threshold's held-out set holds 4 question(s)" in text
     assert "below protocol.min_heldout=6" in text and "protocol.min_heldout=4 to run anyway" in text
-    check_heldout_size(task, {**PROTOCOL, "min_heldout": 4}, BUDGET, seed=0)  # the override lets it run
+    check_heldout_size(task, planned, {**cfg, "protocol": {**PROTOCOL, "min_heldout": 4}})  # the override lets it run
 
 
 def _app(args: list[str], cwd: Path) -> subprocess.CompletedProcess:

@@ -241,7 +241,7 @@ def cost_free_splits(
     then outcomes); ``CostFree.at_cost`` subtracts the cost with the expressions a run at that
     cost would evaluate, so the numbers are identical bit for bit (tested)."""
     route = fixed_route_of(policy_factory)
-    split_seeds = np.random.default_rng(seed).integers(0, 2**31 - 1, size=n_splits)
+    split_seeds = draw_split_seeds(seed, n_splits)
     parts = _Parts()
     first = policy_factory()
     label = policy_label(first)
@@ -377,3 +377,9 @@ def _routing_row(s: int, test: RoutingTask, test_scores: np.ndarray, deploy_poin
          "gap_p": gap.p, "cost_unit": cost_axis(test)[2]}
         | {f"{curve}/{stat}": values[stat] for curve, values in curves.items() for stat in ROUTING_STATS}
     )
+
+
+def draw_split_seeds(seed: int, n_splits: int) -> np.ndarray:
+    """Protocol B's seed of each split, drawn from the job's seed (the pre-flight draws the same
+    halves to size them)."""
+    return np.random.default_rng(seed).integers(0, 2**31 - 1, size=n_splits)

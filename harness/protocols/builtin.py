@@ -9,20 +9,62 @@ test questions of protocols B and C for the ceiling warning (``_ceiling_summary`
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Mapping
 
 from harness.io import cache_root, digest_of
 from harness.markdown import md_code_block, md_escape
 from harness.store_schema import TAG_FROZEN_SHA256
+from harness.protocols import protocol_sizes as sizes
+from harness.protocols.outputs import Output
 from harness.protocols.registry import Protocol, ProtocolContext, ProtocolResult, Table
 from harness.protocols.sweep_stage import SweepContext, SweepJob, SweepResult
+
+
+HEADLINE_BUDGET = 0.25  # the budget of the console's job line and the comparison table's usage column
+
+
+def headline_budget(grid) -> float | None:
+    """The grid's budget nearest 0.25 (the console's deployable number)."""
+    grid = [float(g) for g in grid or ()]
+    return min(grid, key=lambda g: (abs(g - HEADLINE_BUDGET), g)) if grid else None
 
 
 class ThresholdProtocol(Protocol):
     """Protocol A: grouped-CV tau on development, frozen, evaluated once on held-out."""
 
     name = "threshold"
+    title = "A held-out"
+    outputs = (
+        Output("heldout/{metric}", "heldout {metric}", True, "share", headline=True, short="heldout {metric}"),
+        Output("heldout/utility", "heldout utility", True, "utility", headline=True, short="utility"),
+        Output("heldout/extra_share", "extra share", None, "share", headline=True, short="extra share", digits=3),
+        Output("heldout/diff_vs_base/utility", "utility diff vs base [95% CI]", True, "utility", headline=True,
+               short="dU vs base", ci=("heldout/diff_vs_base/utility/ci_low", "heldout/diff_vs_base/utility/ci_high")),
+        Output("heldout/diff_vs_extra/utility", "utility diff vs extra [95% CI]", True, "utility",
+               ci=("heldout/diff_vs_extra/utility/ci_low", "heldout/diff_vs_extra/utility/ci_high")),
+        Output("heldout/diff_vs_base/utility/mdd", "MDD vs base", None, "utility",
+               unless=("heldout/diff_vs_base/utility/detectable", "none detectable")),
+    )
+
+    def min_documents(self, cfg, trainable):
+        return sizes.threshold_min_documents(cfg["protocol"], trainable)
+
+    def smallest_test_set(self, task, cfg):
+        return sizes.threshold_smallest_heldout(task, cfg["protocol"], int(cfg.get("seed", 0))), "held-out set"
+
+    def job_line(self, metrics, metric, grid):
+        """``A held-out: U=0.7917 hit@10=0.7917 extra=0.375``."""
+        if "heldout/utility" not in metrics:
+            return None
+        return (f"A held-out: U={metrics['heldout/utility']:.4f} {metric}={metrics.get(f'heldout/{metric}', math.nan):.4f}"
+                f" extra={metrics.get('heldout/extra_share', math.nan):.3f}")
+
+    def headline_metrics(self, metrics, metric, grid):
+        """``headline/utility``, ``headline/<metric>``, ``headline/extra_share``."""
+        pairs = (("utility", "heldout/utility"), (metric, f"heldout/{metric}"), ("extra_share", "heldout/extra_share"))
+        return {f"headline/{name}": float(metrics[src]) for name, src in pairs if src in metrics}
 
     def run(self, task, factory, ctx: ProtocolContext) -> ProtocolResult:
         from harness.protocols.threshold import run_threshold_protocol
@@ -54,6 +96,40 @@ class BudgetProtocol(Protocol):
     """Protocol B: budgets, exact / deployable / conservative frontiers over seeded halves."""
 
     name = "budget"
+    title = "B test halves"
+    outputs = (
+        Output("frontier/exact_auc", "exact-frontier AUC", True, "utility x usage", headline=True, short="exact AUC"),
+        Output("routing/exact/apgr", "APGR (exact)", True, "share of the gap"),
+        Output("routing/deployable/apgr", "APGR (deployable)", True, "share of the gap"),
+        Output("routing/deployable/cpt50", "CPT(50%) (deployable)", False, "usage"),
+        Output("routing/exact/aiq", "AIQ (exact)", True, "utility"),
+        Output("budget/{budget}/deployable/violation_rate", "deployable violation @{budget}", False, "share of splits"),
+        Output(f"budget/{HEADLINE_BUDGET:.2f}/deployable/realized_usage", f"deploy@{HEADLINE_BUDGET:g} usage", None,
+               "usage", headline=True, report=False, short=f"deploy@{HEADLINE_BUDGET:g} usage"),
+    )
+
+    def min_documents(self, cfg, trainable):
+        return sizes.budget_min_documents(cfg["budget"], trainable)
+
+    def smallest_test_set(self, task, cfg):
+        return sizes.budget_smallest_test_half(task, cfg["budget"], int(cfg.get("seed", 0))), "smallest test half"
+
+    def job_line(self, metrics, metric, grid):
+        """``B test halves, rho=0.25: U=0.6061`` (the grid's budget nearest 0.25), or the
+        fixed decision's utility."""
+        rho = headline_budget(grid)
+        key = f"budget/{rho:.2f}/deployable/utility" if rho is not None else None
+        if key in metrics:
+            return f"B test halves, rho={rho:g}: U={metrics[key]:.4f}"
+        if "budget/fixed/utility" in metrics:
+            return f"B test halves: fixed U={metrics['budget/fixed/utility']:.4f}"
+        return None
+
+    def headline_metrics(self, metrics, metric, grid):
+        """``headline/deployable_utility@<budget>`` at every budget of the grid."""
+        keys = [f"{float(rho):.2f}" for rho in grid or ()]
+        return {f"headline/deployable_utility@{k}": float(metrics[f"budget/{k}/deployable/utility"])
+                for k in keys if f"budget/{k}/deployable/utility" in metrics}
 
     def run(self, task, factory, ctx: ProtocolContext) -> ProtocolResult:
         from harness.protocols.budget import run_budget_protocol
@@ -96,6 +172,24 @@ class GainProtocol(Protocol):
     """Protocol C: how well scores predict the gain; selective use and gap closed."""
 
     name = "gain"
+    title = "C test half"
+    outputs = (Output("gain/spearman", "gain spearman", True, "rank correlation"),)
+
+    def min_documents(self, cfg, trainable):
+        return sizes.gain_min_documents(cfg["protocol"], trainable)
+
+    def smallest_test_set(self, task, cfg):
+        return sizes.gain_test_half(task, int(cfg.get("seed", 0))), "test half"
+
+    def job_line(self, metrics, metric, grid):
+        """``C test half: selective hit@10=0.8100 spearman=0.312``."""
+        if "gain/selective/quality" not in metrics:
+            return None
+        return (f"C test half: selective {metric}={metrics['gain/selective/quality']:.4f}"
+                f" spearman={metrics.get('gain/spearman', math.nan):.3f}")
+
+    def headline_metrics(self, metrics, metric, grid):
+        return {}
 
     def run(self, task, factory, ctx: ProtocolContext) -> ProtocolResult:
         from harness.protocols.gain import run_gain_protocol

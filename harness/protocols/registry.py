@@ -26,11 +26,12 @@ import dataclasses
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import pandas as pd
 
 from harness.errors import ConfigError, HarnessError, did_you_mean
+from harness.protocols.outputs import Output, expand, headline_line
 from harness.registry import Kind, lookup, names
 
 ENTRY_POINT_GROUP = "rag_route_bench.protocols"
@@ -88,6 +89,8 @@ class Protocol(abc.ABC):
     name: ClassVar[str] = "protocol"
     Config: ClassVar[type | None] = None  # a dataclass typing ``protocol.settings.<name>``
     version: ClassVar[str] = "1"  # bump when the numbers change: part of a job's skip key
+    title: ClassVar[str] = ""  # how the console's job line names its numbers (default: the name)
+    outputs: ClassVar[tuple[Output, ...]] = ()  # its logged metrics, declared (harness.protocols.outputs)
 
     @abc.abstractmethod
     def run(self, task: Any, factory: Callable[[], Any], ctx: ProtocolContext) -> ProtocolResult:
@@ -96,6 +99,31 @@ class Protocol(abc.ABC):
     def check(self, cfg: Mapping[str, Any]) -> None:
         """Refuse a job config this protocol cannot run (a ConfigError naming the key), before
         any work; called by ``harness.config.validate``. Default: nothing to check."""
+
+    def min_documents(self, cfg: Mapping[str, Any], trainable: bool) -> tuple[int, str] | None:
+        """(the fewest documents this protocol can split under the job config ``cfg``, why), for
+        the pre-flight (``harness.preflight.check_sizes``); None: no more than any protocol's
+        two. ``trainable``: whether the policy fits (folds need documents)."""
+        return None
+
+    def smallest_test_set(self, task: Any, cfg: Mapping[str, Any]) -> tuple[int, str] | None:
+        """(questions in the smallest set this protocol judges a policy on, what the set is
+        called), for the pre-flight's ``protocol.min_heldout``; None: it judges on no held-out
+        set."""
+        return None
+
+    def job_line(self, metrics: Mapping[str, float], metric: str, grid: Sequence[float]) -> str | None:
+        """The few numbers of one job the console prints for this protocol (``metrics`` as the
+        job computed them, ``metric`` the task metric, ``grid`` the budgets); default: its
+        headline outputs, ``<title>: short=value ...``; None when it logged none of them."""
+        return headline_line(self.title or self.name, expand(self.outputs, metric, [f"{b:.2f}" for b in grid]),
+                             metrics)
+
+    def headline_metrics(self, metrics: Mapping[str, float], metric: str, grid: Sequence[float]) -> dict[str, float]:
+        """``headline/...`` metrics of one job (what a dashboard sorts by); default: each
+        headline output the job logged, as ``headline/<its key>``."""
+        shown = expand(self.outputs, metric, [f"{b:.2f}" for b in grid])
+        return {f"headline/{o.key}": float(metrics[o.key]) for o in shown if o.headline and o.key in metrics}
 
     def aggregate(self, jobs: list, ctx: Any) -> Any:
         """The protocol's sweep stage (``harness.protocols.sweep_stage``): what it concludes
@@ -226,3 +254,32 @@ def make_protocol(name: str, key: str = "protocol.run") -> Protocol:
         raise HarnessError(f"protocol class {cls.__module__}.{cls.__qualname__} calls itself {protocol.name!r}, "
                            f"registered as {name!r}")
     return protocol
+
+
+@dataclass(frozen=True)
+class PlannedProtocol:
+    """A protocol of a job, made once with its typed settings: what the job carries from its
+    pre-flight through compute to its console line (nothing made twice to learn a fact)."""
+
+    name: str
+    protocol: Protocol
+    settings: Any
+
+
+def plan_protocols(cfg: Mapping[str, Any]) -> tuple[PlannedProtocol, ...]:
+    """The job config's ``protocol.run``, each protocol made and its settings checked (a
+    ConfigError naming ``protocol.run[i]`` or the setting's key)."""
+    p = cfg["protocol"]
+    settings = dict(p.get("settings") or {})
+    planned = []
+    for i, name in enumerate(p["run"]):
+        protocol = make_protocol(str(name), f"protocol.run[{i}]")
+        planned.append(PlannedProtocol(str(name), protocol, settings_of(protocol, settings.get(name))))
+    return tuple(planned)
+
+
+def in_display_order(planned: Sequence[PlannedProtocol]) -> list[PlannedProtocol]:
+    """The job's protocols in the order screens show them: built-ins first (A, B, C, cost),
+    then plugins as the config lists them."""
+    order = list(BUILTIN_PROTOCOLS)
+    return sorted(planned, key=lambda pp: order.index(pp.name) if pp.name in order else len(order))

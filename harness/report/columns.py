@@ -1,11 +1,13 @@
 """The report's columns: which logged metrics the per-job table shows, under which header, and
-which direction is better. Kept apart (and small) so the columns can later come from the
-protocols' own declarations."""
+which direction is better, from the protocols' own declarations (``Protocol.outputs``), so a
+plugin protocol's numbers get columns with no edit here."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from harness.protocols.outputs import expand, logged_budgets
 
 _NON_OUTCOME = {
     "utility", "realized_usage", "usage_error", "violation_rate", "tolerance_overshoot_rate",
@@ -48,42 +50,26 @@ def display_name(mlflow_metric: str) -> str:
     return mlflow_metric.replace("_at_", "@")
 
 
-def _budgets(metric_keys: set[str]) -> list[str]:
-    found = set()
-    for k in metric_keys:
-        m = re.fullmatch(r"budget/([0-9.]+)/deployable/violation_rate", k)
-        if m:
-            found.add(m.group(1))
-    return sorted(found, key=float)
+def declared_outputs() -> list:
+    """Every known protocol's declared outputs (``Protocol.outputs``: built-ins first, then
+    installed plugins), in that order; a plugin that cannot be made declares nothing here."""
+    from harness.errors import HarnessError
+    from harness.protocols.registry import in_display_order, plan_protocols, protocol_names
+
+    planned = []
+    for name in protocol_names():
+        try:
+            planned += plan_protocols({"protocol": {"run": [name]}})
+        except HarnessError:  # its own commands say why; the report shows the rest
+            continue
+    return [o for pp in in_display_order(planned) for o in pp.protocol.outputs]
 
 
 def build_columns(metric_keys: set[str], outcome: str | None) -> list[Column]:
-    """Columns shown, in order; a column appears only if some job logged its metric."""
-    cols = []
-    if outcome:
-        cols.append(Column(f"heldout {display_name(outcome)}", f"heldout/{outcome}", "high"))
-    cols += [
-        Column("heldout utility", "heldout/utility", "high"),
-        Column("extra share", "heldout/extra_share", None),
-        Column(
-            "utility diff vs base [95% CI]", "heldout/diff_vs_base/utility", "high",
-            ci=("heldout/diff_vs_base/utility/ci_low", "heldout/diff_vs_base/utility/ci_high"),
-        ),
-        Column(
-            "utility diff vs extra [95% CI]", "heldout/diff_vs_extra/utility", "high",
-            ci=("heldout/diff_vs_extra/utility/ci_low", "heldout/diff_vs_extra/utility/ci_high"),
-        ),
-        Column("MDD vs base", "heldout/diff_vs_base/utility/mdd", None,
-               unless=("heldout/diff_vs_base/utility/detectable", "none detectable")),
-        Column("exact-frontier AUC", "frontier/exact_auc", "high"),
-        Column("APGR (exact)", "routing/exact/apgr", "high"),
-        Column("APGR (deployable)", "routing/deployable/apgr", "high"),
-        Column("CPT(50%) (deployable)", "routing/deployable/cpt50", "low"),
-        Column("AIQ (exact)", "routing/exact/aiq", "high"),
-    ]
-    for b in _budgets(metric_keys):
-        cols.append(
-            Column(f"deployable violation @{b}", f"budget/{b}/deployable/violation_rate", "low")
-        )
-    cols.append(Column("gain spearman", "gain/spearman", "high"))
+    """Columns shown, in order: the report outputs the protocols declare (``{metric}`` the
+    sweep's outcome, ``{budget}`` each budget some job logged); a column appears only if some
+    job logged its metric."""
+    outputs = [o for o in declared_outputs() if o.report]
+    cols = [Column(o.label, o.key, o.better, ci=o.ci, unless=o.unless)
+            for o in expand(outputs, outcome, logged_budgets(metric_keys, outputs))]
     return [c for c in cols if c.key in metric_keys]

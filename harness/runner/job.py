@@ -116,17 +116,13 @@ def skip_key(config_hash: str, table: "TableHandle", protocols: list | None = No
     return digest_of(body)[:16]
 
 
-def protocol_versions(cfg: Mapping[str, Any]) -> list:
+def protocol_versions(planned) -> list:
     """[(name, class, version)] of the job's plugin protocols (the built-ins are covered by the
     harness's own code version): a plugin author bumps ``version`` when its numbers change."""
-    from harness.protocols.registry import BUILTIN_PROTOCOLS, make_protocol
+    from harness.protocols.registry import BUILTIN_PROTOCOLS
 
-    out = []
-    for name in cfg["protocol"]["run"]:
-        if name not in BUILTIN_PROTOCOLS:
-            p = make_protocol(str(name))
-            out.append([str(name), f"{type(p).__module__}.{type(p).__qualname__}", str(p.version)])
-    return out
+    return [[pp.name, f"{type(pp.protocol).__module__}.{type(pp.protocol).__qualname__}", str(pp.protocol.version)]
+            for pp in planned if pp.name not in BUILTIN_PROTOCOLS]
 
 
 # ---- who the job is ----------------------------------------------------------------------------
@@ -215,6 +211,7 @@ class Prepared:
     given_cost: dict  # the cost config as given: config.yaml keeps it, so the job can be run again
     cost_metrics: dict  # ``cost/...`` when cost.c is derived from the table ({} for an abstract c)
     key: str  # the skip key
+    planned: tuple = ()  # the job's protocols, made once (``harness.protocols.registry.plan_protocols``)
 
 
 def prepare(plain: dict, config_hash: str, table_handle: str | None = None) -> Prepared:
@@ -222,20 +219,21 @@ def prepare(plain: dict, config_hash: str, table_handle: str | None = None) -> P
     policy factory and skip key. With ``cost.unit`` set, ``plain["cost"]["c"]`` becomes the
     derived cost (``resolve_cost``) before the job logs its params; ``config_hash``, computed
     before, holds unit and price and the table fingerprint in the skip key holds the costs."""
-    from harness.preflight import check_heldout_size
-    from harness.task import check_task_size
+    from harness.preflight import check_sizes
+    from harness.protocols.registry import plan_protocols
 
+    planned = plan_protocols(plain)  # each protocol made once: sizes, compute and console lines use these
     table = load_table(plain, table_handle)  # before the skip check: the skip key covers the table
     task = make_task(plain, table)
     given_cost = dict(plain["cost"])
     cost_metrics = resolve_cost(plain, table, task)
     factory = policy_factory(plain["policy"])
-    # a dataset too small for the protocols' folds is a data-size problem, said with counts
-    check_task_size(task, plain["protocol"], plain["budget"], trainable=bool(getattr(factory(), "trainable", True)))
-    # a held-out / test set too small for any significant outcome: refused, naming protocol.min_heldout
-    check_heldout_size(task, plain["protocol"], plain["budget"], int(plain.get("seed", 0)))
-    key = skip_key(config_hash, table, protocol_versions(plain))
-    return Prepared(table=table, task=task, factory=factory, given_cost=given_cost, cost_metrics=cost_metrics, key=key)
+    # a dataset too small for the protocols' folds is a data-size problem, said with counts; a
+    # held-out / test set too small for any significant outcome is refused, naming protocol.min_heldout
+    check_sizes(task, planned, plain, trainable=bool(getattr(factory(), "trainable", True)))
+    key = skip_key(config_hash, table, protocol_versions(planned))
+    return Prepared(table=table, task=task, factory=factory, given_cost=given_cost, cost_metrics=cost_metrics, key=key,
+                    planned=planned)
 
 
 # ---- step 2: compute ---------------------------------------------------------------------------
@@ -285,7 +283,7 @@ def compute(plain: Mapping, prepared: Prepared, art: Path, where: str) -> RunOut
     table, task = prepared.table, prepared.task
     (art / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(redact_secrets({**plain, "cost": prepared.given_cost}))),
                                      encoding="utf-8")
-    out = compute_job(plain, task, prepared.factory, art, where=where, table=table.frame)
+    out = compute_job(plain, task, prepared.factory, art, where=where, table=table.frame, planned=prepared.planned)
     metrics = {**table_facts(task, table), **prepared.cost_metrics, **out.metrics()}
     series = [(k, v, 0) for k, v in metrics.items()]
     for done in out.results.values():
@@ -299,10 +297,10 @@ def compute(plain: Mapping, prepared: Prepared, art: Path, where: str) -> RunOut
     summary = f"{note}\n\n{summary}" if note else summary
     (art / "summary.txt").write_text(summary + "\n", encoding="utf-8")
     grid = [float(x) for x in plain["budget"]["grid"]]  # headlines show only the budgets the job logged
-    heads = console.headline_metrics(metrics, task.metric, grid)
+    heads = console.headline_metrics(prepared.planned, metrics, task.metric, grid)
     series += [(k, v, 0) for k, v in heads.items()]
     return RunOutputs(metrics=metrics, series=series, tags=tags, summary=summary,
-                      headline=console.headline(metrics, task.metric, grid), headline_metrics=heads, files=art,
+                      headline=console.headline(prepared.planned, metrics, task.metric, grid), headline_metrics=heads, files=art,
                       dataset=dataset_input(plain, task, table))
 
 

@@ -163,7 +163,8 @@ class SweepTrackingCallback(Callback):
     def _start(self, config: DictConfig) -> None:
         from harness import app
         from harness.config.validation import validate
-        from harness.preflight import check_heldout_size, preflight_tags
+        from harness.preflight import check_sizes, preflight_tags
+        from harness.protocols.registry import plan_protocols
         from harness.runner import job
 
         validate(config)  # before any work
@@ -173,9 +174,10 @@ class SweepTrackingCallback(Callback):
         self._open_store(plain)  # the store before the table: an unreachable server or a broken file fails in seconds
         table = app.build_table(plain)
         task = app.make_task(plain, table)
-        # before any job: a held-out set too small to decide anything is refused (exit 2), and
-        # arms that agree on every question are said once here and tagged on the parent run
-        check_heldout_size(task, plain["protocol"], plain["budget"], int(plain.get("seed", 0)))
+        # before any job: a task too small for a protocol's splits (for any policy: untrained), or
+        # a held-out set too small to decide anything, is refused (exit 2); arms that agree on
+        # every question are said once here and tagged on the parent run
+        check_sizes(task, plan_protocols(plain), plain, trainable=False)
         handle_file = app.write_table_handle(plain, table)
         self.sweep_id = sweep_id_of(config)
         stale = self._open_parent(config)

@@ -30,28 +30,38 @@ from typing import Any
 from harness.store_schema import TAG_POLICY, TAG_TABLE_KEY
 from harness.tracking.sweep_jobs import sweep_stages
 
-# Columns of the comparison table printed at the end of a sweep: (header, metric name in MLflow);
-# "{metric}" is the sweep's outcome metric (``arms.metric``), e.g. hit@10 -> hit_at_10.
-COMPARISON_COLUMNS = (
-    ("heldout {metric}", "heldout/{mlflow_metric}"),
-    ("utility", "heldout/utility"),
-    ("extra share", "heldout/extra_share"),
-    ("dU vs base", "heldout/diff_vs_base/utility"),
-    ("CI low", "heldout/diff_vs_base/utility/ci_low"),
-    ("CI high", "heldout/diff_vs_base/utility/ci_high"),
-    ("exact AUC", "frontier/exact_auc"),
-    ("deploy@0.25 usage", "budget/0.25/deployable/realized_usage"),
-)
+def comparison_columns(protocols: list[str], metric: str) -> list[tuple[str, str]]:
+    """The comparison table's metric columns, (header, MLflow metric): the headline outputs the
+    sweep's protocols declare (``Protocol.outputs``), each followed by its interval's ends."""
+    from harness.protocols.outputs import expand
+    from harness.protocols.registry import in_display_order, plan_protocols, protocol_names
+    from harness.tracking.naming import mlflow_name
+
+    known = [p for p in protocols if p in protocol_names()]
+    cols = []
+    for pp in in_display_order(plan_protocols({"protocol": {"run": known}})):
+        for o in expand(pp.protocol.outputs, mlflow_name(metric)):
+            if o.headline and "{budget}" not in o.key:
+                cols.append((o.short or o.label, o.key))
+                cols += [("CI low", o.ci[0]), ("CI high", o.ci[1])] if o.ci else []
+    return cols
 
 
-def comparison_frame(runs: list, metric: str = "hit@10") -> Any:
-    """One row per child run: policy, cost, status and the headline metrics."""
+def sweep_protocol_names(runs: list) -> list[str]:
+    """Every protocol some job of the sweep ran (its logged ``protocol.run``), first seen first."""
+    from harness.protocols.sweep_stage import parse_list_param
+
+    return list(dict.fromkeys(n for r in runs for n in parse_list_param(r.data.params.get("protocol.run"))))
+
+
+def comparison_frame(runs: list, metric: str = "hit@10", configured: list[str] = ()) -> Any:
+    """One row per child run: policy, cost, status and the headline metrics of the protocols
+    the sweep ran (``comparison_columns``)."""
     import pandas as pd
 
     from harness.protocols.sweep_comparisons import short_cost
-    from harness.tracking.naming import mlflow_name
 
-    names = {"metric": metric, "mlflow_metric": mlflow_name(metric)}
+    columns = comparison_columns(list(dict.fromkeys([*configured, *sweep_protocol_names(runs)])), metric)
     rows = []
     for r in runs:
         row = {
@@ -60,8 +70,8 @@ def comparison_frame(runs: list, metric: str = "hit@10") -> Any:
             "seed": r.data.params.get("seed", ""),
             "status": r.info.status,
         }
-        for header, name in COMPARISON_COLUMNS:
-            row[header.format(**names)] = r.data.metrics.get(name.format(**names))
+        for header, name in columns:
+            row[header] = r.data.metrics.get(name)
         row["run"] = r.info.run_id[:8]
         rows.append(row)
     frame = pd.DataFrame(rows)
@@ -114,10 +124,10 @@ def table_warnings(runs: list, metric: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def collect(runs: list, records: list[dict], metric: str) -> SweepOutcome:
+def collect(runs: list, records: list[dict], metric: str, configured: list[str] = ()) -> SweepOutcome:
     """The job rows and the parent run's status: FAILED when a job failed (with or without a
     run: ``records`` of jobs the store refused) or did not end."""
-    frame = comparison_frame(runs, metric)
+    frame = comparison_frame(runs, metric, configured)
     runless = [rec for rec in records if rec.get("status") == "FAILED" and not rec.get("run_id")]
     failed = (int((frame["status"] == "FAILED").sum()) if len(frame) else 0) + len(runless)
     unfinished = int((~frame["status"].isin(["FINISHED", "FAILED"])).sum()) if len(frame) else 0
@@ -210,7 +220,7 @@ def close(tracker: Any, parent_run_id: str, runs: list, records: list[dict], *, 
           alpha: float, n_boot: int, metric: str, title: str = "Sweep") -> SweepOutcome:
     """Compute and log the sweep's end on the parent run, then end it (always, also when the
     logging fails: the exception propagates after the run is ended)."""
-    outcome = collect(runs, records, metric)
+    outcome = collect(runs, records, metric, configured)
     try:
         with tempfile.TemporaryDirectory(prefix="route-bench-sweep-jobs-") as tmp:
             outcome.results = sweep_stages(tracker.client, runs, configured, alpha, n_boot, metric, Path(tmp))
@@ -271,7 +281,7 @@ def _closing_lines(outcome: SweepOutcome, verbose: bool) -> list[str]:
     """The verdict table(s) (else each protocol's conclusion or text, unless ``verbose`` printed
     them), the closing power line and the data warnings, wrapped to the console's width."""
     from harness.protocols.sweep_stage import conclusion_lines
-    from harness.protocols.verdict import wrap
+    from harness.protocols.verdict_render import wrap
 
     heads = [r.headline for r in outcome.results.values() if r.headline]
     lines = []
