@@ -133,33 +133,49 @@ class Protocol(abc.ABC):
         return None
 
 
+def _union_problem(args: tuple, value: Any) -> str | None:
+    """Optional[...] / Union[...]: None when any member accepts ``value``."""
+    if value is None and type(None) in args:
+        return None
+    problems = [_type_problem(a, value) for a in args if a is not type(None)]
+    return None if any(p is None for p in problems) else problems[0]
+
+
+def _list_problem(inner: Any, value: Any) -> str | None:
+    """list[...] / tuple[...]: a list whose items are each an ``inner``."""
+    if not isinstance(value, (list, tuple)):
+        return "must be a list"
+    for i, item in enumerate(value):
+        problem = _type_problem(inner, item) if inner is not None else None
+        if problem:
+            return f"item {i}: {problem}"
+    return None
+
+
+def _is_int(value: Any) -> bool:
+    plain = isinstance(value, int) and not isinstance(value, bool)
+    return plain or (isinstance(value, float) and value.is_integer())
+
+
+_SCALAR_CHECKS = {  # kind -> (accepts, why not)
+    bool: (lambda v: isinstance(v, bool), "must be true or false"),
+    int: (_is_int, "must be an integer"),
+    float: (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "must be a number"),
+    str: (lambda v: isinstance(v, str), "must be a string"),
+}
+
+
 def _type_problem(kind: Any, value: Any) -> str | None:
     """Why ``value`` is not a ``kind`` (None when it is, or when ``kind`` is not one this check
     knows: bool, int, float, str, Optional[...], list[...] / List[...], tuple[...])."""
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if origin is typing.Union:
-        if value is None and type(None) in args:
-            return None
-        options = [a for a in args if a is not type(None)]
-        problems = [_type_problem(a, value) for a in options]
-        return None if any(p is None for p in problems) else problems[0]
-    if kind is bool:
-        return None if isinstance(value, bool) else "must be true or false"
-    if kind is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        return None if ok or (isinstance(value, float) and value.is_integer()) else "must be an integer"
-    if kind is float:
-        return None if isinstance(value, (int, float)) and not isinstance(value, bool) else "must be a number"
-    if kind is str:
-        return None if isinstance(value, str) else "must be a string"
+        return _union_problem(args, value)
+    if kind in _SCALAR_CHECKS:
+        accepts, why = _SCALAR_CHECKS[kind]
+        return None if accepts(value) else why
     if kind in (list, tuple) or origin in (list, tuple):
-        if not isinstance(value, (list, tuple)):
-            return "must be a list"
-        inner = args[0] if args else None
-        for i, item in enumerate(value):
-            problem = _type_problem(inner, item) if inner is not None else None
-            if problem:
-                return f"item {i}: {problem}"
+        return _list_problem(args[0] if args else None, value)
     return None
 
 
