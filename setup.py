@@ -2,7 +2,7 @@
 
 The repository keeps its YAML config in the top-level ``conf/`` folder (``ls conf/policy``); the
 wheel ships that same folder inside the package as ``harness.conf``, where Hydra finds it as
-``pkg://harness.conf`` (harness/config.py). One copy of each YAML, mapped with ``package_dir``.
+``pkg://harness.conf`` (harness/conf_files.py). One copy of each YAML, mapped with ``package_dir``.
 """
 
 from setuptools import find_namespace_packages, find_packages, setup

@@ -53,7 +53,8 @@ def loader_options(cls: type[DatasetLoader], d: Mapping[str, Any]) -> dict[str, 
 def check_dataset_config(cfg: Any) -> dict:
     """Every check of a ``dataset`` config that needs no file (loader, options, their types and
     values), raising ConfigError naming ``dataset.<key>``; returns the config as a plain dict.
-    ``harness.config.validate`` calls it before any work, ``load_dataset`` before loading."""
+    ``harness.config.validation.validate`` calls it before any work, ``load_dataset`` before
+    loading."""
     d = _to_dict(cfg)
     loader = d.get("loader")
     if _missing(loader):

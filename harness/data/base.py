@@ -12,7 +12,7 @@ A loader declares (docs/datasets.md has a worked example):
   and ``max_questions``; the default ``REQUIRED`` (Hydra's ``???``) means a config must set it.
   Any other key is a ConfigError naming it;
 - ``check(opts)`` (optional): checks of the values that need no file, raising ConfigError
-  naming ``dataset.<key>`` (run before any work, with ``harness.config.validate``);
+  naming ``dataset.<key>`` (run before any work, with ``harness.config.validation.validate``);
 - ``load(opts, name) -> Dataset``: ``opts`` holds every option, unset ones at their default;
 - ``licence`` / ``citation``: printed with the data (``python -m harness data``); a dataset
   that gives none says "none given", never another dataset's licence;

@@ -70,7 +70,7 @@ def is_builtin(name: str) -> bool:
 def retrieval_metric(loader: Any) -> str | None:
     """The retrieval pairs' default ``arms.metric`` on the datasets of ``loader`` (its class's
     ``retrieval_metric``); None for the default, or when the name is no loader that can be
-    imported (``harness.config.validate`` names that problem)."""
+    imported (``harness.config.validation.validate`` names that problem)."""
     if not isinstance(loader, str) or loader not in registered(DATASETS):
         return None
     try:

@@ -244,7 +244,7 @@ def _checked_settings(alpha, budgets, n_splits: int, calibration: str, cal_folds
     if not 0.0 < float(alpha) < 1.0:
         raise ConfigError("protocol.alpha", f"must be in (0, 1), got {alpha!r}")
     budgets = tuple(float(b) for b in budgets)
-    for b in budgets:  # the same rule and key as harness.config.validate
+    for b in budgets:  # the same rule and key as harness.config.validation.validate
         if not 0 < b <= 1:
             raise ConfigError("budget.grid", f"each budget must be in (0, 1], got {b}")
     if n_splits < 1:

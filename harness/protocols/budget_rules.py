@@ -84,7 +84,7 @@ def expected_outcome(prob, base, extra) -> float:
 
 def exact_frontier_curve(scores, base, delta) -> tuple[np.ndarray, np.ndarray]:
     """(usage k/n, expected mean outcome) for k = 0..n along the score ordering, tied blocks
-    at their expectation (linear inside the block): ``routing_summaries.expected_exact_curve``."""
+    at their expectation (linear inside the block): ``routing_curves.expected_exact_curve``."""
     base = np.asarray(base, dtype=float)
     return np.arange(len(base) + 1) / len(base), base.mean() + expected_gains(scores, delta) / len(base)
 

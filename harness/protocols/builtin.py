@@ -211,7 +211,7 @@ class GainProtocol(Protocol):
 
     def aggregate(self, jobs: list[SweepJob], ctx: SweepContext) -> SweepResult | None:
         """Which policy's score predicts the gain better: Williams' test per gain cell, with
-        Bonferroni over its pairs (``harness.protocols.sweep_comparisons.gain_comparisons``)."""
+        Bonferroni over its pairs (``harness.protocols.sweep_gain.gain_comparisons``)."""
         from harness.protocols.sweep_gain import format_gain_comparisons, gain_comparisons
 
         gains = gain_comparisons(jobs, alpha=ctx.alpha)
@@ -317,7 +317,7 @@ CEILING_ORDER = ("threshold", "budget", "gain")
 
 
 def _ceiling_summary(summary: str, ctx: ProtocolContext, name: str, metric: str, base_mean: float, where: str) -> str:
-    """``summary`` with the ceiling warning (``threshold.ceiling_warning``) under its title line
+    """``summary`` with the ceiling warning (``ceiling.ceiling_warning``) under its title line
     when the base arm's mean on ``where`` is at ceiling and ``name`` is the first protocol of
     ``CEILING_ORDER`` the job runs."""
     from harness.protocols.ceiling import ceiling_warning

@@ -8,7 +8,7 @@ harness.results) read the same number; none of them should import a whole protoc
 from __future__ import annotations
 
 # the base arm's held-out mean at which the summary warns that nothing can be rescued (the same
-# threshold as the report's sweep warning, harness.report.CEILING)
+# threshold as the report's sweep warning, harness.report.loading.sweep_warnings)
 CEILING = 0.999
 
 

@@ -58,7 +58,7 @@ The reference and the test
   costs counted once, with the largest of its p-values. The mark follows ``p_holm_table``.
 - The verdicts (``harness.protocols.verdict``): at each budget the reference, and any router tied
   with it, is also compared with the fixed decisions on its own test questions
-  (``verdict.fixed_comparisons``); the table carries them in ``attrs["fixed_comparisons"]``.
+  (``verdict_stats.fixed_comparisons``); the table carries them in ``attrs["fixed_comparisons"]``.
 - ``mark``: "ref"; "<" / ">" worse / better than the reference at table-wide Holm-adjusted alpha; "="
   cannot be told apart (identical decisions included); "" for the oracle (an upper bound,
   shown, never tested) and the fixed decisions; "?" when no paired test was possible (``note``

@@ -98,7 +98,7 @@ class Protocol(abc.ABC):
 
     def check(self, cfg: Mapping[str, Any]) -> None:
         """Refuse a job config this protocol cannot run (a ConfigError naming the key), before
-        any work; called by ``harness.config.validate``. Default: nothing to check."""
+        any work; called by ``harness.config.validation.validate``. Default: nothing to check."""
 
     def min_documents(self, cfg: Mapping[str, Any], trainable: bool) -> tuple[int, str] | None:
         """(the fewest documents this protocol can split under the job config ``cfg``, why), for

@@ -5,7 +5,7 @@ cost or budget, can be told apart from the one a team would deploy) needs every 
 Each protocol that has such a conclusion says it in ``Protocol.aggregate(jobs, ctx)``, over
 store-neutral :class:`SweepJob` records (one per job run: its params, metrics, tags and a way to
 open its artifacts; not the comparison "cells", which group jobs), and returns a
-:class:`SweepResult`. The sweep's end (``harness.runner.sweep``), the ``report`` command and the
+:class:`SweepResult`. The sweep's end (``harness.runner.sweep_end``), the ``report`` command and the
 console loop over the sweep's protocols and show every result the same way, so a plugin
 protocol's sweep-level table reaches the console, the report and the parent run with no
 harness edit.

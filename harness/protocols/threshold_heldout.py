@@ -34,7 +34,7 @@ def _is_binary(*outcomes) -> bool:
 
 
 def comparison_metrics(diffs: np.ndarray, groups: np.ndarray, **kwargs) -> dict[str, float]:
-    """``heldout/diff_vs_<name>/utility`` and its sub-metrics from ``stats.paired_comparison``:
+    """``heldout/diff_vs_<name>/utility`` and its sub-metrics from ``paired.paired_comparison``:
     the same numbers for one split and for the pooled decisions of R > 1 (documents as clusters
     in both)."""
     c = paired_comparison(diffs, np.asarray(groups).astype(str), **kwargs)

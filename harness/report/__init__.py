@@ -9,8 +9,9 @@ Choices (docs/metrics.md is silent on reporting):
 - One row per job config: if a config hash has several child runs (a failed attempt, then a
   finished rerun), the latest FINISHED run wins; if none finished, the latest run is shown with
   its status and blank metrics.
-- "Best" per column: highest for hit/utility/diff/AUC columns, lowest for violation rates;
-  cost and extra share are descriptive and never marked. A value shared by several jobs marks
+- "Best" per column: by the direction each protocol declares for its output (``Protocol.outputs``,
+  ``harness.report.columns``): highest for hit/utility/diff/AUC columns, lowest for violation
+  rates; cost and extra share are descriptive and never marked. A value shared by several jobs marks
   none of them (a tie decides no ranking). A mark is a position, not a verdict: the section
   "Policy vs policy" (``harness.protocols.sweep_comparisons``) says which differences the held-out
   questions can resolve.

@@ -3,7 +3,7 @@ sweep and one job run per config hash; reading their metrics and CSV artifacts.
 
 Which runs (choices where nothing else says):
 - A named experiment's runs live in MLflow experiments ``<experiment.name>/<dataset>/<base>-vs-
-  <extra>`` (``harness.tracking.mlflow_tracker.experiment_name``): one per dataset it was run on.
+  <extra>`` (``harness.tracking.naming.experiment_name``): one per dataset it was run on.
 - Of each, the latest FINISHED sweep (parent run ``route_bench.role=sweep``), and of its job
   runs one per config hash (``pick_runs``: latest FINISHED). A sweep that did not finish is not
   used; the page says which sweeps it used (id, parent run, start time).

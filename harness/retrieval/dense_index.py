@@ -2,7 +2,7 @@
 
 Why two: exact search scores every unit of the pool for every question (a matrix-vector product
 per question), which is the reference and what every table so far holds; its cost grows with
-the pool, about linearly (benchmarks/scale_global_pool.py). HNSW (faiss ``IndexHNSWFlat``,
+the pool, about linearly (benchmarks/bench_global_pool.py). HNSW (faiss ``IndexHNSWFlat``,
 inner product) visits a small part of the graph per question, so the search stays fast on
 global pools of 10^5-10^6 units, at the price of missing some true neighbours. That price is
 measured, never assumed: in every shard a sample of questions is also searched exactly and the

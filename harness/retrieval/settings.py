@@ -1,11 +1,11 @@
 """Ranges of every retrieval setting (``arms.*``), checked before any work and before anything
 is logged.
 
-Why a module of its own: ``harness.config.validate`` checks a job's settings on every table kind
-(a real dataset's retrieval table, the answer pair's base table, the synthetic table, which
-would otherwise ignore ``arms.k=0`` yet log it as a parameter), and the encoder's sequence length
-is bounded by the model's own number of positions, read from its ``config.json``. Nothing here
-loads a model.
+Why a module of its own: ``harness.config.validation.validate`` checks a job's settings on every
+table kind (a real dataset's retrieval table, the answer pair's base table, the synthetic table,
+which would otherwise ignore ``arms.k=0`` yet log it as a parameter), and the encoder's sequence
+length is bounded by the model's own number of positions, read from its ``config.json``. Nothing
+here loads a model.
 """
 
 from __future__ import annotations

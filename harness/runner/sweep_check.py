@@ -4,8 +4,8 @@ Hydra composes a job only when it launches it, so a mistyped sweep value (``poli
 would surface after the parent run and the first jobs exist. The sweep callback
 (``harness.runner.sweep``) calls ``validate_sweep_jobs`` first: each job's override list (the
 basic sweeper's expansion, ``harness.console.sweep_jobs``) is composed by Hydra's own loader as
-the launcher will, validated (``harness.config.validate``) and resolved, and the first bad job
-ends the sweep in one line naming the key and value (``ConfigError``, exit 2).
+the launcher will, validated (``harness.config.validation.validate``) and resolved, and the first
+bad job ends the sweep in one line naming the key and value (``ConfigError``, exit 2).
 """
 
 from __future__ import annotations
@@ -75,10 +75,10 @@ def validate_sweep_jobs(config: DictConfig) -> int | None:
 
     Each job's override list comes from ``harness.console.sweep_jobs`` (the basic sweeper's
     expansion) and is composed by Hydra's own config loader exactly as the launcher will
-    (``load_sweep_config``), then checked by ``harness.config.validate`` and resolved. The first
-    job that fails raises ConfigError naming the key and value (``policy=ridgee``). Returns the
-    number of distinct jobs checked, or None when the sweep cannot be expanded here (another
-    sweeper's syntax: each job then validates itself).
+    (``load_sweep_config``), then checked by ``harness.config.validation.validate`` and resolved.
+    The first job that fails raises ConfigError naming the key and value (``policy=ridgee``).
+    Returns the number of distinct jobs checked, or None when the sweep cannot be expanded here
+    (another sweeper's syntax: each job then validates itself).
     """
     check_workers(config)
     jobs = _sweep_job_lists(config)

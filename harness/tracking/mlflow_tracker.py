@@ -16,8 +16,9 @@ Layout (shared with the report command; see docs/sweeps.md; names and params:
 - Metric names: the protocol's slash-separated names passed through ``mlflow_name``
   (``harness.tracking.naming``: ``heldout/hit@10`` is logged as ``heldout/hit_at_10``).
 - Frontier series: ``frontier/<frontier>/<column>`` with step = budget in percent.
-- Headline metrics (a few columns to compare runs by): ``headline/utility``,
-  ``headline/<metric>``, ``headline/extra_share``, ``headline/deployable_utility@<budget>``.
+- Headline metrics (a few columns to compare runs by; each protocol's
+  ``Protocol.headline_metrics``): the built-ins' ``headline/utility``, ``headline/<metric>``,
+  ``headline/extra_share``, ``headline/deployable_utility@<budget>``.
 
 Where: opening the store and retrying its calls ``harness.tracking.store_client``; which process
 runs a run ``harness.tracking.processes``; descriptions ``harness.tracking.run_notes``; what a
