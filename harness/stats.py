@@ -8,8 +8,10 @@ under the same name. All randomness comes from ``np.random.default_rng(seed)``.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import warnings
+from collections import OrderedDict
 from typing import Callable
 
 import numpy as np
@@ -397,6 +399,10 @@ def grouped_split(groups, frac: float = 0.8, seed: int = 0) -> tuple[np.ndarray,
     return np.flatnonzero(first), np.flatnonzero(~first)
 
 
+_HALVES: "OrderedDict[tuple, tuple[np.ndarray, np.ndarray]]" = OrderedDict()
+HALVES_KEPT = 64  # a sweep's splits (seeds x tables) fit; each entry is two index arrays
+
+
 def stratified_grouped_halves(groups, delta_class, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(calibration_idx, test_idx): two halves by document, stratified by delta class where
     possible (docs/metrics.md §6).
@@ -405,11 +411,28 @@ def stratified_grouped_halves(groups, delta_class, seed: int = 0) -> tuple[np.nd
     first fold as test. When stratification is impossible (e.g. a single delta class) sklearn
     still returns grouped halves; its warning about tiny classes is silenced because "where
     possible" is docs/metrics.md's wording. Needs at least two documents.
-    """
-    from sklearn.model_selection import StratifiedGroupKFold
 
+    Kept per process by the exact inputs (the pre-flight and protocol B draw the same halves
+    for every job of a sweep; sklearn's search costs a good part of a second on thousands of
+    questions); the arrays handed out are read-only copies of the kept ones.
+    """
     groups = np.asarray(groups).astype(str)
     y = np.asarray(delta_class).astype(int)
+    key = (hashlib.sha256("\x1f".join(groups.tolist()).encode()).hexdigest(), y.tobytes(), len(y), int(seed))
+    kept = _HALVES.get(key)
+    if kept is None:
+        kept = _draw_halves(groups, y, seed)
+        for part in kept:
+            part.setflags(write=False)
+        _HALVES[key] = kept
+        while len(_HALVES) > HALVES_KEPT:
+            _HALVES.popitem(last=False)
+    return kept[0].copy(), kept[1].copy()
+
+
+def _draw_halves(groups: np.ndarray, y: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.model_selection import StratifiedGroupKFold
+
     if len(np.unique(groups)) < 2:
         raise HarnessError("stratified_grouped_halves needs at least two documents")
     cv = StratifiedGroupKFold(n_splits=2, shuffle=True, random_state=int(seed) % (2**32))

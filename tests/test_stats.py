@@ -308,3 +308,24 @@ def test_stratified_grouped_halves():
     # a single class is not an error ("where possible")
     cal3, test3 = stats.stratified_grouped_halves(groups, np.zeros(400, int), seed=0)
     assert len(cal3) and len(test3)
+
+
+def test_kept_halves_equal_a_fresh_draw_and_follow_every_input():
+    from harness import stats
+
+    rng = np.random.default_rng(3)
+    groups = np.array([f"d{i // 3}" for i in range(60)])
+    y = rng.integers(-1, 2, size=60)
+    stats._HALVES.clear()
+    first = stats.stratified_grouped_halves(groups, y, seed=7)
+    fresh = stats._draw_halves(groups.astype(str), y.astype(int), 7)
+    again = stats.stratified_grouped_halves(groups, y, seed=7)  # served from the kept draw
+    assert all(np.array_equal(a, b) for a, b in zip(first, fresh)) and all(np.array_equal(a, b) for a, b in zip(again, fresh))
+    first[0][:] = -1  # a caller's change never reaches the kept halves
+    assert np.array_equal(stats.stratified_grouped_halves(groups, y, seed=7)[0], fresh[0])
+    other_seed = stats.stratified_grouped_halves(groups, y, seed=8)
+    other_y = stats.stratified_grouped_halves(groups, np.where(np.arange(60) == 0, -y[0] if y[0] else 1, y), seed=7)
+    other_groups = stats.stratified_grouped_halves(np.array([f"e{i // 3}" for i in range(60)]), y, seed=7)
+    for got, groups_, y_, seed in ((other_seed, groups, y, 8), (other_groups, np.array([f"e{i // 3}" for i in range(60)]), y, 7)):
+        assert all(np.array_equal(a, b) for a, b in zip(got, stats._draw_halves(groups_.astype(str), y_.astype(int), seed)))
+    assert len(stats._HALVES) == 4

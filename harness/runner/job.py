@@ -323,8 +323,8 @@ def run_job(cfg: DictConfig | Mapping, *, sweep: SweepState | None = None, job: 
     outputs = None
     with tempfile.TemporaryDirectory(prefix="route-bench-run-") as tmp, tracked_run(ctx, Path(tmp)) as run:
         run.open_store()  # the store first: an unreachable server or a broken file fails before any table work
-        if sweep is not None:
-            validate(ctx.checked)  # the sweep validated every job first; this is a backstop
+        if sweep is not None and not sweep.jobs_validated:
+            validate(ctx.checked)  # a job the sweep could not expand and check first checks itself
         prepared = prepare(ctx.plain, ctx.config_hash, sweep.table_handle if sweep is not None else None)
         if sweep is None:  # a sweep says it once, before its jobs (harness.runner.sweep)
             print_preflight(prepared.task)

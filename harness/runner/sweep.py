@@ -137,6 +137,7 @@ class SweepTrackingCallback(Callback):
         self.uri: str | None = None
         self.results_dir: str | None = None
         self.closed = False
+        self.jobs_validated = False  # every job composed and validated at the start (sweep_check)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Hydra turns a callback's exception into a warning and would launch the jobs anyway:
@@ -168,7 +169,8 @@ class SweepTrackingCallback(Callback):
         from harness.runner import job
 
         validate(config)  # before any work
-        if validate_sweep_jobs(config) is not None:  # every job composes and validates: no parent for a typo
+        self.jobs_validated = validate_sweep_jobs(config) is not None
+        if self.jobs_validated:  # every job composes and validates: no parent for a typo
             skip_hydra_revalidation()
         plain = app.to_plain(config)
         self._open_store(plain)  # the store before the table: an unreachable server or a broken file fails in seconds
@@ -249,7 +251,8 @@ class SweepTrackingCallback(Callback):
         state = SweepState(sweep_id=str(self.sweep_id), parent_run_id=str(self.parent_run_id), sweep_pid=os.getpid(),
                            records_dir=str(records), start=time.time(),  # when the jobs begin: their eta
                            table_handle=str(handle_file) if handle_file is not None else None,
-                           n_jobs=n_jobs, swept_keys=list(swept) if swept is not None else None)
+                           n_jobs=n_jobs, swept_keys=list(swept) if swept is not None else None,
+                           jobs_validated=self.jobs_validated)
         path = state.write(Path(self.results_dir) / STATE_FILE)
         with read_write(config.hydra.overrides), open_dict(config.hydra.overrides):
             extra = [f"++hydra.job.env_set.{ENV_SWEEP_STATE}={_quote(str(path))}"]

@@ -51,6 +51,7 @@ class SweepState:
     table_handle: str | None = None
     n_jobs: int | None = None
     swept_keys: list[str] | None = None
+    jobs_validated: bool = False  # the sweep composed and validated every job before any ran
 
     def write(self, path: str | os.PathLike) -> Path:
         """Write the state to ``path`` atomically (a job never reads half a file)."""
