@@ -239,3 +239,21 @@ def test_plugin_dataset_runs_a_real_job(faq, tmp_path):
     assert run.data.tags["route_bench.dataset_fingerprint"] == load_dataset({"loader": "faq", "path": str(path)}).fingerprint()
     assert run.data.metrics["dataset/questions"] == N_PAGES * QUESTIONS
     assert run.data.params["dataset.loader"] == "faq"
+
+
+def test_found_entry_points_follow_a_plugin_put_on_the_path(tmp_path, monkeypatch):
+    """Entry points are kept while sys.path and its folders are unchanged, and found again as
+    soon as a distribution appears on the path (no stale plugin list within one process)."""
+    import sys
+
+    from harness.registry import entry_points
+    from tests.helpers.plugin_tools import write_plugin
+
+    before = entry_points("rag_route_bench.protocols")
+    assert entry_points("rag_route_bench.protocols") == before  # kept: the same answer
+    root = write_plugin(tmp_path / "site", "kept_ext", {"p.py": "X = 1\n"},
+                        {"rag_route_bench.protocols": {"kept_proto": "kept_ext.p:X"}})
+    monkeypatch.syspath_prepend(str(root))
+    assert "kept_proto" in entry_points("rag_route_bench.protocols") and "kept_proto" not in before
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(root)])
+    assert "kept_proto" not in entry_points("rag_route_bench.protocols")
