@@ -48,14 +48,15 @@ def runs_of(uri: str) -> dict:
     return client, out
 
 
-def artifact_digests(client, run, tmp: Path) -> dict[str, str]:
-    """Path -> digest of every artifact of ``run`` (text with run ids replaced)."""
+def artifact_digests(client, run, tmp: Path, short_ids: re.Pattern) -> dict[str, str]:
+    """Path -> digest of every artifact of ``run`` (text with run ids, and their 8-character
+    prefixes as the comparison table shows them, replaced)."""
     local = Path(client.download_artifacts(run.info.run_id, "", str(tmp / run.info.run_id)))
     out = {}
     for f in sorted(p for p in local.rglob("*") if p.is_file()):
         data = f.read_bytes()
         if f.suffix in TEXT:
-            data = RUN_ID.sub(b"<run>", data)
+            data = short_ids.sub(b"<run>", RUN_ID.sub(b"<run>", data))
         out[str(f.relative_to(local))] = hashlib.sha256(data).hexdigest()
     return out
 
@@ -65,6 +66,8 @@ def compare(old_uri: str, new_uri: str) -> list[str]:
     c_new, new = runs_of(new_uri)
     diffs = [f"only in old: {k}" for k in sorted(set(old) - set(new))]
     diffs += [f"only in new: {k}" for k in sorted(set(new) - set(old))]
+    short = {name: re.compile(rb"\b(" + b"|".join(r.info.run_id[:8].encode() for r in runs.values()) + rb")\b")
+             for name, runs in (("old", old), ("new", new))}
     with tempfile.TemporaryDirectory() as tmp:
         for key in sorted(set(old) & set(new)):
             a, b = old[key], new[key]
@@ -75,8 +78,8 @@ def compare(old_uri: str, new_uri: str) -> list[str]:
             ta = {k: RUN_ID.sub(b"<run>", v.encode()) for k, v in a.data.tags.items() if k not in VOLATILE_TAGS}
             tb = {k: RUN_ID.sub(b"<run>", v.encode()) for k, v in b.data.tags.items() if k not in VOLATILE_TAGS}
             diffs += [f"{key} tag {k} differs" for k in sorted(set(ta) | set(tb)) if ta.get(k) != tb.get(k)]
-            fa = artifact_digests(c_old, a, Path(tmp) / "old")
-            fb = artifact_digests(c_new, b, Path(tmp) / "new")
+            fa = artifact_digests(c_old, a, Path(tmp) / "old", short["old"])
+            fb = artifact_digests(c_new, b, Path(tmp) / "new", short["new"])
             diffs += [f"{key} artifact {p} differs" for p in sorted(set(fa) | set(fb)) if fa.get(p) != fb.get(p)]
     return diffs
 
