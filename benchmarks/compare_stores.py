@@ -5,7 +5,7 @@ the new code into two stores, then
 
     python benchmarks/compare_stores.py sqlite:///old/mlruns/mlflow.db sqlite:///new/mlruns/mlflow.db
 
-Runs are matched by (experiment name, role, run name). Compared exactly: every param, every
+Runs are matched by (experiment name, role, run name; a sweep's parent run by its role alone). Compared exactly: every param, every
 metric's last value, every tag except those that name the code, the process or the run itself
 (``VOLATILE_TAGS``), and every artifact's bytes (text artifacts after replacing run ids, which
 differ between stores; PNG and Parquet byte for byte). Exit 0 when identical, else 1 with one
@@ -41,7 +41,9 @@ def runs_of(uri: str) -> dict:
     out = {}
     for exp in client.search_experiments():
         for r in client.search_runs([exp.experiment_id], max_results=5000):
-            key = (exp.name, r.data.tags.get("route_bench.role", ""), r.info.run_name)
+            role = r.data.tags.get("route_bench.role", "")
+            # a parent run is named by its sweep id, which hashes the config (store URI included)
+            key = (exp.name, role, "sweep" if role == "sweep" else r.info.run_name)
             if key in out:
                 raise SystemExit(f"{uri}: two runs named {key}")
             out[key] = r
