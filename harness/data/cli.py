@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from harness.conf_files import CONF_DIR
 from harness.data.base import NO_LICENCE
-from harness.errors import ConfigError, HarnessError, argument_parser, debugging, did_you_mean, one_line
+from harness.errors import ConfigError, HarnessError, UsageError, argument_parser, debugging, did_you_mean, one_line
 
 def conf_dir() -> Path:
     return CONF_DIR
@@ -48,7 +48,8 @@ def dataset_config(name: str, overrides: list[str] = ()) -> dict:
     for ov in overrides:
         if "=" not in ov or not ov.split("=", 1)[0]:
             raise ConfigError("dataset", f"override {ov!r} is not key=value")
-    key_values = [ov.removeprefix("dataset.") for ov in overrides]
+    # ``key=`` is an empty string, as in the app (Hydra), never null (which would mean the default)
+    key_values = [ov.removeprefix("dataset.") + ("''" if ov.endswith("=") else "") for ov in overrides]
     seen: dict[str, str] = {}
     for kv in key_values:  # the last would win silently (``--path P`` is ``path=P``)
         key = kv.split("=", 1)[0].lstrip("+~").strip()
@@ -103,8 +104,6 @@ def format_table(rows: list[tuple[str, str]]) -> str:
 def refuse_unknown_flags(parser, argv: list[str]) -> None:
     """An option the parser does not know is named first (argparse would first complain about a
     missing positional argument, blaming the wrong thing)."""
-    from harness.errors import UsageError
-
     known = {s for action in parser._actions for s in action.option_strings}
     for arg in argv:
         if arg == "--":
@@ -130,7 +129,12 @@ def export_main(argv: list[str]) -> int:
             return int(e.code or 0)
         from harness.data import load_dataset
         from harness.data.export import export_beir
+        from harness.data.qrels import check_split_name
 
+        try:
+            check_split_name(args.split, "--split")
+        except ConfigError as e:
+            raise UsageError(f"{parser.prog}: --split: {e.problem}") from None
         ds = load_dataset(dataset_config(args.dataset, list(args.overrides)), require_evidence=False)
         counts = export_beir(ds, args.out, split=args.split)
     except HarnessError as e:

@@ -30,7 +30,12 @@ Choices (docs/metrics.md is silent; written down in docs/datasets.md):
   with none is left out and counted apart from queries never judged relevant. When no line
   names a passage of the corpus, or no query id is in queries.jsonl, the files do not belong
   together and the folder is refused in one line.
-* JSONL gold = the optional ``gold_ids`` list (corpus ids); answers = ``golden_answers``.
+* JSONL gold = the optional ``gold_ids`` list (corpus ids); answers = ``golden_answers``. A lone
+  string in ``answers``, ``golden_answers`` or ``gold_ids`` counts as a list of one.
+* Every id (``_id``, ``id``, ``gold_ids``, the qrels' columns) is stripped of surrounding
+  whitespace, so ``" p1"`` and ``"p1"`` name one passage (and appear twice if both are given).
+* A qrels file is read by ``harness.data.qrels``: an optional header line, BEIR's 3 columns or
+  TREC's 4, every line read or refused.
 * Every problem is one line naming the file, the line and the field: a duplicate id, an id
   ``gold_ids`` names that the corpus lacks, qrels of which nothing resolves, an empty query, a
   corpus with no passage that has text, a score that is not an integer, a split whose qrels
@@ -42,13 +47,15 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterator
 
 from harness.data.base import REQUIRED, DatasetLoader, check_path
+from harness.data.qrels import Qrels, check_split_name, qrels_splits, read_qrels
 from harness.data.schema import Dataset, Question, Unit
 from harness.data.validate import check_no_lone_surrogate, check_regular, decode_utf8, read_bytes
-from harness.errors import ConfigError, DataError
+from harness.errors import DataError
 from harness.io import sha256_bytes
 
 GLOBAL_POOL = "global"
@@ -62,21 +69,37 @@ def _lines(path: Path) -> tuple[Iterator[tuple[int, str]], str]:
 
 
 def read_jsonl(path: Path) -> tuple[list[tuple[int, dict]], str]:
-    """[(line number, object)] of a JSON Lines file (one JSON object per non-blank line)."""
+    """[(line number, object)] of a JSON Lines file (one JSON object per non-blank line). A file
+    that is one JSON list (as some public copies of JSONL datasets are) is said to be one."""
     rows, (lines, digest) = [], _lines(path)
     for n, line in lines:
         where = f"{path.name}:{n}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(where, None, f"not a JSON object: {exc.msg} at column {exc.colno}") from None
+        if not rows and line.lstrip().startswith("["):
+            raise DataError(where, None, f"{path.name} is one JSON list; expected JSON Lines (JSONL): one JSON "
+                                         "object per line (e.g. jq -c '.[]' FILE > FILE.jsonl)")
+        obj = _json_line(line, where)
         if not isinstance(obj, dict):
-            raise DataError(where, None, f"expected a JSON object, got {type(obj).__name__}")
+            raise DataError(where, None, f"expected a JSON object, got {type(obj).__name__} (JSON Lines: one JSON "
+                                         "object per line)")
         check_no_lone_surrogate(obj, where)
         rows.append((n, obj))
     if not rows:
         raise DataError(path.name, None, "is empty (expected one JSON object per line)")
     return rows, digest
+
+
+def _json_line(line: str, where: str) -> Any:
+    """One line's JSON value; a syntax error, a line that ends before its value does (an object
+    spread over several lines) or a value nested too deeply for the parser is one DataError."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        split = "; a JSON object spread over several lines? JSON Lines holds one whole object per line" \
+            if exc.pos >= len(line.rstrip()) else ""
+        raise DataError(where, None, f"not a JSON object: {exc.msg} at column {exc.colno}{split}") from None
+    except RecursionError:
+        raise DataError(where, None, "JSON nested too deeply to read (over the parser's recursion limit, "
+                                     f"{sys.getrecursionlimit()} levels); expected one JSON object per line") from None
 
 
 def _text_field(obj: dict, key: str, where: str, *, required: bool = True) -> str:
@@ -94,7 +117,7 @@ def _id(obj: dict, key: str, where: str) -> str:
         value = str(value)  # numeric ids are common in converted corpora
     if not isinstance(value, str) or not value.strip():
         raise DataError(where, key, f"must be a non-empty string id, got {value!r}")
-    return value
+    return value.strip()  # as the qrels' ids are: " p1" and "p1" name one passage
 
 
 def unique_ids(rows: list[tuple[int, dict]], key: str, file_name: str) -> Iterator[tuple[dict, str, str]]:
@@ -150,51 +173,6 @@ def read_corpus(path: Path, *, id_key: str, text_keys: tuple[str, ...]) -> tuple
     if not units:
         raise DataError(path.name, "text", f"every passage is empty ({len(blank)}): nothing can be retrieved")
     return units, blank, digest
-
-
-def qrels_splits(folder: Path) -> list[str]:
-    return sorted(p.stem for p in (folder / "qrels").glob("*.tsv")) if (folder / "qrels").is_dir() else []
-
-
-class Qrels(NamedTuple):
-    """A split's qrels: what resolves against the corpus, and what does not."""
-
-    relevant: dict[str, list[str]]  # query id -> relevant corpus ids (score > 0, in the corpus), file order
-    missing: set[str]  # query ids with a line of score > 0 naming an id the corpus lacks
-    dangling: list[str]  # "file:line" of every line (any score) naming an id the corpus lacks
-    resolved: int  # lines naming an id the corpus has
-    sha256: str
-
-
-def read_qrels(path: Path, known: set[str]) -> Qrels:
-    """A qrels TSV with a header (query-id, corpus-id, score); ``known``: the corpus's ids.
-    Every query id of the file is a key of ``relevant``, even one without a relevant passage."""
-    lines, digest = _lines(path)
-    lines = list(lines)
-    if not lines:
-        raise DataError(path.name, None, "is empty (expected a header, then query-id, corpus-id, score)")
-    relevant: dict[str, list[str]] = {}
-    missing: set[str] = set()
-    dangling: list[str] = []
-    for n, line in lines[1:]:  # the first line is the header
-        where = f"{path.name}:{n}"
-        parts = line.rstrip("\r\n").split("\t")
-        if len(parts) < 3:
-            raise DataError(where, None, f"expected 3 tab-separated columns (query-id, corpus-id, score), got {len(parts)}")
-        qid, cid, raw = parts[0].strip(), parts[1].strip(), parts[2].strip()
-        try:
-            score = int(raw)
-        except ValueError:
-            raise DataError(where, "score", f"must be an integer, got {raw!r}") from None
-        listed = relevant.setdefault(qid, [])  # a query of the split, relevant passage or not
-        if cid not in known:
-            dangling.append(where)
-            if score > 0:
-                missing.add(qid)
-            continue
-        if score > 0 and cid not in listed:
-            listed.append(cid)
-    return Qrels(relevant, missing, dangling, len(lines) - 1 - len(dangling), digest)
 
 
 def load_beir(path: str | Path, split: str = "test", name: str = "beir") -> Dataset:
@@ -281,7 +259,7 @@ def load_jsonl(questions: str | Path, corpus: str | Path, name: str = "jsonl") -
         if not text.strip():
             raise DataError(where, "question", "is empty")
         answers = _answers(obj.get("golden_answers"), where, "golden_answers", references=True)
-        gold = _answers(obj.get("gold_ids"), where, "gold_ids")
+        gold = tuple(g.strip() for g in _answers(obj.get("gold_ids"), where, "gold_ids"))  # ids are stripped
         if isinstance(obj.get("gold_ids"), list) and not gold:  # the rule of golden_answers: leave it out
             raise DataError(where, "gold_ids", "empty list; give at least one corpus id, or leave the key out for a "
                                                "question without gold passages")
@@ -309,8 +287,7 @@ class BeirLoader(DatasetLoader):
 
     def check(self, opts: dict) -> None:
         check_path(opts, "path")
-        if not (isinstance(opts.get("split"), str) and opts["split"].strip()):
-            raise ConfigError("dataset.split", f"expected a split name (qrels/<split>.tsv), got {opts.get('split')!r}")
+        check_split_name(opts.get("split"), "dataset.split")
 
     def fingerprint_inputs(self, opts: dict) -> list[Path]:
         folder = Path(opts["path"]).expanduser()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -204,9 +205,11 @@ def parse_json(text: str, source: str) -> Any:
         if ends_early:
             raise DataError(source, None, f"invalid JSON at line {e.lineno} column {e.colno}: truncated JSON, the "
                                           f"text ends before the document is complete ({e.msg})") from None
-        raise DataError(source, None, f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+        lines = " (a JSON Lines file? expected one JSON document)" if e.msg == "Extra data" else ""
+        raise DataError(source, None, f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}{lines}") from None
     except RecursionError:
-        raise DataError(source, None, "JSON nested too deeply") from None
+        raise DataError(source, None, "JSON nested too deeply to read (over the parser's recursion limit, "
+                                      f"{sys.getrecursionlimit()} levels)") from None
 
 
 def load_json_file(path: str | Path) -> tuple[Any, str]:

@@ -4,7 +4,8 @@ Why checked: whatever parses here is cached as an answer table and its numbers b
 and features. A missing ``usage`` once cached -1 prompt tokens, a positive logprob gave a
 minimum confidence of -1095.6, NaN logprobs and empty answers gave NaN features. So every
 number is checked (token counts present, integers >= 0; logprobs finite and <= 0), and a
-server's answer must have text where logprobs are required; a failure is one line naming the
+server's answer must have text where logprobs are required, and every token its top-k
+alternatives where they were asked for (without them every entropy reads 0); a failure is one line naming the
 source (the server's URL, never its credentials) and the field, and nothing is cached.
 """
 
@@ -114,6 +115,17 @@ def _answer_tokens(choice: Mapping, content: str, finish: str, src: str, want_lo
     return _drop_stop_token(tokens, content, finish)
 
 
+def _require_alternatives(tokens: list[TokenLogprob], src: str, top_k: int) -> None:
+    """Every answer token carries its top-k alternatives: without them each token's entropy
+    would be 0 and the answer arms' uncertainty features (``feat.unc_*``) cached as certainty."""
+    bare = next((i for i, t in enumerate(tokens) if not t.top), None)
+    if bare is not None:
+        raise _error(src, f"choices[0].logprobs.content[{bare}].top_logprobs",
+                     f"is missing or empty: the answer arm's uncertainty features need the top_k={top_k} "
+                     "alternatives of every token (the server must return 'top_logprobs' on /v1/chat/completions; "
+                     "set arms.blocks[].generator to one that does)")
+
+
 def _token_counts(resp: Mapping, src: str) -> tuple[int, int]:
     """(prompt tokens, completion tokens) from ``usage``: both present, integers >= 0."""
     usage = resp.get("usage")
@@ -136,16 +148,20 @@ def _engine_ms(timings: Any, src: str) -> float | None:
 
 
 def parse_chat_completion(resp: Mapping, *, backend: str, model: str, want_logprobs: bool = True,
-                          source: str | None = None, require_content: bool = False) -> Generation:
+                          source: str | None = None, require_content: bool = False,
+                          top_k: int | None = None) -> Generation:
     """A checked ``Generation`` from an OpenAI chat-completion response (``ms`` left at 0).
 
     ``source`` names where the answer came from in errors (default: ``backend``);
     ``require_content``: an empty answer is refused (a server's; the in-process engine's empty
-    answer is a real answer, with NaN uncertainty features)."""
+    answer is a real answer, with NaN uncertainty features); ``top_k`` (with ``want_logprobs``):
+    the alternatives asked for per token, so a token without them is refused."""
     src = source or backend
     choice, content = _first_choice(resp, src, require_content)
     finish = choice.get("finish_reason") or ""
     tokens = _answer_tokens(choice, content, finish, src, want_logprobs)
+    if want_logprobs and top_k:
+        _require_alternatives(tokens, src, top_k)
     prompt_tokens, output_tokens = _token_counts(resp, src)
     timings = resp.get("timings") or {}
     model_ms = _engine_ms(timings, src)

@@ -92,10 +92,17 @@ def request_json(url: str, body: Any = None, *, headers: Mapping[str, str], sour
             if isinstance(reason, (TimeoutError, socket.timeout)):
                 raise GenerationError(f"{source}: {path}: no answer within {why} ({limit:.3g} s)") from None
             raise GenerationError(f"{source}: cannot reach the server: {_one_line(reason)}") from None
+    return _decoded(payload, source, path)
+
+
+def _decoded(payload: bytes, source: str, path: str) -> Any:
+    """The answer's JSON; not JSON, or nested deeper than the parser reads, is one line."""
     try:
         return json.loads(payload)
     except ValueError:
         raise GenerationError(f"{source}: {path} did not answer JSON") from None
+    except RecursionError:
+        raise GenerationError(f"{source}: {path} answered JSON nested too deeply to read") from None
 
 
 def _read_bounded(req: urllib.request.Request, limit: float, max_bytes: int, source: str, path: str,

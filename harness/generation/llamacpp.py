@@ -172,7 +172,7 @@ class LlamaCppGenerator(Generator):
         body = chat_request_body(self, messages, max_tokens)
         body["cache_prompt"] = self.cache_prompt
         resp = self._server.handle_chat_completions(body)
-        return parse_chat_completion(resp, backend=self.backend, model=self.model)
+        return parse_chat_completion(resp, backend=self.backend, model=self.model, top_k=self.config.top_k)
 
     def score_options(self, messages: Any, options: Sequence[str] = YES_NO) -> OptionScores:
         """Each option's log-likelihood right after the prompt (``harness.generation.options``):

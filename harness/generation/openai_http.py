@@ -92,7 +92,7 @@ class OpenAICompatibleGenerator(Generator):
         t0 = time.perf_counter()
         resp = self._request("/chat/completions", body)
         g = parse_chat_completion(resp, backend=self.backend, model=self.model, source=self.source,
-                                  require_content=True)
+                                  require_content=True, top_k=self.config.top_k)
         if g.model_ms is None:  # no server timing: the round trip is the model time we know
             g = replace(g, model_ms=(time.perf_counter() - t0) * 1000.0)
         return g
