@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import harness.config  # noqa: F401 - registers the structured config schema
 from harness.config import CONF_DIR  # noqa: F401 - the app's config folder
+from harness.config.limits import MAX_COST
 from harness.io import atomic_write_text, cache_root, digest_of, sha256_file
 
 
@@ -321,6 +322,9 @@ def resolve_cost(plain_cfg: dict, table: TableHandle, task) -> dict[str, float]:
     per_question = float(values.mean())
     price = float(cost["price"])
     derived = price * per_question
+    if not derived <= MAX_COST:  # a price that suits tokens given for milliseconds: one line, not inf
+        raise ConfigError("cost.price", f"{price:g} per {unit} x {per_question:.4g} {unit} of the extra arm per question "
+                                        f"= c {derived:.4g}, above the largest cost.c ({MAX_COST:g}); lower cost.price")
     plain_cfg["cost"] = {**cost, "c": derived}
     return {
         "cost/derived_c": derived,

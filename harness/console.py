@@ -40,17 +40,36 @@ def _ignored(key: str) -> bool:
     return key.startswith("hydra") or key in PRESENTATION_KEYS
 
 
-def sweep_jobs(task_overrides: Sequence[str], sweeper_params: Mapping[str, Any] | None) -> list[list[str]]:
+def sweep_jobs(task_overrides: Sequence[str], sweeper_params: Mapping[str, Any] | None,
+               config_loader: Any = None) -> list[list[str]]:
     """Every job's override list, in launch order, as Hydra's basic sweeper expands a multirun:
     the sweeper's params first, then the command line's overrides (a later override of a key
-    replaces an earlier one), the cartesian product of the values."""
+    replaces an earlier one), the cartesian product of the values. ``config_loader`` (Hydra's,
+    when the app runs) expands a glob over a group's options (``policy=glob(*)``). A sweep that
+    expands to no job is a ConfigError naming the key that sweeps no value."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     args = [f"{k}={v}" for k, v in (sweeper_params or {}).items()] + [str(o) for o in task_overrides]
-    overrides = OverridesParser.create().parse_overrides(args)
+    overrides = OverridesParser.create(config_loader=config_loader).parse_overrides(args)
     check_sweep_size(overrides)  # before expanding: seed=range(0,10**9) would fill the memory first
-    return [list(job) for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+    jobs = [list(job) for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+    if not jobs:
+        _refuse_empty_sweep(overrides)
+    return jobs
+
+
+def _refuse_empty_sweep(overrides: Sequence[Any]) -> None:
+    """The ConfigError of a sweep with no job: the key whose values expand to none (an empty
+    range, a glob that matches no option)."""
+    from harness.errors import ConfigError
+
+    for override in overrides:
+        if override.is_sweep_override() and not list(override.sweep_string_iterator()):
+            given = getattr(override, "input_line", None) or override.get_value_element_as_str()
+            raise ConfigError(str(override.key_or_group), f"sweeps no value ({given} expands to none): the sweep has 0 "
+                                                          "jobs; give at least one value")
+    raise ConfigError("(sweep)", "the sweep has 0 jobs; give each swept key at least one value")
 
 
 def _n_values(override: Any) -> int:
@@ -68,9 +87,39 @@ def _n_values(override: Any) -> int:
     return 1
 
 
+def _canonical(value: Any) -> Any:
+    """A swept value as it compares after parsing: numbers by value (``0``, ``0.0`` and ``0e0``
+    are one value), booleans apart from numbers, lists and dicts element by element."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, (int, float)):
+        return ("number", float(value))
+    if isinstance(value, (list, tuple)):
+        return ("list", tuple(_canonical(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((str(k), _canonical(v)) for k, v in value.items())))
+    return ("text", str(value))
+
+
+def _refuse_value_twice(key: str, values: Sequence[Any]) -> None:
+    """``seed=0,1,0`` or ``cost.c=0,0.0``: the same job twice (the second silently skipped), refused."""
+    from harness.errors import ConfigError
+
+    texts = [str(v) for v in values]
+    seen: dict[Any, str] = {}
+    for text, value in zip(texts, values):
+        same = seen.setdefault(_canonical(value), text)
+        if same == text and texts.count(text) > 1:
+            raise ConfigError(key, f"sweeps the value {text!r} twice ({','.join(texts)}); give each value once")
+        if same != text:
+            raise ConfigError(key, f"sweeps the value {text!r} twice ({same!r} and {text!r} are equal once parsed; "
+                                   f"{','.join(texts)}); give each value once")
+
+
 def check_sweep_size(overrides: Sequence[Any]) -> None:
     """A ConfigError naming the key that sweeps most when the product of the swept values (the
-    number of jobs) is above MAX_SWEEP_JOBS, counted without expanding anything."""
+    number of jobs) is above MAX_SWEEP_JOBS, counted without expanding anything; one naming a
+    key that sweeps no value (``seed=range(0,0)``: no job) or a value twice."""
     from harness.config.limits import MAX_SWEEP_JOBS
     from harness.errors import ConfigError
 
@@ -82,13 +131,13 @@ def check_sweep_size(overrides: Sequence[Any]) -> None:
         counts[key] = _n_values(override)
         value = override.value() if override.is_sweep_override() else None
         if isinstance(value, ChoiceSweep):  # seed=0,0: the same job twice, the second one silently skipped
-            texts = [str(v) for v in value.list]
-            twice = next((t for i, t in enumerate(texts) if t in texts[:i]), None)
-            if twice is not None:
-                raise ConfigError(key, f"sweeps the value {twice!r} twice ({','.join(texts)}); give each value once")
+            _refuse_value_twice(key, list(value.list))
+    for key, n in counts.items():
+        if n == 0:
+            raise ConfigError(key, "sweeps no value (an empty range): the sweep has 0 jobs; give at least one value")
     total = 1
     for n in counts.values():
-        total *= max(n, 1)
+        total *= n
     if total > MAX_SWEEP_JOBS:
         key = max(counts, key=lambda k: counts[k])
         swept = sorted((k for k in counts if counts[k] > 1), key=lambda k: -counts[k])
@@ -98,13 +147,14 @@ def check_sweep_size(overrides: Sequence[Any]) -> None:
                                "seed=range(1000,2000))")
 
 
-def sweep_plan(task_overrides: Sequence[str], sweeper_params: Mapping[str, Any] | None) -> tuple[int, list[str]]:
+def sweep_plan(task_overrides: Sequence[str], sweeper_params: Mapping[str, Any] | None,
+               config_loader: Any = None) -> tuple[int, list[str]]:
     """(number of jobs, swept keys in order) of a basic-sweeper multirun (``sweep_jobs``).
 
     A key is *swept* when its value differs between jobs; Hydra's own keys (launcher, ...) and
     ``verbose`` never count.
     """
-    jobs = sweep_jobs(task_overrides, sweeper_params)
+    jobs = sweep_jobs(task_overrides, sweeper_params, config_loader)
     values: dict[str, set[str]] = {}
     for job in jobs:
         for item in job:

@@ -64,6 +64,10 @@ def local_threads() -> int:
     return int(torch.get_num_threads())
 
 
+# what one task may declare (Ray's own limits are the cluster's; these catch a typo'd zero too many)
+MAX_RESOURCES = {"num_cpus": 1024, "num_gpus": 64, "max_retries": 100}
+
+
 def settings_of(cfg: Mapping | None) -> ExecutorSettings:
     """The ``executor`` config node, checked: one line naming the key on a bad value."""
     cfg = dict(cfg or {})
@@ -78,13 +82,14 @@ def settings_of(cfg: Mapping | None) -> ExecutorSettings:
         value = cfg.get(key, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
             raise ConfigError(f"executor.{key}", f"must be a number, got {value!r}")
-        if value < minimum or (strict and value == minimum):
-            raise ConfigError(f"executor.{key}", f"must be {'>' if strict else '>='} {minimum:g}, got {value!r}")
+        if value < minimum or (strict and value == minimum) or value > MAX_RESOURCES[key]:
+            raise ConfigError(f"executor.{key}", f"must be {'>' if strict else '>='} {minimum:g} and at most "
+                                                 f"{MAX_RESOURCES[key]:g}, got {value!r}")
         return float(value)
 
     retries = cfg.get("max_retries", 3)
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise ConfigError("executor.max_retries", f"must be an integer >= 0, got {retries!r}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= MAX_RESOURCES["max_retries"]:
+        raise ConfigError("executor.max_retries", f"must be an integer in [0, {MAX_RESOURCES['max_retries']}], got {retries!r}")
     cpus = cfg.get("num_cpus", "auto")
     return ExecutorSettings(name=name, address=address.strip(),
                             num_cpus="auto" if cpus == "auto" else number("num_cpus", 1.0, 0.0, True),

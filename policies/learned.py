@@ -57,18 +57,21 @@ MAX_LEAVES = 4_096  # policy.num_leaves
 MAX_DEPTH = 64  # policy.max_depth
 MAX_MIN_DATA = 1_000_000  # policy.min_data_in_leaf
 MAX_ITER = 1_000_000  # policy.max_iter
+MAX_PENALTY = 1e12  # policy.alpha, policy.alphas, policy.C, policy.lambda_l2: regularisation strengths
+MAX_LEARNING_RATE = 10.0  # policy.learning_rate (0.05 by default; above 1 each tree overshoots)
 
 
-def _positive(value, key: str, integer: bool = False, high: float | None = None):
-    """Validate a hyperparameter (ConfigError naming ``key``: a finite number > 0, an integer if
-    asked, at most ``high``) and return it unchanged."""
+def _positive(value, key: str, integer: bool = False, high: float | None = None, low: float = 0.0):
+    """Validate a hyperparameter (ConfigError naming ``key``: a finite number > 0 and >= ``low``,
+    an integer if asked, at most ``high``) and return it unchanged."""
     ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-          and (high is None or value <= high))
+          and value >= low and (high is None or value <= high))
     if integer:
         ok = ok and float(value).is_integer()
     if not ok:
         kind = "a positive integer" if integer else "a positive finite number"
-        bound = f" at most {high:,}" if high is not None else ""
+        interval = f"[{low:g}, {high:g}]" if low else f"(0, {high:g}]"
+        bound = "" if high is None else f" at most {high:,}" if integer else f" in {interval}"
         raise ConfigError(key, f"expected {kind}{bound}, got {value!r}")
     return value
 
@@ -129,7 +132,7 @@ class RidgePolicy(_Learned):
 
     def __init__(self, features="baseline", alpha: float = 20.0):
         super().__init__(features)
-        self.alpha = _positive(alpha, "policy.alpha")
+        self.alpha = _positive(alpha, "policy.alpha", high=MAX_PENALTY, low=1 / MAX_PENALTY)
 
     def fit(self, X, delta, groups=None, seed: int = 0) -> "RidgePolicy":
         arr, d = self._prepare_fit(X, delta)
@@ -237,7 +240,7 @@ class RidgeCVPolicy(RidgePolicy):
         _Learned.__init__(self, features)
         if isinstance(alphas, (str, bytes)) or not hasattr(alphas, "__iter__"):
             raise ConfigError("policy.alphas", f"expected a list of positive numbers, got {alphas!r}")
-        values = [_positive(a, "policy.alphas", high=1e12) for a in alphas]
+        values = [_positive(a, "policy.alphas", high=MAX_PENALTY, low=1 / MAX_PENALTY) for a in alphas]
         if not values:
             raise ConfigError("policy.alphas", "must list at least one penalty")
         self.alphas = tuple(float(a) for a in values)
@@ -314,7 +317,7 @@ class LogisticPolicy(_ClassScorer):
 
     def __init__(self, features="baseline", C: float = 1.0, max_iter: int = 1000):
         super().__init__(features)
-        self.C = _positive(C, "policy.C")
+        self.C = _positive(C, "policy.C", high=MAX_PENALTY, low=1 / MAX_PENALTY)
         self.max_iter = _positive(max_iter, "policy.max_iter", integer=True, high=MAX_ITER)
 
     def fit(self, X, delta, groups=None, seed: int = 0) -> "LogisticPolicy":
@@ -395,10 +398,10 @@ class GBMPolicy(_ClassScorer):
         self.num_boost_round = _positive(num_boost_round, "policy.num_boost_round", integer=True, high=MAX_BOOST_ROUNDS)
         self.num_leaves = _positive(num_leaves, "policy.num_leaves", integer=True, high=MAX_LEAVES)
         self.max_depth = _positive(max_depth, "policy.max_depth", integer=True, high=MAX_DEPTH)
-        self.learning_rate = _positive(learning_rate, "policy.learning_rate")
+        self.learning_rate = _positive(learning_rate, "policy.learning_rate", high=MAX_LEARNING_RATE)
         self.min_data_in_leaf = _positive(min_data_in_leaf, "policy.min_data_in_leaf", integer=True, high=MAX_MIN_DATA)
-        if not isinstance(lambda_l2, (int, float)) or isinstance(lambda_l2, bool) or not 0 <= lambda_l2 < math.inf:
-            raise ConfigError("policy.lambda_l2", f"expected a finite number >= 0, got {lambda_l2!r}")
+        if not isinstance(lambda_l2, (int, float)) or isinstance(lambda_l2, bool) or not 0 <= lambda_l2 <= MAX_PENALTY:
+            raise ConfigError("policy.lambda_l2", f"expected a finite number in [0, {MAX_PENALTY:g}], got {lambda_l2!r}")
         self.lambda_l2 = lambda_l2
 
     def _params(self, seed: int) -> dict[str, Any]:

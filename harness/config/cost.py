@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.config.limits import MAX_COST
 from harness.config.schema import COST_UNITS
 from harness.config.values import _in_range
 from harness.errors import ConfigError, did_you_mean
@@ -16,9 +17,9 @@ def _check_cost(cost: Any) -> None:
     c, unit, price = cost.get("c"), cost.get("unit"), cost.get("price")
     if unit is None:
         if c is None:
-            raise ConfigError("cost.c", "is null but cost.unit is null too; give cost.c=<number >= 0>, or derive it "
+            raise ConfigError("cost.c", "is null but cost.unit is null too; give cost.c=<number in [0, 1000]>, or derive it "
                                         "from a measured cost with cost.unit (ms | tokens) and cost.price")
-        _in_range("cost.c", c, 0)
+        _in_range("cost.c", c, 0, MAX_COST)
         if price is not None:
             raise ConfigError("cost.price", f"is set ({price!r}) but cost.unit is null; a price needs a unit "
                                             f"(cost.unit=ms | tokens, cost.c=null), or drop it (cost.price=null)")
@@ -34,7 +35,7 @@ def _check_cost(cost: Any) -> None:
         raise ConfigError("cost.price", f"is required with cost.unit={unit}: the utility one "
                                         f"{'token' if unit == 'tokens' else unit} of the extra arm costs "
                                         f"(e.g. cost=measured_{unit})")
-    _in_range("cost.price", price, 0)
+    _in_range("cost.price", price, 0, MAX_COST)
 
 
 def _check_cost_source(cost: Any, arms: Any, synthetic: bool) -> None:

@@ -13,3 +13,11 @@ MAX_MIN_DISCORDANT = 1_000_000
 MAX_RETRIES = 100
 MAX_SWEEP_JOBS = 10_000  # jobs of one sweep (each validated before any run starts)
 MAX_WORKERS = 256  # hydra.launcher.n_jobs: parallel worker processes of a sweep
+
+# Bounds of the job config's other numbers (docs/sweeps.md "Numbers"): every one finite, so no
+# result can overflow to inf or NaN. cost.c is utility units per extra-arm call (an outcome is
+# worth at most 1, so any c >= 1 already makes the extra arm never worth it); a derived c
+# (cost.price x the measured cost per question) is held to the same bound.
+MAX_COST = 1_000.0  # cost.c, cost.price and the derived c
+MAX_GAIN_THRESHOLD = 1e6  # |protocol.gain_threshold|: a forced threshold on the policies' scores
+MAX_ABS_NUMBER = 1e12  # |any other number| anywhere in the job config (dataset, arms, policy, plugins)

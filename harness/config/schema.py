@@ -127,9 +127,11 @@ class TrackingConfig:
     uri: Optional[str] = None
     store_dir: str = "mlruns"
     experiment: Optional[str] = None  # override of "<dataset>/<base>-vs-<extra>"
-    skip_finished: bool = True  # sweeps skip jobs whose config hash already FINISHED
-    log_plots: bool = True
-    log_decisions: bool = True
+    # switches (true | false), typed Any: OmegaConf would turn 2 or "yes" into true silently;
+    # ``validate`` refuses anything but a boolean (BOOLEAN_KEYS)
+    skip_finished: Any = True  # sweeps skip jobs whose config hash already FINISHED
+    log_plots: Any = True
+    log_decisions: Any = True
     retries: int = 5  # attempts for a store call that hits "database is locked"
 
 
@@ -169,8 +171,13 @@ class RootConfig:
     # Not cpu: part of every cache key it touches
     device: str = "cpu"
     # sweeps print one line per job; true prints every job's full protocol summaries too (the
-    # full text is always in the job's log file and the run's summary.txt). Not in the config hash
-    verbose: bool = False
+    # full text is always in the job's log file and the run's summary.txt). Not in the config hash.
+    # true | false (typed Any like the tracking switches: BOOLEAN_KEYS)
+    verbose: Any = False
+
+
+# the schema's switches: only true or false (``harness.config.values._check_booleans``)
+BOOLEAN_KEYS = ("verbose", "tracking.skip_finished", "tracking.log_plots", "tracking.log_decisions")
 
 
 def register_configs() -> None:

@@ -11,11 +11,11 @@ from omegaconf import OmegaConf
 
 from harness.config.arm_checks import _check_arms
 from harness.config.cost import _check_cost, _check_cost_source
-from harness.config.limits import (MAX_BOOTSTRAP, MAX_FOLDS, MAX_GRID, MAX_MIN_DISCORDANT, MAX_REPEATS,
-                                   MAX_RETRIES, MAX_SEED)
-from harness.config.schema import CALIBRATIONS, VERDICT_FRONTIERS, RootConfig
+from harness.config.limits import (MAX_BOOTSTRAP, MAX_FOLDS, MAX_GAIN_THRESHOLD, MAX_GRID, MAX_MIN_DISCORDANT,
+                                   MAX_REPEATS, MAX_RETRIES, MAX_SEED)
+from harness.config.schema import BOOLEAN_KEYS, CALIBRATIONS, VERDICT_FRONTIERS, RootConfig
 from harness.config.store import check_store_dir, tracking_uri_problem
-from harness.config.values import _check_missing, _in_range, _is_number
+from harness.config.values import _check_booleans, _check_missing, _check_numbers, _in_range, _is_number
 from harness.data import check_dataset_config
 from harness.errors import ConfigError, did_you_mean
 from harness.executor import settings_of as executor_settings
@@ -30,6 +30,7 @@ def validate(cfg: Any) -> None:
     _check_top_keys(cfg)
     _check_missing(cfg)
     _in_range("seed", cfg.seed, 0, MAX_SEED, integer=True)
+    _check_booleans(cfg, BOOLEAN_KEYS)
     _check_machine(cfg)
     p, b = cfg.protocol, cfg.budget
     _check_protocol_run(cfg, p)
@@ -43,6 +44,7 @@ def validate(cfg: Any) -> None:
     _check_reranker(cfg.reranker, synthetic)
     _check_cost_source(cfg.cost, cfg.arms, synthetic=synthetic)
     _check_policy(cfg.policy)
+    _check_numbers(cfg)  # the net under the ranges above: any other number finite and bounded
 
 
 def _check_top_keys(cfg: Any) -> None:
@@ -90,8 +92,9 @@ def _check_protocol_values(p: Any) -> None:
     _in_range("protocol.repeats", p.repeats, 1, MAX_REPEATS, integer=True)
     if p.nested_folds != 0:
         _in_range("protocol.nested_folds", p.nested_folds, 2, MAX_FOLDS, integer=True)
-    if p.gain_threshold is not None and not math.isfinite(p.gain_threshold):
-        raise ConfigError("protocol.gain_threshold", f"must be a finite number or null, got {p.gain_threshold}")
+    if p.gain_threshold is not None and not (math.isfinite(p.gain_threshold) and abs(p.gain_threshold) <= MAX_GAIN_THRESHOLD):
+        raise ConfigError("protocol.gain_threshold", f"must be a finite number in [-{MAX_GAIN_THRESHOLD:g}, "
+                                                     f"{MAX_GAIN_THRESHOLD:g}] or null, got {p.gain_threshold}")
     _in_range("protocol.min_discordant", p.min_discordant, 1, MAX_MIN_DISCORDANT, integer=True)
     _in_range("protocol.min_heldout", p.min_heldout, 1, MAX_MIN_DISCORDANT, integer=True)
     for key in ("alpha", "power"):

@@ -6,10 +6,11 @@ Each raises one ConfigError naming the key; ``harness.config.validation`` runs t
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Sequence
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from harness.config.limits import MAX_ABS_NUMBER
 from harness.errors import ConfigError
 
 
@@ -71,3 +72,34 @@ def _check_missing(cfg: Any, prefix: str = "") -> None:
         if isinstance(node, (DictConfig, ListConfig)):
             _check_missing(node, key)
 
+
+
+def _check_numbers(cfg: Any, prefix: str = "") -> None:
+    """The net under every range check: each number anywhere in the job config (plugin
+    parameters and free-form groups too; the ``hydra`` node aside) finite and at most
+    MAX_ABS_NUMBER in magnitude, so no computation can overflow to inf or NaN."""
+    if isinstance(cfg, DictConfig):
+        items = [(str(k), k) for k in cfg.keys() if not (prefix == "" and str(k) == "hydra")]
+    elif isinstance(cfg, ListConfig):
+        items = [(f"[{i}]", i) for i in range(len(cfg))]
+    else:
+        return
+    for name, k in items:
+        key = f"{prefix}{name}" if name.startswith("[") or not prefix else f"{prefix}.{name}"
+        if OmegaConf.is_missing(cfg, k) or OmegaConf.is_interpolation(cfg, k):
+            continue
+        value = cfg[k]
+        if isinstance(value, (DictConfig, ListConfig)):
+            _check_numbers(value, key)
+        elif _is_number(value) and not (math.isfinite(value) and abs(value) <= MAX_ABS_NUMBER):
+            raise ConfigError(key, f"must be a finite number of magnitude at most {MAX_ABS_NUMBER:g} "
+                                   f"(docs/sweeps.md, Numbers), got {value!r}")
+
+
+def _check_booleans(cfg: Any, keys: Sequence[str]) -> None:
+    """The schema's switches are true or false: OmegaConf would take ``verbose=2`` or
+    ``tracking.log_plots=yes`` as true, so they are typed ``Any`` and checked here."""
+    for key in keys:
+        value = OmegaConf.select(cfg, key, default=None)
+        if not isinstance(value, bool):
+            raise ConfigError(key, f"must be true or false, got {value!r}")

@@ -16,6 +16,7 @@ from harness.errors import ConfigError
 # integer option -> (minimum, maximum); the table has n_docs x questions_per_doc rows
 SYNTHETIC_OPTIONS = {"n_docs": (1, 100_000), "questions_per_doc": (1, 1_000), "seed": (0, 2**32 - 1)}
 MAX_SYNTHETIC_ROWS = 1_000_000
+MAX_SIGNAL = 100.0  # |dataset.signal|: the planted signal's strength (2.0 by default; 100 saturates it)
 NOT_A_DATASET = ("'synthetic' is an outcome table for tests and demos, not a dataset of documents; use it with "
                  "the app (python -m harness dataset=synthetic ...)")
 
@@ -37,8 +38,9 @@ class SyntheticTable(DatasetLoader):
             raise ConfigError("dataset.n_docs", f"{opts.get('n_docs')} documents x {opts.get('questions_per_doc')} "
                                                 f"questions per document = {rows} rows; at most {MAX_SYNTHETIC_ROWS}")
         signal = opts.get("signal")
-        if signal is not None and (isinstance(signal, bool) or not isinstance(signal, (int, float)) or not math.isfinite(signal)):
-            raise ConfigError("dataset.signal", f"expected a finite number, got {signal!r}")
+        if signal is not None and (isinstance(signal, bool) or not isinstance(signal, (int, float)) or not math.isfinite(signal)
+                                   or abs(signal) > MAX_SIGNAL):
+            raise ConfigError("dataset.signal", f"expected a finite number in [-{MAX_SIGNAL:g}, {MAX_SIGNAL:g}], got {signal!r}")
 
     def load(self, opts: dict, name: str) -> Dataset:
         raise ConfigError("dataset.loader", NOT_A_DATASET)

@@ -72,10 +72,13 @@ def sweep_id_of(config: DictConfig) -> str:
 def _plan(config: DictConfig) -> tuple[int | None, list[str] | None]:
     """The sweep's size and swept keys (run names, ``[k/N] ... (eta)`` lines); (None, None) if a
     sweep syntax needs more than the basic sweeper's expansion."""
+    from hydra.core.global_hydra import GlobalHydra
+
     from harness import console
 
     try:
-        return console.sweep_plan(list(config.hydra.overrides.task), sweeper_params(config))
+        loader = GlobalHydra.instance().config_loader() if GlobalHydra.instance().is_initialized() else None
+        return console.sweep_plan(list(config.hydra.overrides.task), sweeper_params(config), loader)
     except Exception:  # noqa: BLE001 - only the console and the run names lose detail
         return None, None
 

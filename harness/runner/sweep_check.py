@@ -76,7 +76,10 @@ def validate_sweep_jobs(config: DictConfig) -> int | None:
     Each job's override list comes from ``harness.console.sweep_jobs`` (the basic sweeper's
     expansion) and is composed by Hydra's own config loader exactly as the launcher will
     (``load_sweep_config``), then checked by ``harness.config.validation.validate`` and resolved.
-    The first job that fails raises ConfigError naming the key and value (``policy=ridgee``).
+    Every swept value is tried first, in the first job that holds it (``_first_of_each_value``):
+    a bad value (``experiment=smoke,nonexistent``) is refused after a few jobs, not after all of
+    them. The first job that fails raises ConfigError naming the key and value
+    (``policy=ridgee``); two jobs whose configs are equal (``seed=0,00``) raise one naming the key.
     Returns the number of distinct jobs checked, or None when the sweep cannot be expanded here
     (another sweeper's syntax: each job then validates itself).
     """
@@ -84,12 +87,81 @@ def validate_sweep_jobs(config: DictConfig) -> int | None:
     jobs = _sweep_job_lists(config)
     if jobs is None:
         return None
-    outcome = _compose_jobs(config, jobs)
-    good = [list(j) for j, e in outcome.items() if e is None]
-    for job, exc in outcome.items():
-        if exc is not None:
-            raise _bad_job(list(job), exc, good) from exc
-    return len(outcome)
+    first = _first_of_each_value(jobs)
+    checked = _JobCheck(config, len(jobs))
+    for batch in (first, jobs):  # every value once; then (all of them good) every job
+        for job in batch:
+            checked.compose(job)
+        checked.raise_first_bad(batch)
+    return len(checked.outcome)
+
+
+def _first_of_each_value(jobs: list[list[str]]) -> list[list[str]]:
+    """The jobs that hold a value no earlier job holds, in launch order (a few per swept key)."""
+    seen: set[str] = set()
+    first = []
+    for job in jobs:
+        if any(item not in seen for item in job):
+            first.append(job)
+            seen.update(job)
+    return first
+
+
+class _JobCheck:
+    """Each distinct job composed (Hydra's loader, as the launcher will), validated and
+    resolved once: its error or None in ``outcome``; the digest of its config in ``digests``."""
+
+    def __init__(self, config: DictConfig, n_jobs: int):
+        from hydra.core.global_hydra import GlobalHydra
+
+        self.config = config
+        self.loader = GlobalHydra.instance().config_loader()
+        self.outcome: dict[tuple[str, ...], BaseException | None] = {}
+        self.digests: dict[str, tuple[str, ...]] = {}
+        self.progress = _ValidationProgress(n_jobs)
+
+    def compose(self, job: list[str]) -> None:
+        from harness import app
+        from harness.config.validation import validate
+        from harness.io import digest_of
+
+        if tuple(job) in self.outcome:
+            return
+        self.progress.tick(len(self.outcome) + 1)
+        try:
+            cfg = self.loader.load_sweep_config(self.config, list(job))
+            validate(cfg)
+            plain = app.to_plain(cfg)  # resolves every interpolation
+        except Exception as exc:  # noqa: BLE001 - reported by _bad_job, naming the value
+            self.outcome[tuple(job)] = exc
+            return
+        self.outcome[tuple(job)] = None
+        twin = self.digests.setdefault(digest_of(plain), tuple(job))
+        if twin != tuple(job):
+            raise _same_job_twice(list(twin), job)
+
+    def raise_first_bad(self, batch: list[list[str]]) -> None:
+        good = [list(j) for j, e in self.outcome.items() if e is None]
+        for job in batch:
+            exc = self.outcome.get(tuple(job))
+            if exc is not None:
+                raise _bad_job(list(job), exc, good) from exc
+
+
+def _same_job_twice(first: list[str], second: list[str]):
+    """The ConfigError of two jobs whose configs are equal once parsed (``seed=0,00``,
+    ``cost.c=0.02,2e-2``): the key and both values, as a value given twice is refused."""
+    from harness.errors import ConfigError
+
+    old = [item for item in first if item not in second]
+    new = [item for item in second if item not in first]
+    if len(new) == 1 and len(old) == 1 and old[0].partition("=")[0] == new[0].partition("=")[0]:
+        key = new[0].partition("=")[0].lstrip("+~")
+        a, b = old[0].partition("=")[2], new[0].partition("=")[2]
+        return ConfigError(key, f"sweeps the value {b!r} twice ({old[0]} and {new[0]} give the same job config: equal "
+                                "once parsed); give each value once")
+    return ConfigError("(sweep)", f"two jobs have the same config ({' '.join(old)} and {' '.join(new)}): the same "
+                                  "job twice; sweep each value once")
 
 
 def check_workers(config: DictConfig) -> None:
@@ -113,7 +185,8 @@ def _sweep_job_lists(config: DictConfig) -> list[list[str]] | None:
     from harness.errors import ConfigError
 
     try:
-        jobs = sweep_jobs(list(config.hydra.overrides.task), sweeper_params(config))
+        loader = GlobalHydra.instance().config_loader() if GlobalHydra.instance().is_initialized() else None
+        jobs = sweep_jobs(list(config.hydra.overrides.task), sweeper_params(config), loader)
     except ConfigError:  # too many jobs, counted before expanding them
         raise
     except Exception:  # noqa: BLE001 - not the basic sweeper's syntax
@@ -124,31 +197,6 @@ def _sweep_job_lists(config: DictConfig) -> list[list[str]] | None:
         raise ConfigError("(sweep)", f"{len(jobs)} jobs; at most {MAX_SWEEP_JOBS} in one sweep (split it, e.g. "
                                      "seed=range(0,1000) then seed=range(1000,2000))")
     return jobs
-
-
-def _compose_jobs(config: DictConfig, jobs: list[list[str]]) -> dict[tuple[str, ...], BaseException | None]:
-    """Each distinct job composed (Hydra's loader, as the launcher will), validated and
-    resolved: its error, or None."""
-    from hydra.core.global_hydra import GlobalHydra
-
-    from harness import app
-    from harness.config.validation import validate
-
-    loader = GlobalHydra.instance().config_loader()
-    outcome: dict[tuple[str, ...], BaseException | None] = {}
-    progress = _ValidationProgress(len(jobs))
-    for i, job in enumerate(jobs, start=1):
-        progress.tick(i)
-        if tuple(job) in outcome:
-            continue
-        try:
-            cfg = loader.load_sweep_config(config, list(job))
-            validate(cfg)
-            app.to_plain(cfg)  # resolves every interpolation
-            outcome[tuple(job)] = None
-        except Exception as exc:  # noqa: BLE001 - reported by _bad_job, naming the value
-            outcome[tuple(job)] = exc
-    return outcome
 
 
 def _bad_job(job: list[str], exc: BaseException, good: list[list[str]]):
