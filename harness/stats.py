@@ -8,6 +8,7 @@ under the same name. All randomness comes from ``np.random.default_rng(seed)``.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from typing import Callable
@@ -261,6 +262,23 @@ def sign_flip_test(diffs, groups, n_perm: int = 20_000, seed: int = 0) -> float:
     _, doc_of = _doc_index(g)
     totals = np.bincount(doc_of, weights=d)
     totals = totals[np.abs(totals) > SIGN_FLIP_ZERO_TOL]
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        return _sign_flip_p(totals, n_perm, seed)  # not reproducible from a key: never kept
+    return _kept_sign_flip_p(totals.tobytes(), int(n_perm), int(seed))
+
+
+SIGN_FLIP_KEPT = 4096  # sign-flip p-values kept by their document totals, n_perm and seed
+
+
+@functools.lru_cache(maxsize=SIGN_FLIP_KEPT)
+def _kept_sign_flip_p(totals: bytes, n_perm: int, seed: int) -> float:
+    """``_sign_flip_p`` kept by the exact bytes of the non-zero document totals (float64), n_perm
+    and seed: a sweep's end asks the same test of the same totals many times."""
+    return _sign_flip_p(np.frombuffer(totals, dtype=np.float64).copy(), n_perm, seed)
+
+
+def _sign_flip_p(totals: np.ndarray, n_perm: int, seed) -> float:
+    """``sign_flip_test``'s p from the non-zero document totals."""
     k = len(totals)
     if k == 0:
         return 1.0
@@ -271,10 +289,16 @@ def sign_flip_test(diffs, groups, n_perm: int = 20_000, seed: int = 0) -> float:
         return float(np.mean(np.abs(patterns @ totals) >= observed - tol))
     rng = np.random.default_rng(seed)
     hits = 0
+    # the signs of 4,096 patterns at a time as a row-major float matrix (the layout numpy gives
+    # int signs it multiplies with float totals), reused: the same products, without a fresh
+    # matrix per block. The draws are 32-bit: the generator draws 0/1 of every integer width
+    # from 32-bit words (Lemire's method), so the signs are those of 64-bit draws.
+    signs = np.empty((min(4096, n_perm), k))
     for start in range(0, n_perm, 4096):
         m = min(4096, n_perm - start)
-        signs = rng.integers(0, 2, size=(m, k)) * 2 - 1
-        hits += int(np.sum(np.abs(signs @ totals) >= observed - tol))
+        np.multiply(rng.integers(0, 2, size=(m, k), dtype=np.int32), 2, out=signs[:m])
+        signs[:m] -= 1
+        hits += int(np.sum(np.abs(signs[:m] @ totals) >= observed - tol))
     return float((1 + hits) / (1 + n_perm))
 
 
