@@ -159,7 +159,8 @@ def sample_size_plan(diffs, groups, alpha: float = 0.05, power: float = 0.8, n_q
     (0/1 hits, one discordant question per document); with unequal totals (several discordant
     questions in a document, a cost) the plan is an approximation. Returns a dict with
     ``docs``, ``questions`` (NaN when there is no plan), ``q``, ``pi``, ``capped`` (more than
-    ``PLAN_MAX_DOCS`` needed) and ``why`` (the reason when there is no plan)."""
+    ``PLAN_MAX_DOCS`` needed) and ``why`` (the reason when there is no plan). Plans are kept
+    (``Memo``) by all they depend on: the positive and negative totals, documents, n and settings."""
     if not (0 < alpha < 1 and 0 < power < 1):
         raise ConfigError("alpha/power", f"must be in (0, 1), got alpha={alpha}, power={power}")
     totals, sizes = document_totals(diffs, groups)
@@ -170,6 +171,7 @@ def sample_size_plan(diffs, groups, alpha: float = 0.05, power: float = 0.8, n_q
     return dict(_PLANS.get(key, lambda: _plan(pos, neg, n_docs, n, alpha, power, prior)))
 
 
+NO_PLAN = {"docs": math.nan, "questions": math.nan, "q": math.nan, "pi": math.nan, "capped": False, "why": ""}
 PLANS_KEPT = 4096  # plans kept (``Memo``): a plan depends only on its counts and settings
 _PLANS = Memo(PLANS_KEPT)
 
@@ -320,7 +322,7 @@ def posterior_better(diffs, groups, prior: tuple[float, float] = (1.0, 1.0)) -> 
 def paired_comparison(
     diffs, groups, *, seed: int = 0, alpha: float = 0.05, power: float = 0.8, n_perm: int = 20_000,
     outcome_diffs=None, n_questions: int | None = None, margin: float = DEFAULT_EQUIVALENCE_MARGIN,
-    n_boot: int | None = None,
+    n_boot: int | None = None, at_alpha: bool = True,
 ) -> dict:
     """Every number of one paired comparison of per-question differences ``diffs`` (policy -
     reference; documents ``groups`` as clusters), written once for protocol A, the policy
@@ -340,17 +342,17 @@ def paired_comparison(
     distinct questions behind stacked rows); ``same``; ``equivalent`` (two one-sided sign-flip
     tests at alpha against +-``margin``: the ``equivalence_interval`` inside (-margin, margin);
     ``tost_low`` / ``tost_high`` that interval) and ``p_better`` (``posterior_better``).
-    ``n_boot`` is accepted and ignored (the bootstrap interval is gone)."""
+    ``n_boot`` is accepted and ignored (the bootstrap interval is gone). ``at_alpha`` False: the
+    caller decides at another level and computes the interval, equivalence and plan there
+    (``verdict_stats.at_level``), so they are NaN here (not equivalent) unless ``same``."""
     del n_boot
     d, g = _per_question("paired_comparison", diffs, groups)
     totals, sizes = document_totals(d, g)
     same = bool(np.all(d == 0))
     k = int(np.sum(np.abs(totals) > SIGN_FLIP_ZERO_TOL))
     p = 1.0 if same else sign_flip_test(d, g, n_perm=n_perm, seed=seed)
-    if same:
-        lo, hi = 0.0, 0.0
-    else:
-        lo, hi = sign_flip_interval(d, g, alpha=alpha, n_perm=n_perm, seed=seed, p_at_zero=p)
+    later = not (at_alpha or same)
+    lo, hi, t_lo, t_hi = _intervals(d, g, same=same, later=later, alpha=alpha, n_perm=n_perm, seed=seed, p=p)
     mdd = min_detectable_difference(d, g, alpha=alpha, power=power)
     max_diff = max_showable_difference(d, g)
     min_p = min_reachable_p(k)
@@ -365,11 +367,7 @@ def paired_comparison(
     # the plan rests on the questions whose outcome differs (rescues and harms); a cost alone
     # (no outcome differs) is planned from the utility totals
     basis = o if outcome_diffs is not None and discordant_q > 0 else d
-    plan = sample_size_plan(basis, g, alpha=alpha, power=power, n_questions=n_questions)
-    if same:
-        t_lo, t_hi = 0.0, 0.0
-    else:
-        t_lo, t_hi = equivalence_interval(d, g, alpha=alpha, n_perm=n_perm, seed=seed, p_at_zero=p)
+    plan = NO_PLAN if later else sample_size_plan(basis, g, alpha=alpha, power=power, n_questions=n_questions)
     return {
         "equivalent": bool(math.isfinite(t_lo) and math.isfinite(t_hi) and -margin < t_lo and t_hi < margin),
         "tost_low": t_lo,
@@ -394,6 +392,18 @@ def paired_comparison(
         "plan_why": plan["why"],
         "same": same,
     }
+
+
+def _intervals(d, g, *, same: bool, later: bool, alpha: float, n_perm: int, seed: int, p: float) -> tuple:
+    """(ci_low, ci_high, tost_low, tost_high) of ``paired_comparison`` at alpha: 0 when every
+    difference is 0, NaN when its caller computes them at another level (``later``)."""
+    if later:
+        return math.nan, math.nan, math.nan, math.nan
+    if same:
+        return 0.0, 0.0, 0.0, 0.0
+    lo, hi = sign_flip_interval(d, g, alpha=alpha, n_perm=n_perm, seed=seed, p_at_zero=p)
+    t_lo, t_hi = equivalence_interval(d, g, alpha=alpha, n_perm=n_perm, seed=seed, p_at_zero=p)
+    return lo, hi, t_lo, t_hi
 
 
 # ---------------------------------------------------------------------------------------- words

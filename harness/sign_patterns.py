@@ -17,7 +17,7 @@ from typing import Callable, Hashable
 
 import numpy as np
 
-from harness.stats import SIGN_FLIP_EXACT_MAX
+from harness.stats import SIGN_FLIP_EXACT_MAX, float_scratch
 
 # The sampled sign patterns of one (documents, patterns, seed): every comparison of a decision
 # table's budget (or of a policy comparison's cell) pairs the same documents under the same seed,
@@ -101,7 +101,7 @@ def _signed_sums(by_doc: np.ndarray, docs: np.ndarray | None, values: np.ndarray
     n_cols = by_doc.shape[0] if docs is None else len(docs)
     out = np.empty(n_perm)
     block = max(1, 2_000_000 // max(1, n_cols))
-    buffer = np.empty(min(block, n_perm) * n_cols)
+    buffer = float_scratch(min(block, n_perm) * n_cols)
     for start in range(0, n_perm, block):
         m = min(block, n_perm - start)
         if docs is None:

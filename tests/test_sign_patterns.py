@@ -188,3 +188,12 @@ def test_powers_at_equal_one_call_per_size():
             hi = int(min(int(m), sps.binom.isf(1e-12, int(m), q) + 1))
             ref.append(float(sps.binom.pmf(np.arange(lo, hi + 1), int(m), q) @ g[lo:hi + 1]))
         assert paired._powers_at(ms, q, g).tobytes() == np.array(ref).tobytes()
+
+
+def test_document_index_kept_equals_fresh_and_is_read_only():
+    groups = np.array(["b", "a", "c", "a"], dtype=object)
+    docs, doc_of = stats._doc_index(groups)
+    fresh_docs, fresh_of = np.unique(groups.astype(str), return_inverse=True)
+    assert np.array_equal(docs, fresh_docs) and np.array_equal(doc_of, fresh_of)
+    assert stats._doc_index(list("bcaa"))[1].tolist() == [1, 2, 0, 0]  # another order: computed, not served
+    assert not docs.flags.writeable and not doc_of.flags.writeable
