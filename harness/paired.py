@@ -24,6 +24,7 @@ import numpy as np
 from scipy import stats as sps
 
 from harness.errors import ConfigError
+from harness.sign_patterns import Memo, array_key, pattern_sums, seed_key
 from harness.stats import (
     SIGN_FLIP_EXACT_MAX,
     SIGN_FLIP_ZERO_TOL,
@@ -67,7 +68,7 @@ def max_showable_difference(diffs, groups) -> float:
 # ---- Sample-size plan: exact power of the sign test on discordant documents
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=64)
 def _critical_counts(n_max: int, alpha: float) -> np.ndarray:
     """c_D for D = 0..n_max: the largest c with 2 P(X <= c) < alpha, X ~ Bin(D, 1/2) (-1: none).
     It does not depend on the policy's direction, so every plan of a sweep shares it."""
@@ -92,19 +93,40 @@ def sign_test_power_given_discordant(n_max: int, pi: float, alpha: float) -> np.
     return np.where(c >= 0, g, 0.0)
 
 
-def _power_at(m: int, q: float, g: np.ndarray) -> float:
-    """sum_D Bin(D; m, q) g[D], over the D that carry any probability (1e-12 tails left out)."""
-    lo = int(max(0, sps.binom.ppf(1e-12, m, q) - 1))
-    hi = int(min(m, sps.binom.isf(1e-12, m, q) + 1))
-    D = np.arange(lo, hi + 1)
-    return float(sps.binom.pmf(D, m, q) @ g[lo:hi + 1])
+POWER_BATCH = 64  # candidate sizes whose powers are computed in one vectorized call
+
+
+def _powers_at(ms: np.ndarray, q: float, g: np.ndarray) -> np.ndarray:
+    """sum_D Bin(D; m, q) g[D] for every size m of ``ms``, over the D that carry any probability
+    (1e-12 tails left out): the tails' bounds and the binomial probabilities in one elementwise
+    call each (vectorized, the same numbers as one call per size), then each size's own product."""
+    ms = np.asarray(ms, dtype=np.int64)
+    lo = np.maximum(0, sps.binom.ppf(1e-12, ms, q) - 1).astype(np.int64)
+    hi = np.minimum(ms, sps.binom.isf(1e-12, ms, q) + 1).astype(np.int64)
+    counts = hi - lo + 1
+    pmf = sps.binom.pmf(np.concatenate([np.arange(a, b + 1) for a, b in zip(lo, hi)]), np.repeat(ms, counts), q)
+    ends = np.cumsum(counts)
+    return np.array([float(pmf[e - c:e].copy() @ g[a:b + 1]) for e, c, a, b in zip(ends, counts, lo, hi)])
+
+
+def _first_powered(first: int, last: int, step: int, q: float, g: np.ndarray, power: float) -> int:
+    """The first of the sizes first, first + step, ... (up to ``last``) whose power is not below
+    ``power``, else the first size past ``last``: the plan's search, in vectorized batches."""
+    m = first
+    while m <= last:
+        ms = np.arange(m, min(last, m + step * (POWER_BATCH - 1)) + 1, step)
+        reached = np.flatnonzero(~(_powers_at(ms, q, g) < power))
+        if len(reached):
+            return int(ms[reached[0]])
+        m = int(ms[-1]) + step
+    return m
 
 
 def sign_test_power(n_docs: int, q: float, pi: float, alpha: float = 0.05) -> float:
     """Power of the exact sign test on ``n_docs`` documents, each discordant with probability
     ``q`` and, when discordant, pointing the policy's way with probability ``pi``:
     sum_D Bin(D; n_docs, q) g[D] (``sign_test_power_given_discordant``)."""
-    return _power_at(int(n_docs), q, sign_test_power_given_discordant(int(n_docs), pi, alpha))
+    return float(_powers_at([int(n_docs)], q, sign_test_power_given_discordant(int(n_docs), pi, alpha))[0])
 
 
 def normal_plan_docs(q: float, pi: float, alpha: float, power: float) -> float:
@@ -137,13 +159,27 @@ def sample_size_plan(diffs, groups, alpha: float = 0.05, power: float = 0.8, n_q
     (0/1 hits, one discordant question per document); with unequal totals (several discordant
     questions in a document, a cost) the plan is an approximation. Returns a dict with
     ``docs``, ``questions`` (NaN when there is no plan), ``q``, ``pi``, ``capped`` (more than
-    ``PLAN_MAX_DOCS`` needed) and ``why`` (the reason when there is no plan)."""
+    ``PLAN_MAX_DOCS`` needed) and ``why`` (the reason when there is no plan). Plans are kept
+    (``Memo``) by all they depend on: the positive and negative totals, documents, n and settings."""
     if not (0 < alpha < 1 and 0 < power < 1):
         raise ConfigError("alpha/power", f"must be in (0, 1), got alpha={alpha}, power={power}")
     totals, sizes = document_totals(diffs, groups)
     n_docs, n = len(totals), float(sizes.sum() if n_questions is None else n_questions)
     pos = int(np.sum(totals > SIGN_FLIP_ZERO_TOL))
     neg = int(np.sum(totals < -SIGN_FLIP_ZERO_TOL))
+    key = (pos, neg, n_docs, n, float(alpha), float(power), tuple(float(x) for x in prior))
+    return dict(_PLANS.get(key, lambda: _plan(pos, neg, n_docs, n, alpha, power, prior)))
+
+
+NO_PLAN = {"docs": math.nan, "questions": math.nan, "q": math.nan, "pi": math.nan, "capped": False, "why": ""}
+PLANS_KEPT = 4096  # plans kept (``Memo``): a plan depends only on its counts and settings
+_PLANS = Memo(PLANS_KEPT)
+
+
+def _plan(pos: int, neg: int, n_docs: int, n: float, alpha: float, power: float, prior: tuple[float, float]
+          ) -> dict:
+    """``sample_size_plan`` from the counts of positive and negative document totals, the
+    documents, the questions ``n`` and the settings (all it depends on)."""
     k = pos + neg
     out = {"docs": math.nan, "questions": math.nan, "q": k / n_docs, "pi": (pos / k) if k else math.nan,
            "capped": False, "why": ""}
@@ -163,15 +199,11 @@ def sample_size_plan(diffs, groups, alpha: float = 0.05, power: float = 0.8, n_q
     limit = min(PLAN_MAX_DOCS, int(math.ceil(3 * approx)) + 50)
     g = sign_test_power_given_discordant(limit, pi, alpha)
     step = max(1, int(approx) // 200)  # unit steps below 400 documents; coarse, then unit, above
-    m = start
-    while m <= limit and _power_at(m, q, g) < power:
-        m += step
+    m = _first_powered(start, limit, step, q, g, power)
     if m > limit:
         out.update(docs=float(limit), questions=float(math.ceil(limit * n / n_docs)), capped=True)
         return out
-    m = max(start, m - step + 1)
-    while _power_at(m, q, g) < power:
-        m += 1
+    m = _first_powered(max(start, m - step + 1), m, 1, q, g, power)
     out.update(docs=float(m), questions=float(math.ceil(m * n / n_docs)))
     return out
 
@@ -179,67 +211,13 @@ def sample_size_plan(diffs, groups, alpha: float = 0.05, power: float = 0.8, n_q
 # ---- The interval that agrees with the test: inverting the sign-flip test on document totals
 
 
-# The sampled sign patterns of one (documents, patterns, seed): every comparison of a decision
-# table's budget (or of a policy comparison's cell) pairs the same documents under the same seed,
-# so they draw the same patterns; kept once (int8, at most PATTERN_CACHE_CELLS signs) with their
-# sums over the document sizes, instead of redrawing millions of signs per comparison.
-PATTERN_CACHE_CELLS = 120_000_000
-_PATTERNS: dict[tuple, tuple[np.ndarray, dict]] = {}
-
-
-def _sampled_signs(n_docs: int, n_perm: int, seed: int) -> tuple[np.ndarray, dict]:
-    """(n_perm x n_docs int8 signs, a dict for their cached size sums): the blocks a seeded
-    generator draws, in the order and block sizes the draws always used (same numbers)."""
-    key = (n_docs, n_perm, seed)
-    got = _PATTERNS.get(key)
-    if got is not None:
-        return got
-    rng = np.random.default_rng(seed)
-    block = max(1, min(4096, 2_000_000 // n_docs))  # at most ~2 million signs drawn at once
-    signs = np.empty((n_perm, n_docs), dtype=np.int8)
-    for start in range(0, n_perm, block):
-        m = min(block, n_perm - start)
-        signs[start:start + m] = rng.integers(0, 2, size=(m, n_docs), dtype=np.int8) * 2 - 1
-    got = (signs, {})
-    if n_perm * n_docs <= PATTERN_CACHE_CELLS:
-        _PATTERNS.clear()  # one set kept: the comparisons of one budget or cell run together
-        _PATTERNS[key] = got
-    return got
-
-
-def _signed_sums(signs: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """signs @ values in blocks of at most ~2 million float signs (memory stays flat)."""
-    out = np.empty(len(signs))
-    block = max(1, 2_000_000 // max(1, signs.shape[1]))
-    for start in range(0, len(signs), block):
-        out[start:start + block] = signs[start:start + block].astype(np.float64) @ values
-    return out
-
-
-def _pattern_sums(totals: np.ndarray, sizes: np.ndarray, n_perm: int, seed: int
-                  ) -> tuple[np.ndarray, np.ndarray, bool]:
-    """(s @ totals, s @ sizes over the sign patterns s, exact): all 2^n patterns when n <=
-    SIGN_FLIP_EXACT_MAX documents, else ``n_perm`` seeded random ones (``_sampled_signs``).
-    Only documents whose total is not 0 enter s @ totals (the others add exact zeros), and
-    s @ sizes is the same for every comparison of the same documents, so it is kept."""
-    n_docs = len(totals)
-    if n_docs <= SIGN_FLIP_EXACT_MAX:
-        signs = ((np.arange(2**n_docs)[:, None] >> np.arange(n_docs)) & 1) * 2 - 1
-        return signs @ totals, signs @ sizes, True
-    signs, by_sizes = _sampled_signs(n_docs, int(n_perm), seed)
-    sizes = np.asarray(sizes, dtype=np.float64)
-    size_key = sizes.tobytes()
-    b = by_sizes.get(size_key)
-    if b is None:
-        b = by_sizes[size_key] = _signed_sums(signs, sizes)
-    nz = np.flatnonzero(totals != 0)
-    a = _signed_sums(signs[:, nz], np.asarray(totals, dtype=np.float64)[nz]) if len(nz) else np.zeros(len(signs))
-    return a, b, False
+INTERVALS_KEPT = 4096  # interval ends kept (``Memo``): a few numbers each
+_INTERVALS = Memo(INTERVALS_KEPT)
 
 
 def sign_flip_interval(
     diffs, groups, *, alpha: float = 0.05, n_perm: int = 20_000, seed: int = 0, p_at_zero: float | None = None,
-    tol: float = 1e-10, sums: tuple | None = None,
+    tol: float = 1e-10,
 ) -> tuple[float, float]:
     """The (1 - alpha) interval for the mean per-question difference obtained by inverting the
     sign-flip test (docs/metrics.md §12): the shifts delta for which the sign-flip test of
@@ -254,15 +232,31 @@ def sign_flip_interval(
     exactly when that p < alpha: it never contradicts the verdict. Patterns: exact (all 2^n)
     for up to 16 documents, else ``n_perm`` seeded random patterns with the +1 correction.
     Returns (nan, nan) when no shift is rejected on a side (too few documents: no informative
-    interval). Ends are accurate to ``tol`` times the range searched. ``sums``: the
-    ``_pattern_sums`` of these documents, when the caller already drew them (same patterns)."""
+    interval). Ends are accurate to ``tol`` times the range searched. The ends are kept
+    (``Memo``) by the document totals and sizes, alpha, p_at_zero, tol, n_perm and seed."""
     d, g = _per_question("sign_flip_interval", diffs, groups)
     if not 0 < alpha < 1:
         raise ConfigError("alpha", f"must be in (0, 1), got {alpha}")
     totals, sizes = document_totals(d, g)
+    if p_at_zero is None:
+        p_at_zero = sign_flip_test(d, g, n_perm=n_perm, seed=seed)
+
+    def ends() -> tuple[float, float]:
+        return _inverted_test(totals, sizes, alpha=alpha, p_at_zero=p_at_zero, tol=tol, n_perm=n_perm, seed=seed)
+
+    sk = seed_key(seed)
+    if sk is None:
+        return ends()
+    key = (array_key(totals), array_key(sizes), float(alpha), float(p_at_zero), float(tol), int(n_perm), sk)
+    return _INTERVALS.get(key, ends)
+
+
+def _inverted_test(totals: np.ndarray, sizes: np.ndarray, *, alpha: float, p_at_zero: float, tol: float,
+                   n_perm: int, seed: int) -> tuple[float, float]:
+    """``sign_flip_interval``'s ends from the document totals and sizes (bisection per side)."""
     n = sizes.sum()
     point = float(totals.sum() / n)
-    a, b, exact = sums if sums is not None else _pattern_sums(totals, sizes, int(n_perm), seed)
+    a, b, exact = pattern_sums(totals, sizes, int(n_perm), seed)
     scale = max(1.0, float(np.abs(totals).sum()))
 
     def p_of(delta: float) -> float:
@@ -270,8 +264,6 @@ def sign_flip_interval(
         hits = int(np.sum(np.abs(a - delta * b) >= observed - 1e-12 * scale))
         return hits / len(a) if exact else (1 + hits) / (1 + len(a))
 
-    if p_at_zero is None:
-        p_at_zero = sign_flip_test(d, g, n_perm=n_perm, seed=seed)
     ratio = totals / sizes
     span = float(ratio.max() - ratio.min()) + 1.0
     ends = []
@@ -302,15 +294,14 @@ DEFAULT_EQUIVALENCE_MARGIN = 0.01  # protocol.equivalence_margin: a utility diff
 
 
 def equivalence_interval(diffs, groups, *, alpha: float = 0.05, n_perm: int = 20_000, seed: int = 0,
-                         p_at_zero: float | None = None, sums: tuple | None = None) -> tuple[float, float]:
+                         p_at_zero: float | None = None) -> tuple[float, float]:
     """The (1 - 2 alpha) interval of ``sign_flip_interval``: two one-sided sign-flip tests at
     ``alpha`` (TOST) reject both "delta <= -margin" and "delta >= margin" exactly when it lies
     inside (-margin, margin) (the sign-flip statistic is symmetric, so the two-sided p at level
     2 alpha is twice the one-sided p). (nan, nan) when not informative."""
     if not 0 < alpha < 0.5:
         raise ConfigError("alpha", f"must be in (0, 0.5) for two one-sided tests, got {alpha}")
-    return sign_flip_interval(diffs, groups, alpha=2 * alpha, n_perm=n_perm, seed=seed, p_at_zero=p_at_zero,
-                              sums=sums)
+    return sign_flip_interval(diffs, groups, alpha=2 * alpha, n_perm=n_perm, seed=seed, p_at_zero=p_at_zero)
 
 
 def posterior_better(diffs, groups, prior: tuple[float, float] = (1.0, 1.0)) -> float:
@@ -331,7 +322,7 @@ def posterior_better(diffs, groups, prior: tuple[float, float] = (1.0, 1.0)) -> 
 def paired_comparison(
     diffs, groups, *, seed: int = 0, alpha: float = 0.05, power: float = 0.8, n_perm: int = 20_000,
     outcome_diffs=None, n_questions: int | None = None, margin: float = DEFAULT_EQUIVALENCE_MARGIN,
-    n_boot: int | None = None,
+    n_boot: int | None = None, at_alpha: bool = True,
 ) -> dict:
     """Every number of one paired comparison of per-question differences ``diffs`` (policy -
     reference; documents ``groups`` as clusters), written once for protocol A, the policy
@@ -351,19 +342,17 @@ def paired_comparison(
     distinct questions behind stacked rows); ``same``; ``equivalent`` (two one-sided sign-flip
     tests at alpha against +-``margin``: the ``equivalence_interval`` inside (-margin, margin);
     ``tost_low`` / ``tost_high`` that interval) and ``p_better`` (``posterior_better``).
-    ``n_boot`` is accepted and ignored (the bootstrap interval is gone)."""
+    ``n_boot`` is accepted and ignored (the bootstrap interval is gone). ``at_alpha`` False: the
+    caller decides at another level and computes the interval, equivalence and plan there
+    (``verdict_stats.at_level``), so they are NaN here (not equivalent) unless ``same``."""
     del n_boot
     d, g = _per_question("paired_comparison", diffs, groups)
     totals, sizes = document_totals(d, g)
     same = bool(np.all(d == 0))
     k = int(np.sum(np.abs(totals) > SIGN_FLIP_ZERO_TOL))
     p = 1.0 if same else sign_flip_test(d, g, n_perm=n_perm, seed=seed)
-    # one draw of sign patterns for both intervals (1 - alpha and, for equivalence, 1 - 2 alpha)
-    sums = None if same else _pattern_sums(totals, sizes, int(n_perm), seed)
-    if same:
-        lo, hi = 0.0, 0.0
-    else:
-        lo, hi = sign_flip_interval(d, g, alpha=alpha, n_perm=n_perm, seed=seed, p_at_zero=p, sums=sums)
+    later = not (at_alpha or same)
+    lo, hi, t_lo, t_hi = _intervals(d, g, same=same, later=later, alpha=alpha, n_perm=n_perm, seed=seed, p=p)
     mdd = min_detectable_difference(d, g, alpha=alpha, power=power)
     max_diff = max_showable_difference(d, g)
     min_p = min_reachable_p(k)
@@ -378,11 +367,7 @@ def paired_comparison(
     # the plan rests on the questions whose outcome differs (rescues and harms); a cost alone
     # (no outcome differs) is planned from the utility totals
     basis = o if outcome_diffs is not None and discordant_q > 0 else d
-    plan = sample_size_plan(basis, g, alpha=alpha, power=power, n_questions=n_questions)
-    if same:
-        t_lo, t_hi = 0.0, 0.0
-    else:
-        t_lo, t_hi = equivalence_interval(d, g, alpha=alpha, n_perm=n_perm, seed=seed, p_at_zero=p, sums=sums)
+    plan = NO_PLAN if later else sample_size_plan(basis, g, alpha=alpha, power=power, n_questions=n_questions)
     return {
         "equivalent": bool(math.isfinite(t_lo) and math.isfinite(t_hi) and -margin < t_lo and t_hi < margin),
         "tost_low": t_lo,
@@ -407,6 +392,18 @@ def paired_comparison(
         "plan_why": plan["why"],
         "same": same,
     }
+
+
+def _intervals(d, g, *, same: bool, later: bool, alpha: float, n_perm: int, seed: int, p: float) -> tuple:
+    """(ci_low, ci_high, tost_low, tost_high) of ``paired_comparison`` at alpha: 0 when every
+    difference is 0, NaN when its caller computes them at another level (``later``)."""
+    if later:
+        return math.nan, math.nan, math.nan, math.nan
+    if same:
+        return 0.0, 0.0, 0.0, 0.0
+    lo, hi = sign_flip_interval(d, g, alpha=alpha, n_perm=n_perm, seed=seed, p_at_zero=p)
+    t_lo, t_hi = equivalence_interval(d, g, alpha=alpha, n_perm=n_perm, seed=seed, p_at_zero=p)
+    return lo, hi, t_lo, t_hi
 
 
 # ---------------------------------------------------------------------------------------- words

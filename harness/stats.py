@@ -8,6 +8,7 @@ under the same name. All randomness comes from ``np.random.default_rng(seed)``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import warnings
@@ -50,7 +51,19 @@ def _doc_index(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     Documents are sorted so the resample draws depend only on the set of documents, not on row
     order: the same questions give the same interval.
     """
-    docs, inverse = np.unique(np.asarray(groups).astype(str), return_inverse=True)
+    g = np.asarray(groups).astype(str)
+    return _kept_doc_index(g.dtype.str, g.shape, g.tobytes())
+
+
+DOC_INDEX_KEPT = 32  # document indexes kept: every test of a comparison indexes the same documents
+
+
+@functools.lru_cache(maxsize=DOC_INDEX_KEPT)
+def _kept_doc_index(dtype: str, shape: tuple, data: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """``_doc_index`` kept by the exact bytes of the documents as strings (read-only arrays)."""
+    docs, inverse = np.unique(np.frombuffer(data, dtype=dtype).reshape(shape), return_inverse=True)
+    docs.setflags(write=False)
+    inverse.setflags(write=False)
     return docs, inverse
 
 
@@ -257,12 +270,30 @@ def sign_flip_test(diffs, groups, n_perm: int = 20_000, seed: int = 0) -> float:
     Why not the bootstrap's p: when all k discordant documents point one way no bootstrap
     resample crosses 0, so its p is about 2 e^-k and calls 4 discordant questions significant,
     where the exact test says 2 * 0.5^4 = 0.125. For 0/1 differences with one question per
-    document this IS the exact McNemar test (p = ``mcnemar_exact``'s p).
+    document this IS the exact McNemar test (p = ``mcnemar_exact``'s p). The p is kept by the
+    non-zero totals, n_perm and seed (``_kept_sign_flip_p``) when the seed is an integer.
     """
     d, g = _per_question("sign_flip_test", diffs, groups)
     _, doc_of = _doc_index(g)
     totals = np.bincount(doc_of, weights=d)
     totals = totals[np.abs(totals) > SIGN_FLIP_ZERO_TOL]
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        return _sign_flip_p(totals, n_perm, seed)  # not reproducible from a key: never kept
+    return _kept_sign_flip_p(totals.tobytes(), int(n_perm), int(seed))
+
+
+SIGN_FLIP_KEPT = 4096  # sign-flip p-values kept by their document totals, n_perm and seed
+
+
+@functools.lru_cache(maxsize=SIGN_FLIP_KEPT)
+def _kept_sign_flip_p(totals: bytes, n_perm: int, seed: int) -> float:
+    """``_sign_flip_p`` kept by the exact bytes of the non-zero document totals (float64), n_perm
+    and seed: a sweep's end asks the same test of the same totals many times."""
+    return _sign_flip_p(np.frombuffer(totals, dtype=np.float64).copy(), n_perm, seed)
+
+
+def _sign_flip_p(totals: np.ndarray, n_perm: int, seed) -> float:
+    """``sign_flip_test``'s p from the non-zero document totals."""
     k = len(totals)
     if k == 0:
         return 1.0
@@ -273,11 +304,35 @@ def sign_flip_test(diffs, groups, n_perm: int = 20_000, seed: int = 0) -> float:
         return float(np.mean(np.abs(patterns @ totals) >= observed - tol))
     rng = np.random.default_rng(seed)
     hits = 0
+    # the signs of 4,096 patterns at a time as a row-major float matrix (the layout numpy gives
+    # int signs it multiplies with float totals, so the same products), written into a reused
+    # buffer. They are drawn 32-bit in parts of DRAW_ROWS patterns: the generator draws 0/1 of
+    # every integer width from consecutive 32-bit words (Lemire's method, no buffering between
+    # draws), so the signs are those of one 64-bit draw of the block.
+    buffer = float_scratch(min(4096, n_perm) * k)
     for start in range(0, n_perm, 4096):
         m = min(4096, n_perm - start)
-        signs = rng.integers(0, 2, size=(m, k)) * 2 - 1
+        signs = buffer[:m * k].reshape(m, k)
+        for row in range(0, m, DRAW_ROWS):
+            part = signs[row:row + DRAW_ROWS]
+            np.multiply(rng.integers(0, 2, size=part.shape, dtype=np.int32), 2, out=part)
+        signs -= 1
         hits += int(np.sum(np.abs(signs @ totals) >= observed - tol))
     return float((1 + hits) / (1 + n_perm))
+
+
+DRAW_ROWS = 256  # sign patterns drawn at once (a small array, reused by the allocator)
+_SCRATCH = [np.empty(0)]
+
+
+def float_scratch(n: int) -> np.ndarray:
+    """A reused float64 buffer of ``n`` elements, its contents the caller's to overwrite (one
+    caller at a time): the sign-flip sums write millions of float signs per call, and a fresh
+    buffer each time costs a page fault per 4 kB on first touch, more than the arithmetic. It
+    grows to the largest size asked (4,096 patterns x the documents of a test)."""
+    if _SCRATCH[0].size < n:
+        _SCRATCH[0] = np.empty(n)
+    return _SCRATCH[0][:n]
 
 
 # --------------------------------------------------------------------------------------------

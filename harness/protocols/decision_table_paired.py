@@ -160,8 +160,9 @@ def _test_row(r: dict, paired: _Paired, oracles: set[str], tied: list[str], *, s
     d = frame[label].to_numpy(dtype=float) - paired.ref_utility
     o = paired.outcomes[label].to_numpy(dtype=float) - paired.ref_outcome
     groups = paired.groups
+    # a tested router's interval, equivalence and plan are computed at its table level (``_at_level``)
     stats = paired_comparison(d, groups, seed=seed, alpha=alpha, power=power, outcome_diffs=o,
-                              n_questions=int(frame["qid"].nunique()), margin=margin)
+                              n_questions=int(frame["qid"].nunique()), margin=margin, at_alpha=label in oracles)
     r.update(diff_vs_ref=float(d.mean()), **{k: stats[k] for k in (
         "ci_low", "ci_high", "p", "mdd", "max_diff", "detectable", "discordant_docs", "discordant_questions",
         "plan_questions", "plan_docs", "p_better", "equivalent")}, questions=int(frame["qid"].nunique()))

@@ -26,9 +26,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from harness.paired import (
-    _pattern_sums, document_totals, equivalence_interval, paired_comparison, sample_size_plan, sign_flip_interval,
-)
+from harness.paired import document_totals, equivalence_interval, paired_comparison, sample_size_plan, sign_flip_interval
+from harness.sign_patterns import Memo, array_key, pattern_sums, seed_key
 
 FIXED_ARMS = (("always_keep", 0.0), ("always_extra", 1.0))  # the fixed decisions and their usage
 MAX_TIE_ALTERNATIVES = 64  # beyond this many equally valid calibration choices a cell says "cannot tell"
@@ -96,7 +95,20 @@ def tost_p(diffs, groups, margin: float, *, n_perm: int = 20_000, seed: int = 0)
     if not margin > 0:
         return 1.0
     totals, sizes = document_totals(diffs, groups)
-    a, b, exact = _pattern_sums(totals, sizes, int(n_perm), seed)
+    sk = seed_key(seed)
+    if sk is None:
+        return _tost_p(totals, sizes, margin, n_perm, seed)
+    key = (array_key(totals), array_key(sizes), float(margin), int(n_perm), sk)
+    return _TOST.get(key, lambda: _tost_p(totals, sizes, margin, n_perm, seed))
+
+
+TOST_KEPT = 4096  # TOST p-values kept (``Memo``) by the document totals, sizes, margin, n_perm and seed
+_TOST = Memo(TOST_KEPT)
+
+
+def _tost_p(totals: np.ndarray, sizes: np.ndarray, margin: float, n_perm: int, seed) -> float:
+    """``tost_p`` from the document totals and sizes."""
+    a, b, exact = pattern_sums(totals, sizes, int(n_perm), seed)
     total, n = float(totals.sum()), float(sizes.sum())
     tol = 1e-12 * max(1.0, float(np.abs(totals).sum()) + margin * n)
     upper = int(np.sum(a - margin * b <= total - margin * n + tol))  # H0: delta >= +margin

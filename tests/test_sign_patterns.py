@@ -1,0 +1,199 @@
+"""The kept (memoized) sign-flip numbers: a kept value is the value computed afresh, and a changed
+input (one document total, another seed, another level) is computed, not served from the memo."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from harness import paired, sign_patterns, stats
+from harness.paired import document_totals, sample_size_plan, sign_flip_interval
+from harness.protocols import verdict_stats
+from harness.protocols.verdict_stats import tost_p
+from harness.sign_patterns import Memo, pattern_sums
+
+
+def _forget() -> None:
+    stats._kept_sign_flip_p.cache_clear()
+    sign_patterns._SUMS.clear()
+    sign_patterns._PATTERNS.clear()
+    paired._INTERVALS.clear()
+    paired._PLANS.clear()
+    verdict_stats._TOST.clear()
+
+
+@pytest.fixture(autouse=True)
+def forget():
+    _forget()
+    yield
+    _forget()
+
+
+def _data(n_docs: int = 60, seed: int = 3):
+    rng = np.random.default_rng(seed)
+    groups = np.repeat([f"d{i:03d}" for i in range(n_docs)], 2)
+    diffs = rng.choice([-1.0, 0.0, 0.0, 1.0, 1.0], size=len(groups)) - 0.01 * rng.random(len(groups))
+    return diffs, groups
+
+
+def _reference_sign_flip_p(diffs, groups, n_perm, seed) -> float:
+    """The sign-flip test as written before it was kept: one draw per call."""
+    _, doc_of = np.unique(np.asarray(groups).astype(str), return_inverse=True)
+    totals = np.bincount(doc_of, weights=np.asarray(diffs, dtype=float))
+    totals = totals[np.abs(totals) > stats.SIGN_FLIP_ZERO_TOL]
+    observed, tol = abs(float(totals.sum())), 1e-12 * max(1.0, float(np.abs(totals).sum()))
+    if len(totals) <= stats.SIGN_FLIP_EXACT_MAX:
+        patterns = ((np.arange(2 ** len(totals))[:, None] >> np.arange(len(totals))) & 1) * 2 - 1
+        return float(np.mean(np.abs(patterns @ totals) >= observed - tol))
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for start in range(0, n_perm, 4096):
+        signs = rng.integers(0, 2, size=(min(4096, n_perm - start), len(totals))) * 2 - 1
+        hits += int(np.sum(np.abs(signs @ totals) >= observed - tol))
+    return float((1 + hits) / (1 + n_perm))
+
+
+def _reference_pattern_sums(totals, sizes, n_perm, seed):
+    """The sampled pattern sums exactly as computed before they were kept: int8 patterns drawn in
+    blocks, then each sum in blocks of float signs (``signs[:, nz]`` is column-major)."""
+    n_docs = len(totals)
+    rng = np.random.default_rng(seed)
+    block = max(1, min(4096, 2_000_000 // n_docs))
+    signs = np.empty((n_perm, n_docs), dtype=np.int8)
+    for start in range(0, n_perm, block):
+        m = min(block, n_perm - start)
+        signs[start:start + m] = rng.integers(0, 2, size=(m, n_docs), dtype=np.int8) * 2 - 1
+
+    def signed_sums(s, values):
+        out = np.empty(len(s))
+        step = max(1, 2_000_000 // max(1, s.shape[1]))
+        for start in range(0, len(s), step):
+            out[start:start + step] = s[start:start + step].astype(np.float64) @ values
+        return out
+
+    nz = np.flatnonzero(totals != 0)
+    return signed_sums(signs[:, nz], totals[nz]), signed_sums(signs, sizes)
+
+
+def test_memo_is_bounded_and_least_recently_used():
+    memo, calls = Memo(2), []
+    for key in ("a", "b", "a", "c", "b"):
+        memo.get(key, lambda key=key: calls.append(key) or key.upper())
+    assert calls == ["a", "b", "c", "b"] and len(memo) == 2  # "b" was the least recently used when "c" came
+
+
+def test_sign_flip_p_kept_equals_fresh_and_a_changed_input_is_recomputed():
+    d, g = _data()
+    first = stats.sign_flip_test(d, g, n_perm=3000, seed=5)
+    assert first == _reference_sign_flip_p(d, g, 3000, 5)
+    assert stats.sign_flip_test(d, g, n_perm=3000, seed=5) == first
+    assert stats._kept_sign_flip_p.cache_info().hits == 1
+    changed = d.copy()
+    changed[np.flatnonzero(d != 0)[0]] += 1.0  # one document total changed
+    for args, kwargs in (((changed, g), {"n_perm": 3000, "seed": 5}), ((d, g), {"n_perm": 3000, "seed": 6}),
+                         ((d, g), {"n_perm": 2999, "seed": 5})):
+        assert stats.sign_flip_test(*args, **kwargs) == _reference_sign_flip_p(*args, kwargs["n_perm"], kwargs["seed"])
+    assert stats._kept_sign_flip_p.cache_info().hits == 1  # none of them was served from the memo
+
+
+def test_pattern_sums_kept_equal_fresh_and_are_read_only():
+    d, g = _data()
+    totals, sizes = document_totals(d, g)
+    a, b, exact = pattern_sums(totals, sizes, 2500, 1)
+    ref_a, ref_b = _reference_pattern_sums(totals, sizes, 2500, 1)
+    assert not exact and a.tobytes() == ref_a.tobytes() and b.tobytes() == ref_b.tobytes()
+    again = pattern_sums(totals, sizes, 2500, 1)
+    assert again[0] is a and again[1] is b and not a.flags.writeable
+    other = totals.copy()
+    other[np.flatnonzero(totals)[0]] += 1.0
+    a2, _, _ = pattern_sums(other, sizes, 2500, 1)
+    assert a2.tobytes() == _reference_pattern_sums(other, sizes, 2500, 1)[0].tobytes()
+    a3, b3, _ = pattern_sums(totals, sizes, 2500, 2)
+    ref3 = _reference_pattern_sums(totals, sizes, 2500, 2)
+    assert a3.tobytes() == ref3[0].tobytes() and b3.tobytes() == ref3[1].tobytes()
+
+
+def test_interval_tost_and_plan_kept_equal_fresh():
+    d, g = _data()
+    totals, sizes = document_totals(d, g)
+    p = stats.sign_flip_test(d, g, n_perm=2000, seed=0)
+    ends = sign_flip_interval(d, g, alpha=0.05, n_perm=2000, seed=0, p_at_zero=p)
+    fresh = paired._inverted_test(totals, sizes, alpha=0.05, p_at_zero=p, tol=1e-10, n_perm=2000, seed=0)
+    assert ends == fresh and sign_flip_interval(d, g, alpha=0.05, n_perm=2000, seed=0, p_at_zero=p) == ends
+    assert len(paired._INTERVALS) == 1
+    at_level = sign_flip_interval(d, g, alpha=0.01, n_perm=2000, seed=0, p_at_zero=p)
+    assert at_level == paired._inverted_test(totals, sizes, alpha=0.01, p_at_zero=p, tol=1e-10, n_perm=2000, seed=0)
+    assert len(paired._INTERVALS) == 2 and at_level != ends
+    assert tost_p(d, g, 0.05, n_perm=2000, seed=0) == verdict_stats._tost_p(totals, sizes, 0.05, 2000, 0)
+    assert tost_p(d, g, 0.02, n_perm=2000, seed=0) == verdict_stats._tost_p(totals, sizes, 0.02, 2000, 0)
+    assert len(verdict_stats._TOST) == 2
+    plan = sample_size_plan(d, g, alpha=0.01)
+    plan["docs"] = -1.0  # a caller's change does not reach the kept plan
+    again = sample_size_plan(d, g, alpha=0.01)
+    pos, neg = int(np.sum(totals > 1e-12)), int(np.sum(totals < -1e-12))
+    assert again == paired._plan(pos, neg, len(totals), float(sizes.sum()), 0.01, 0.8, paired.PLAN_PRIOR)
+    assert again["docs"] > 0 and sample_size_plan(d, g, alpha=0.02)["docs"] != again["docs"]
+
+
+def test_an_unseeded_draw_is_never_kept():
+    d, g = _data()
+    totals, sizes = document_totals(d, g)
+    pattern_sums(totals, sizes, 500, None)
+    sign_flip_interval(d, g, n_perm=500, seed=None, p_at_zero=0.5)
+    assert len(sign_patterns._SUMS) == 0 and len(paired._INTERVALS) == 0
+    assert stats._kept_sign_flip_p.cache_info().currsize == 0
+    assert math.isfinite(stats.sign_flip_test(d, g, n_perm=500, seed=None))
+    assert stats._kept_sign_flip_p.cache_info().currsize == 0
+
+
+def test_sign_draws_of_every_width_are_the_same_bits():
+    for seed, shape in ((0, (7, 33)), (5, (4096, 19)), (11, (3, 1))):
+        wide = np.random.default_rng(seed).integers(0, 2, size=shape)
+        narrow = np.random.default_rng(seed).integers(0, 2, size=shape, dtype=np.int32)
+        assert np.array_equal(wide, narrow)
+
+
+@pytest.mark.parametrize("n_docs, n_nonzero, n_perm", [
+    (17, 17, 9000),  # more than one block of 4,096 draws
+    (40, 3, 700),  # few documents with a total: short sums
+    (2100, 2000, 2001),  # 1,000 patterns a block: the last block one pattern
+    (300, 150, 4097),
+])
+def test_kept_sums_and_p_equal_the_computation_before_them(n_docs, n_nonzero, n_perm):
+    rng = np.random.default_rng(n_docs)
+    totals = np.zeros(n_docs)
+    totals[rng.choice(n_docs, n_nonzero, replace=False)] = rng.normal(size=n_nonzero) * rng.integers(1, 4, n_nonzero)
+    sizes = rng.integers(1, 4, size=n_docs).astype(float)
+    a, b, _ = pattern_sums(totals, sizes, n_perm, 7)
+    ref_a, ref_b = _reference_pattern_sums(totals, sizes, n_perm, 7)
+    assert a.tobytes() == ref_a.tobytes() and b.tobytes() == ref_b.tobytes()
+    groups = np.array([f"d{i:05d}" for i in range(n_docs)])
+    assert stats.sign_flip_test(totals, groups, n_perm=n_perm, seed=7) == _reference_sign_flip_p(
+        totals, groups, n_perm, 7)
+
+
+def test_powers_at_equal_one_call_per_size():
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        limit, pi, q = int(rng.integers(5, 3000)), float(rng.uniform(0.05, 0.95)), float(rng.uniform(0.001, 1))
+        alpha = float(rng.uniform(0.0005, 0.1))
+        g = paired.sign_test_power_given_discordant(limit, pi, alpha)
+        ms = rng.integers(1, limit + 1, size=int(rng.integers(1, 70)))
+        ref = []
+        for m in ms:  # one size at a time, as the plan's search computed it
+            lo = int(max(0, sps.binom.ppf(1e-12, int(m), q) - 1))
+            hi = int(min(int(m), sps.binom.isf(1e-12, int(m), q) + 1))
+            ref.append(float(sps.binom.pmf(np.arange(lo, hi + 1), int(m), q) @ g[lo:hi + 1]))
+        assert paired._powers_at(ms, q, g).tobytes() == np.array(ref).tobytes()
+
+
+def test_document_index_kept_equals_fresh_and_is_read_only():
+    groups = np.array(["b", "a", "c", "a"], dtype=object)
+    docs, doc_of = stats._doc_index(groups)
+    fresh_docs, fresh_of = np.unique(groups.astype(str), return_inverse=True)
+    assert np.array_equal(docs, fresh_docs) and np.array_equal(doc_of, fresh_of)
+    assert stats._doc_index(list("bcaa"))[1].tolist() == [1, 2, 0, 0]  # another order: computed, not served
+    assert not docs.flags.writeable and not doc_of.flags.writeable
