@@ -54,15 +54,16 @@ def declared_outputs() -> list:
     """Every known protocol's declared outputs (``Protocol.outputs``: built-ins first, then
     installed plugins), in that order; a plugin that cannot be made declares nothing here."""
     from harness.errors import HarnessError
-    from harness.protocols.registry import in_display_order, plan_protocols, protocol_names
+    from harness.protocols.registry import BUILTIN_PROTOCOLS, make_protocol, protocol_names
 
-    planned = []
-    for name in protocol_names():
+    order = list(BUILTIN_PROTOCOLS)
+    out = []
+    for name in sorted(protocol_names(), key=lambda n: order.index(n) if n in order else len(order)):
         try:
-            planned += plan_protocols({"protocol": {"run": [name]}})
+            out += list(make_protocol(name).outputs)
         except HarnessError:  # its own commands say why; the report shows the rest
             continue
-    return [o for pp in in_display_order(planned) for o in pp.protocol.outputs]
+    return out
 
 
 def build_columns(metric_keys: set[str], outcome: str | None) -> list[Column]:

@@ -32,15 +32,22 @@ from harness.tracking.sweep_jobs import sweep_stages
 
 def comparison_columns(protocols: list[str], metric: str) -> list[tuple[str, str]]:
     """The comparison table's metric columns, (header, MLflow metric): the headline outputs the
-    sweep's protocols declare (``Protocol.outputs``), each followed by its interval's ends."""
+    sweep's protocols declare (``Protocol.outputs``), each followed by its interval's ends; a
+    protocol that cannot be made here (its own commands say why) adds none."""
+    from harness.errors import HarnessError
     from harness.protocols.outputs import expand
-    from harness.protocols.registry import in_display_order, plan_protocols, protocol_names
+    from harness.protocols.registry import BUILTIN_PROTOCOLS, make_protocol, protocol_names
     from harness.tracking.naming import mlflow_name
 
     known = [p for p in protocols if p in protocol_names()]
+    order = list(BUILTIN_PROTOCOLS)
     cols = []
-    for pp in in_display_order(plan_protocols({"protocol": {"run": known}})):
-        for o in expand(pp.protocol.outputs, mlflow_name(metric)):
+    for name in sorted(known, key=lambda n: order.index(n) if n in order else len(order)):
+        try:
+            outputs = make_protocol(name).outputs
+        except HarnessError:
+            continue
+        for o in expand(outputs, mlflow_name(metric)):
             if o.headline and "{budget}" not in o.key:
                 cols.append((o.short or o.label, o.key))
                 cols += [("CI low", o.ci[0]), ("CI high", o.ci[1])] if o.ci else []
