@@ -9,10 +9,8 @@ under the same name. All randomness comes from ``np.random.default_rng(seed)``.
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 import warnings
-from collections import OrderedDict
 from typing import Callable
 
 import numpy as np
@@ -454,7 +452,6 @@ def grouped_split(groups, frac: float = 0.8, seed: int = 0) -> tuple[np.ndarray,
     return np.flatnonzero(first), np.flatnonzero(~first)
 
 
-_HALVES: "OrderedDict[tuple, tuple[np.ndarray, np.ndarray]]" = OrderedDict()
 HALVES_KEPT = 64  # a sweep's splits (seeds x tables) fit; each entry is two index arrays
 
 
@@ -469,20 +466,19 @@ def stratified_grouped_halves(groups, delta_class, seed: int = 0) -> tuple[np.nd
 
     Kept per process by the exact inputs (the pre-flight and protocol B draw the same halves
     for every job of a sweep; sklearn's search costs a good part of a second on thousands of
-    questions); the arrays handed out are read-only copies of the kept ones.
+    questions); the arrays handed out are copies of the kept ones.
     """
-    groups = np.asarray(groups).astype(str)
+    g = np.asarray(groups).astype(str)
     y = np.asarray(delta_class).astype(int)
-    key = (hashlib.sha256("\x1f".join(groups.tolist()).encode()).hexdigest(), y.tobytes(), len(y), int(seed))
-    kept = _HALVES.get(key)
-    if kept is None:
-        kept = _draw_halves(groups, y, seed)
-        for part in kept:
-            part.setflags(write=False)
-        _HALVES[key] = kept
-        while len(_HALVES) > HALVES_KEPT:
-            _HALVES.popitem(last=False)
-    return kept[0].copy(), kept[1].copy()
+    cal, test = _kept_halves(g.dtype.str, g.shape, g.tobytes(), y.tobytes(), int(seed))
+    return cal.copy(), test.copy()
+
+
+@functools.lru_cache(maxsize=HALVES_KEPT)
+def _kept_halves(dtype: str, shape: tuple, groups: bytes, classes: bytes, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``_draw_halves`` kept by the exact bytes of the documents (as strings) and classes."""
+    g = np.frombuffer(groups, dtype=dtype).reshape(shape)
+    return _draw_halves(g, np.frombuffer(classes, dtype=int), seed)
 
 
 def _draw_halves(groups: np.ndarray, y: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -316,7 +316,7 @@ def test_kept_halves_equal_a_fresh_draw_and_follow_every_input():
     rng = np.random.default_rng(3)
     groups = np.array([f"d{i // 3}" for i in range(60)])
     y = rng.integers(-1, 2, size=60)
-    stats._HALVES.clear()
+    stats._kept_halves.cache_clear()
     first = stats.stratified_grouped_halves(groups, y, seed=7)
     fresh = stats._draw_halves(groups.astype(str), y.astype(int), 7)
     again = stats.stratified_grouped_halves(groups, y, seed=7)  # served from the kept draw
@@ -328,4 +328,4 @@ def test_kept_halves_equal_a_fresh_draw_and_follow_every_input():
     other_groups = stats.stratified_grouped_halves(np.array([f"e{i // 3}" for i in range(60)]), y, seed=7)
     for got, groups_, y_, seed in ((other_seed, groups, y, 8), (other_groups, np.array([f"e{i // 3}" for i in range(60)]), y, 7)):
         assert all(np.array_equal(a, b) for a, b in zip(got, stats._draw_halves(groups_.astype(str), y_.astype(int), seed)))
-    assert len(stats._HALVES) == 4
+    assert stats._kept_halves.cache_info().currsize == 4

@@ -294,8 +294,14 @@ def plan_protocols(cfg: Mapping[str, Any]) -> tuple[PlannedProtocol, ...]:
     return tuple(planned)
 
 
-def in_display_order(planned: Sequence[PlannedProtocol]) -> list[PlannedProtocol]:
-    """The job's protocols in the order screens show them: built-ins first (A, B, C, cost),
-    then plugins as the config lists them."""
+def display_order(names: Sequence[str]) -> list[str]:
+    """Protocol names in the order screens show them: built-ins first (A, B, C, cost), then
+    plugins in the order given."""
     order = list(BUILTIN_PROTOCOLS)
-    return sorted(planned, key=lambda pp: order.index(pp.name) if pp.name in order else len(order))
+    return sorted(names, key=lambda n: order.index(n) if n in order else len(order))
+
+
+def in_display_order(planned: Sequence[PlannedProtocol]) -> list[PlannedProtocol]:
+    """The job's protocols in ``display_order``."""
+    by_name = {pp.name: pp for pp in planned}
+    return [by_name[n] for n in display_order(list(by_name))]

@@ -54,11 +54,10 @@ def declared_outputs() -> list:
     """Every known protocol's declared outputs (``Protocol.outputs``: built-ins first, then
     installed plugins), in that order; a plugin that cannot be made declares nothing here."""
     from harness.errors import HarnessError
-    from harness.protocols.registry import BUILTIN_PROTOCOLS, make_protocol, protocol_names
+    from harness.protocols.registry import display_order, make_protocol, protocol_names
 
-    order = list(BUILTIN_PROTOCOLS)
     out = []
-    for name in sorted(protocol_names(), key=lambda n: order.index(n) if n in order else len(order)):
+    for name in display_order(protocol_names()):
         try:
             out += list(make_protocol(name).outputs)
         except HarnessError:  # its own commands say why; the report shows the rest

@@ -36,13 +36,12 @@ def comparison_columns(protocols: list[str], metric: str) -> list[tuple[str, str
     protocol that cannot be made here (its own commands say why) adds none."""
     from harness.errors import HarnessError
     from harness.protocols.outputs import expand
-    from harness.protocols.registry import BUILTIN_PROTOCOLS, make_protocol, protocol_names
+    from harness.protocols.registry import display_order, make_protocol, protocol_names
     from harness.tracking.naming import mlflow_name
 
-    known = [p for p in protocols if p in protocol_names()]
-    order = list(BUILTIN_PROTOCOLS)
+    known = set(protocol_names())
     cols = []
-    for name in sorted(known, key=lambda n: order.index(n) if n in order else len(order)):
+    for name in display_order([p for p in protocols if p in known]):
         try:
             outputs = make_protocol(name).outputs
         except HarnessError:
