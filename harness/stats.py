@@ -300,26 +300,57 @@ def _sign_flip_p(totals: np.ndarray, n_perm: int, seed) -> float:
     if k <= SIGN_FLIP_EXACT_MAX:
         patterns = ((np.arange(2**k)[:, None] >> np.arange(k)) & 1) * 2 - 1
         return float(np.mean(np.abs(patterns @ totals) >= observed - tol))
-    rng = np.random.default_rng(seed)
+    stream = sign_stream(seed, n_perm * k)  # the signs of pattern i: stream[i*k:(i+1)*k]
     hits = 0
     # the signs of 4,096 patterns at a time as a row-major float matrix (the layout numpy gives
     # int signs it multiplies with float totals, so the same products), written into a reused
-    # buffer. They are drawn 32-bit in parts of DRAW_ROWS patterns: the generator draws 0/1 of
-    # every integer width from consecutive 32-bit words (Lemire's method, no buffering between
-    # draws), so the signs are those of one 64-bit draw of the block.
+    # buffer.
     buffer = float_scratch(min(4096, n_perm) * k)
     for start in range(0, n_perm, 4096):
         m = min(4096, n_perm - start)
         signs = buffer[:m * k].reshape(m, k)
-        for row in range(0, m, DRAW_ROWS):
-            part = signs[row:row + DRAW_ROWS]
-            np.multiply(rng.integers(0, 2, size=part.shape, dtype=np.int32), 2, out=part)
-        signs -= 1
+        np.copyto(signs, stream[start * k:(start + m) * k].reshape(m, k))
         hits += int(np.sum(np.abs(signs @ totals) >= observed - tol))
     return float((1 + hits) / (1 + n_perm))
 
 
-DRAW_ROWS = 256  # sign patterns drawn at once (a small array, reused by the allocator)
+SIGN_STREAM_MAX = 64_000_000  # signs kept per seed (int8: 64 MB); longer streams are drawn each time
+_SIGN_STREAMS: dict[int, tuple[np.random.Generator, np.ndarray]] = {}
+
+
+def sign_stream(seed, n: int) -> np.ndarray:
+    """The first ``n`` signs (+1/-1, int8) of seed ``seed``'s sign stream: the generator's 0/1
+    draws, 32-bit, one word per sign (Lemire's method never rejects for two values, and the
+    generator does not buffer between draws), so a test over k documents that reads n_perm * k
+    signs in a row as its patterns gets the signs it would draw for itself, whatever k.
+
+    Why kept: a sweep's end runs hundreds of sampled tests with the same seed and different k;
+    drawing is most of a test's time, and one stream per seed, extended as needed, serves all."""
+    key = int(seed) if isinstance(seed, (int, np.integer)) and not isinstance(seed, (bool, np.bool_)) else None
+    if key is None or n > SIGN_STREAM_MAX:
+        return _draw_signs(np.random.default_rng(seed), n)
+    rng, kept = _SIGN_STREAMS.get(key) or (np.random.default_rng(key), np.empty(0, dtype=np.int8))
+    if kept.size < n:
+        grown = np.empty(max(n, min(SIGN_STREAM_MAX, 2 * kept.size)), dtype=np.int8)
+        grown[:kept.size] = kept
+        grown[kept.size:] = _draw_signs(rng, grown.size - kept.size)
+        grown.setflags(write=False)
+        kept = grown
+        if len(_SIGN_STREAMS) >= 2:
+            _SIGN_STREAMS.clear()
+        _SIGN_STREAMS[key] = (rng, kept)
+    return kept[:n]
+
+
+def _draw_signs(rng: np.random.Generator, n: int) -> np.ndarray:
+    """``n`` signs drawn from ``rng`` as 0/1 in 32-bit words, in parts of at most 2**22."""
+    out = np.empty(n, dtype=np.int8)
+    for start in range(0, n, 1 << 22):
+        part = out[start:start + (1 << 22)]
+        np.subtract(np.multiply(rng.integers(0, 2, size=part.size, dtype=np.int32), 2), 1, out=part, casting="unsafe")
+    return out
+
+
 _SCRATCH = [np.empty(0)]
 
 

@@ -18,6 +18,7 @@ from harness.sign_patterns import Memo, pattern_sums
 
 def _forget() -> None:
     stats._kept_sign_flip_p.cache_clear()
+    stats._SIGN_STREAMS.clear()
     sign_patterns._SUMS.clear()
     sign_patterns._PATTERNS.clear()
     paired._INTERVALS.clear()
@@ -197,3 +198,26 @@ def test_document_index_kept_equals_fresh_and_is_read_only():
     assert np.array_equal(docs, fresh_docs) and np.array_equal(doc_of, fresh_of)
     assert stats._doc_index(list("bcaa"))[1].tolist() == [1, 2, 0, 0]  # another order: computed, not served
     assert not docs.flags.writeable and not doc_of.flags.writeable
+
+
+def test_sign_flip_p_from_the_kept_sign_stream_equals_its_own_draw_for_any_document_count():
+    """One stream per seed serves tests over any number of documents, in any order, growing as
+    needed and dropped for a third seed: each p is the p of the test drawing its own patterns."""
+    rng = np.random.default_rng(11)
+    for k, n_perm, seed in [(40, 3000, 0), (25, 5000, 0), (300, 4097, 0), (17, 100, 1), (90, 3000, 2), (40, 3000, 0)]:
+        groups = np.arange(k).astype(str)
+        diffs = rng.normal(size=k) if k % 2 else rng.integers(-2, 3, size=k).astype(float) + 0.5
+        assert stats.sign_flip_test(diffs, groups, n_perm=n_perm, seed=seed) == _reference_sign_flip_p(
+            diffs, groups, n_perm, seed), (k, n_perm, seed)
+    assert len(stats._SIGN_STREAMS) <= 2
+
+
+def test_sign_stream_is_the_generators_draws_and_longer_streams_are_not_kept(monkeypatch):
+    expected = np.random.default_rng(5).integers(0, 2, size=10_000) * 2 - 1
+    assert np.array_equal(stats.sign_stream(5, 10_000), expected)
+    assert np.array_equal(stats.sign_stream(5, 1_000), expected[:1_000])
+    monkeypatch.setattr(stats, "SIGN_STREAM_MAX", 500)
+    stats._SIGN_STREAMS.clear()
+    assert np.array_equal(stats.sign_stream(5, 2_000), expected[:2_000])
+    assert not stats._SIGN_STREAMS
+
