@@ -81,7 +81,16 @@ def _clipped_points(x: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return grid, np.interp(grid, ux, px)
 
 
-def nway_pgr_summaries(point_costs, point_outcomes, arm_outcomes, arm_costs) -> dict:
+def _sum_scale(gain_sums, n_points: int) -> np.ndarray:
+    gains = checked_vector("gain_sums[0]", gain_sums[0])
+    aligned_length(point_outcomes=np.zeros(n_points), gain_sums=gains)
+    total = float(gain_sums[1])
+    if not total > 0 or not math.isfinite(total):
+        raise HarnessError(f"gain_sums[1]: the strong arm's summed gain must be positive and finite, got {total!r}")
+    return gains / total
+
+
+def nway_pgr_summaries(point_costs, point_outcomes, arm_outcomes, arm_costs, *, gain_sums=None) -> dict:
     """APGR, CPT(50%), CPT(80%) of a router's operating points over n arms.
 
     Weak w and strong s = ``reference_arms``; each point (cost, outcome) maps to x = (cost -
@@ -90,7 +99,12 @@ def nway_pgr_summaries(point_costs, point_outcomes, arm_outcomes, arm_costs) -> 
     in [0, 1] go to the binary ``apgr`` and ``cpt`` unchanged (so two arms give the binary
     numbers bit for bit); points outside are joined to the rest by straight lines and the
     polyline is cut at x = 0 and 1. Returns {"apgr", "cpt50", "cpt80", "defined", "reason",
-    "weak", "strong"}; NaN with a reason when the best arm is not better than the cheapest."""
+    "weak", "strong"}; NaN with a reason when the best arm is not better than the cheapest.
+
+    ``gain_sums`` = (per point: sum over questions of outcome - weak arm's outcome; the same sum
+    for the strong arm) puts PGR on the sum scale, gains / strong gain, as the binary exact curve
+    does (``routing_curves.pgr_summaries``): exactly 0.8 where 80% of the gap is recovered,
+    which the ratio of two rounded means can miss by one float step (and a CPT by a whole step)."""
     y, c = _arm_means(arm_outcomes, arm_costs)
     pc = checked_vector("point_costs", point_costs)
     pq = checked_vector("point_outcomes", point_outcomes)
@@ -100,7 +114,7 @@ def nway_pgr_summaries(point_costs, point_outcomes, arm_outcomes, arm_costs) -> 
     if not (y[strong] > y[weak] and c[strong] > c[weak]):
         return out | {"reason": f"the best arm {strong} is not better than the cheapest arm {weak}; PGR/APGR/CPT not defined"}
     x = (pc - c[weak]) / (c[strong] - c[weak])
-    p = (pq - y[weak]) / (y[strong] - y[weak])
+    p = (pq - y[weak]) / (y[strong] - y[weak]) if gain_sums is None else _sum_scale(gain_sums, len(pq))
     if (x < 0).any() or (x > 1).any():
         x, p = _clipped_points(x, p)
     out.update(apgr=apgr(x, p), cpt50=cpt(x, p, 0.5), cpt80=cpt(x, p, 0.8), defined=True, reason="")
