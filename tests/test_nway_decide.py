@@ -269,3 +269,14 @@ def test_decide_probabilities_hand_case_and_bad_tie_prob():
     assert probs.tolist() == [[0.75, 0.25], [0.0, 1.0]]
     with pytest.raises(ConfigError, match="'tie_prob'"):
         nd.decide_probabilities([[0.0, 1.0]], [0.0, 1.0], 1.0, 1.5)
+
+
+def test_decide_infinite_scores_and_an_undefined_penalty():
+    assert nd.decide([[0.0, math.inf], [0.0, -math.inf]], [0.0, 1.0], 5.0).tolist() == [1, 0]
+    with pytest.raises(HarnessError, match="undefined .* at lam=1e"):
+        nd.decide([[math.inf, 0.0]], [10.0, 0.0], 1e308)
+
+
+def test_conservative_budget_refuses_a_delta_outside_0_1():
+    with pytest.raises(ConfigError, match="'dkw_delta'"):
+        nd.conservative_budget(1.0, [0.0, 1.0, 2.0], 50, 1.5)

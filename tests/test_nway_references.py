@@ -93,8 +93,9 @@ def test_random_matched_at_the_average_cost_is_the_uniform_arm_and_ends_are_sing
     assert nr.random_matched(y, c, 2.0).arm_probs == pytest.approx([1 / 3] * 3, abs=1e-14)
     assert nr.random_matched(y, c, 0.0).arm_probs.tolist() == [1.0, 0.0, 0.0]
     assert nr.random_matched(y, c, 5.0).arm_probs.tolist() == [0.0, 0.0, 1.0]
-    with pytest.raises(ConfigError, match="'target_cost'.*outside the arms' mean costs"):
-        nr.random_matched(y, c, 5.5)
+    for bad in (5.5, -1.0, float("nan")):
+        with pytest.raises(ConfigError, match="'target_cost'.*outside the arms' mean costs"):
+            nr.random_matched(y, c, bad)
 
 
 def _hand_mix_table():

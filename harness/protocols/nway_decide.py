@@ -282,6 +282,8 @@ def conservative_budget(budget: float, costs, n_cal: int, delta: float = 0.05) -
     at delta / (K - 1). Binary (costs 0 / 1): max(0, rho - eps), protocol B's rule exactly. The
     bound holds when test costs take the calibration table's values (unit costs per arm)."""
     budget = checked_budget(budget)
+    if not 0.0 < float(delta) < 1.0:
+        raise ConfigError("dkw_delta", f"must be in (0, 1), got {delta!r}")
     c = np.asarray(costs, dtype=float)
     c = checked_table("costs", c[None, :] if c.ndim == 1 else c)
     levels = np.unique(c)

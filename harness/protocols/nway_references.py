@@ -128,9 +128,9 @@ def random_matched(outcomes, costs, target_cost: float) -> RandomMatched:
     arms' average cost it is the uniformly random arm) and needs no score distribution. The
     target must lie in [cheapest, costliest] arm mean cost."""
     y, c = checked_pair_tables(outcomes, costs)
-    t = checked_budget(target_cost)
+    t = float(target_cost)
     arm_c = c.mean(axis=0)
-    if not arm_c.min() <= t <= arm_c.max():
+    if not arm_c.min() <= t <= arm_c.max():  # NaN fails too
         raise ConfigError("target_cost", f"{t:g} is outside the arms' mean costs [{arm_c.min():g}, {arm_c.max():g}]")
     if len(np.unique(arm_c)) == 2 and y.shape[1] == 2:
         return _two_arm_random(y, c, arm_c, t)
