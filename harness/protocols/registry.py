@@ -179,6 +179,16 @@ def _type_problem(kind: Any, value: Any) -> str | None:
     return None
 
 
+def _plain_value(value: Any) -> Any:
+    """A setting's value with config containers (OmegaConf's list and mapping nodes) as plain lists
+    and dicts, so a list setting type-checks and the Config gets plain values."""
+    if isinstance(value, Mapping):
+        return {k: _plain_value(v) for k, v in value.items()}
+    if isinstance(value, typing.Sequence) and not isinstance(value, (str, bytes)):
+        return [_plain_value(v) for v in value]
+    return value
+
+
 def settings_of(protocol: Protocol, node: Any) -> Any:
     """``protocol.settings.<name>`` checked against the protocol's ``Config`` dataclass: unknown
     keys, wrong types and values the Config refuses (``__post_init__``) are a ConfigError under
@@ -187,7 +197,7 @@ def settings_of(protocol: Protocol, node: Any) -> Any:
     prefix = f"protocol.settings.{protocol.name}"
     if node is not None and not isinstance(node, Mapping):
         raise ConfigError(prefix, f"must be a mapping of settings (protocol.settings.{protocol.name}.<key>=...), got {node!r}")
-    values = dict(node or {})
+    values = {key: _plain_value(value) for key, value in dict(node or {}).items()}
     if cls is None:
         if values:
             raise ConfigError(prefix, f"protocol {protocol.name!r} takes no settings, got {sorted(values)}")
@@ -247,6 +257,7 @@ BUILTIN_PROTOCOLS = {  # the harness's own entry points: name -> "module:Class" 
     "budget": "harness.protocols.builtin:BudgetProtocol",
     "gain": "harness.protocols.builtin:GainProtocol",
     "cost": "harness.protocols.cost:CostProtocol",
+    "arms": "harness.protocols.arms:ArmsProtocol",
 }
 PROTOCOLS = Kind("protocol", ENTRY_POINT_GROUP, Protocol, BUILTIN_PROTOCOLS, key="protocol.run")
 

@@ -1,0 +1,187 @@
+"""Protocol ``arms``: route among n arms under mean-cost budgets (docs/metrics.md §14-15).
+
+Its settings (``protocol.settings.arms``) name the arm set and how each arm's cost is counted;
+the budget grid is ``budget.grid``, read as shares of the cost range between the cheapest and the
+costliest single arm (with two arms of cost 0 and 1 that is protocol B's share of extra calls).
+Each job logs, per budget, the router's outcome and cost, the cost-matched mix it must beat, the
+paired comparison and its verdict; the sweep's stage gathers them into one n-way verdict table.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+import pandas as pd
+
+from harness.arm_set import ArmSetTask, check_arm_list
+from harness.errors import ConfigError
+from harness.protocols.arms_run import ArmsRun, run_arms
+from harness.protocols.outputs import Output
+from harness.protocols.registry import Protocol, ProtocolContext, ProtocolResult, Table
+from harness.protocols.sweep_stage import SweepJob, SweepResult
+from harness.stats import grouped_kfold
+
+BUDGET_KEY = re.compile(r"arms/b([0-9.e+-]+)/outcome")  # a budget's router outcome, e.g. arms/b0.25/outcome
+N_PERM = 20_000  # sign-flip patterns of each comparison (exact below 17 documents that differ)
+
+
+def _fmt(share: float) -> str:
+    return f"{share:g}"
+
+
+class ArmsProtocol(Protocol):
+    name = "arms"
+    title = "Arms"
+    version = "1"
+    outputs = (
+        Output("arms/oracle/outcome", "oracle (best arm per question)", True, "outcome"),
+        Output("arms/best_arm/outcome", "best single arm", True, "outcome"),
+        Output("arms/b{budget}/outcome", "router outcome @ budget {budget}", True, "outcome", headline=True,
+               short="y@{budget}"),
+        Output("arms/b{budget}/cost", "router mean cost @ budget {budget}", False, "cost"),
+        Output("arms/b{budget}/mix_outcome", "cost-matched mix @ budget {budget}", True, "outcome"),
+        Output("arms/b{budget}/gain_vs_mix", "router - mix @ budget {budget}", True, "outcome",
+               ci=("arms/b{budget}/ci_low", "arms/b{budget}/ci_high")),
+        Output("arms/b{budget}/violations", "halves over budget @ {budget}", False, "count", report=False),
+    )
+
+    @dataclass
+    class Config:
+        route: List[str] = field(default_factory=list)  # the arm set, e.g. [bm25, dense, keep, hybrid]
+        cost: Optional[str] = None  # measured cost column <arm>.cost.<cost>, e.g. total_ms or rerank_pairs
+        per_arm: Dict[str, float] = field(default_factory=dict)  # or one unit cost per arm
+        tol: float = 0.02  # a half's mean cost may exceed the budget by tol x the cost range
+
+        def __post_init__(self):
+            check_arm_list(self.route)
+            if (self.cost is None) == (not self.per_arm):
+                raise ValueError("give either cost (a measured cost column) or per_arm (a cost per arm), not both")
+            if not (isinstance(self.tol, (int, float)) and 0 <= self.tol <= 1):
+                raise ValueError(f"tol must be in [0, 1], got {self.tol!r}")
+
+    def min_documents(self, cfg, trainable):
+        return 2 * 5 if trainable else 2, "two halves of documents, each split into grouped folds when fitting"
+
+    def run(self, task, factory, ctx: ProtocolContext) -> ProtocolResult:
+        s = ctx.settings
+        arms = ArmSetTask.from_table(ctx.table, s.route, task.metric, cost_column=s.cost,
+                                     unit_costs=dict(s.per_arm) if s.per_arm else None, source=task.source)
+        grid = [float(b) for b in ctx.cfg.get("budget", {}).get("grid", [0.1, 0.25, 0.5, 0.75, 0.9])]
+        if any(not 0 <= b <= 1 for b in grid):
+            raise ConfigError("budget.grid", f"protocol arms reads budgets as shares of the cost range in [0, 1], got {grid}")
+        train, test = grouped_kfold(arms.groups, 2, ctx.seed)[0]
+        result = run_arms(factory, arms, (train, test), grid, alpha=float(ctx.protocol.get("alpha", 0.05)),
+                          n_perm=N_PERM, seed=ctx.seed)
+        return ProtocolResult(metrics=_metrics(result, s.tol), summary=summary_text(result, s.tol),
+                              tables=_tables(result), tags=_tags(result))
+
+    def aggregate(self, jobs: list[SweepJob], ctx: Any) -> SweepResult | None:
+        return arms_sweep_result(jobs)
+
+
+def _over(row, tol: float, spread: float) -> int:
+    return int(sum(o > tol * spread + 1e-9 * max(1.0, abs(row.budget)) for o in row.over))
+
+
+def _metrics(run: ArmsRun, tol: float) -> dict[str, float]:
+    arm_y, arm_c = run.singles
+    spread = float(arm_c.max() - arm_c.min())
+    m = {"arms/oracle/outcome": run.oracle.mean_outcome, "arms/oracle/cost": run.oracle.mean_cost,
+         "arms/best_arm/outcome": float(arm_y.max()), "arms/level": run.level}
+    for j, arm in enumerate(run.task.arms):
+        m[f"arms/single/{arm}/outcome"], m[f"arms/single/{arm}/cost"] = float(arm_y[j]), float(arm_c[j])
+    for r in run.rows:
+        b = f"arms/b{_fmt(r.share)}"
+        m.update({f"{b}/budget": r.budget, f"{b}/outcome": r.route.mean_outcome, f"{b}/cost": r.route.mean_cost,
+                  f"{b}/mix_outcome": r.mix.mean_outcome, f"{b}/random_outcome": r.random.mean_outcome,
+                  f"{b}/frontier_outcome": r.frontier, f"{b}/gain_vs_mix": r.point, f"{b}/p": r.p,
+                  f"{b}/ci_low": r.ci[0], f"{b}/ci_high": r.ci[1], f"{b}/discordant": float(r.discordant),
+                  f"{b}/violations": float(_over(r, tol, spread))})
+        for j, arm in enumerate(run.task.arms):
+            m[f"{b}/usage/{arm}"] = float(r.route.usage[j])
+    return m
+
+
+def budget_frame(run: ArmsRun) -> pd.DataFrame:
+    """One row per budget: the router, its usage per arm, the references and the verdict."""
+    rows = []
+    for r in run.rows:
+        row = {"budget_share": r.share, "budget": r.budget, "router_outcome": r.route.mean_outcome,
+               "router_cost": r.route.mean_cost, "mix_outcome": r.mix.mean_outcome, "mix": "/".join(r.mix_arms[:2]),
+               "mix_share_cheap": r.mix_arms[2], "random_outcome": r.random.mean_outcome,
+               "frontier_outcome": r.frontier, "frontier_exact": r.frontier_exact, "gain_vs_mix": r.point,
+               "ci_low": r.ci[0], "ci_high": r.ci[1], "p": r.p, "level": run.level, "discordant": r.discordant,
+               "verdict": r.verdict}
+        row.update({f"usage_{a}": float(u) for a, u in zip(run.task.arms, r.route.usage)})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _tables(run: ArmsRun) -> dict[str, Table]:
+    per_q = pd.DataFrame({"qid": run.task.qids, "doc_id": run.task.groups})
+    for j, arm in enumerate(run.task.arms):
+        per_q[f"score_{arm}"] = run.scores[:, j]
+    for r in run.rows:
+        per_q[f"outcome_b{_fmt(r.share)}"] = r.route.outcome
+        per_q[f"cost_b{_fmt(r.share)}"] = r.route.cost
+    return {"arms_budgets": Table(budget_frame(run), preview=True),
+            "arms_decisions": Table(per_q, per_question=True)}
+
+
+def _tags(run: ArmsRun) -> dict[str, str]:
+    tags = {"arms.route": ",".join(run.task.arms)}
+    tags.update({f"arms.verdict.b{_fmt(r.share)}": r.verdict[:250] for r in run.rows})
+    return tags
+
+
+def summary_text(run: ArmsRun, tol: float) -> str:
+    """The job's n-way summary: single arms, oracle, and per budget the router against the mix."""
+    arm_y, arm_c = run.singles
+    lines = [f"Routing among {len(run.task.arms)} arms ({', '.join(run.task.arms)}) on {run.task.n} questions, "
+             f"{run.task.metric}, cost in {run.task.cost_unit}; every question routed by the rule of the other half",
+             "single arms: " + "; ".join(f"{a} {y:.4f} at {c:.4g}" for a, y, c in zip(run.task.arms, arm_y, arm_c)),
+             f"oracle (best arm per question, cheapest on ties): {run.oracle.mean_outcome:.4f} at "
+             f"{run.oracle.mean_cost:.4g}",
+             f"verdicts at level {run.level:.4g} (alpha over {len(run.rows)} budgets, Bonferroni), against the "
+             "cost-matched mix of single arms:"]
+    spread = float(arm_c.max() - arm_c.min())
+    for r in run.rows:
+        usage = ", ".join(f"{a} {u:.0%}" for a, u in zip(run.task.arms, r.route.usage))
+        over = _over(r, tol, spread)
+        lines.append(f"  budget {r.share:g} ({r.budget:.4g}): router {r.route.mean_outcome:.4f} at "
+                     f"{r.route.mean_cost:.4g} [{usage}]; mix {r.mix.mean_outcome:.4f}; "
+                     f"{'exact frontier' if r.frontier_exact else 'frontier bound'} {r.frontier:.4f}"
+                     f"{f'; {over} of 2 halves over budget' if over else ''}; {r.verdict}")
+    return "\n".join(lines)
+
+
+def arms_sweep_result(jobs: list[SweepJob]) -> SweepResult | None:
+    """The sweep's n-way verdict table: per policy and budget the router, the mix and the verdict,
+    with the single arms and the oracle once (they are the same for every job of a table)."""
+    rows, refs = [], {}
+    for j in jobs:
+        if not j.finished or "arms/oracle/outcome" not in j.metrics:
+            continue
+        shares = sorted({float(m.group(1)) for m in map(BUDGET_KEY.fullmatch, j.metrics) if m})
+        for share in shares:
+            b = f"arms/b{_fmt(share)}"
+            rows.append({"policy": j.policy, "seed": j.params.get("seed"), "budget": share,
+                         "router": j.metrics[f"{b}/outcome"], "cost": j.metrics[f"{b}/cost"],
+                         "mix": j.metrics[f"{b}/mix_outcome"], "frontier": j.metrics.get(f"{b}/frontier_outcome"),
+                         "verdict": j.tags.get(f"arms.verdict.b{_fmt(share)}", "")})
+        refs.update({k.split("/")[2]: (j.metrics[k], j.metrics[k.replace("/outcome", "/cost")])
+                     for k in j.metrics if k.startswith("arms/single/") and k.endswith("/outcome")})
+        refs["oracle"] = (j.metrics["arms/oracle/outcome"], j.metrics["arms/oracle/cost"])
+    if not rows:
+        return None
+    frame = pd.DataFrame(rows).sort_values(["budget", "router", "policy"], ascending=[True, False, True], kind="stable")
+    ref = pd.DataFrame([{"reference": k, "outcome": v[0], "cost": v[1]} for k, v in refs.items()])
+    text = ("n-way routing: each policy's router against the cost-matched mix of single arms, per budget\n"
+            + frame.to_string(index=False, float_format=lambda v: f"{v:.4f}")
+            + "\n\nreferences (all questions):\n" + ref.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    return SweepResult(title="n-way routing", text=text, tables={"arms_verdicts": frame, "arms_references": ref},
+                       ui_tables=("arms_verdicts",), text_files=("arms_verdicts",),
+                       metrics={"sweep/arms/jobs": float(len({r['policy'] for r in rows}))})
+

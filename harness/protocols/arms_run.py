@@ -1,0 +1,165 @@
+"""The n-way budget protocol's computation (docs/metrics.md §14-15): cross-fitted scores, lambda
+calibrated to each budget on the training half only, and every question judged once.
+
+Why cross-fitting: documents are split into two halves; a policy is fitted on one half, its
+lambda calibrated on that half's out-of-fold scores, and it routes the other half. Swapping the
+halves routes every question exactly once with a rule that never saw it, so the paired
+comparison by document uses all the questions, and no threshold is judged on its fitting data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from harness.arm_set import ArmSetTask
+from harness.errors import HarnessError
+from harness.paired import sign_flip_interval
+from harness.protocols.nway_decide import calibrate_lambda, decide_probabilities
+from harness.protocols.nway_frontier import exact_frontier
+from harness.protocols.nway_references import (
+    Route,
+    cost_matched_mix,
+    oracle_route,
+    random_matched,
+    route_from_probabilities,
+    single_arms,
+)
+from harness.stats import grouped_kfold, sign_flip_test
+from policies.arm_policies import ArmPolicy, ArmScoreContext
+
+OOF_FOLDS = 5  # grouped folds of the training half whose out-of-fold scores calibrate lambda
+
+
+@dataclass
+class BudgetRow:
+    """One budget's numbers: the router, its fixed competitor (the cost-matched mix) and context."""
+
+    share: float  # the budget as a share of the cost range between the cheapest and costliest arm
+    budget: float  # in cost units: cheapest + share * (costliest - cheapest), single arms' means
+    route: Route  # the router's expected route over all questions (each judged by the other half's rule)
+    over: list[float]  # per half: mean cost - budget (> tolerance: a violation)
+    mix: Route
+    mix_arms: tuple[str, str, float]  # (cheap arm, costly arm, share on the cheap arm)
+    random: Route
+    frontier: float  # the exact frontier's mean outcome at the budget (upper bound for graded outcomes)
+    frontier_exact: bool
+    point: float = 0.0  # router - mix, mean per question
+    p: float = 1.0
+    ci: tuple[float, float] = (float("nan"), float("nan"))
+    discordant: int = 0  # questions whose expected outcomes differ
+    verdict: str = ""
+
+
+@dataclass
+class ArmsRun:
+    """Everything the protocol logs for one job."""
+
+    task: ArmSetTask
+    singles: tuple[np.ndarray, np.ndarray]  # (mean outcome, mean cost) per arm, all questions
+    oracle: Route
+    rows: list[BudgetRow] = field(default_factory=list)
+    scores: np.ndarray | None = None  # cross-fitted scores (questions x arms)
+    level: float = 0.05  # the per-budget level (Bonferroni over the job's budgets)
+
+
+def cross_fitted_scores(factory, task: ArmSetTask, halves, seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per half h: (the out-of-fold scores of the training half, the scores of the test half) from
+    policies fitted on the training half only (``halves`` = (idx_a, idx_b): train on a, test b, and
+    the other way)."""
+    oof_all, test_all = [], []
+    for train, test in (halves, halves[::-1]):
+        tr = task.take(train)
+        oof = np.empty((tr.n, len(task.arms)))
+        for fit_idx, held_idx in grouped_kfold(tr.groups, min(OOF_FOLDS, len(np.unique(tr.groups))), seed):
+            oof[held_idx] = _fit_score(factory, tr.take(fit_idx), tr.take(held_idx), seed)
+        oof_all.append(oof)
+        test_all.append(_fit_score(factory, tr, task.take(test), seed))
+    return oof_all, test_all
+
+
+def _fit_score(factory, train: ArmSetTask, test: ArmSetTask, seed: int) -> np.ndarray:
+    policy = factory()
+    if not isinstance(policy, ArmPolicy):
+        raise HarnessError(f"protocol 'arms' routes among arms: policy {getattr(policy, 'name', policy)!r} scores "
+                           "one extra arm; choose an n-way policy (arm_ridge, arm_logistic, arm_gbm, arm_knn, "
+                           "cheapest_suffices, arm_random, arm_oracle or a plugin of policies.arm_policies.ArmPolicy)")
+    policy.fit_arms(train.features, train.outcomes, train.costs, train.groups, seed)
+    truth = test.outcomes if policy.oracle else None
+    scores = np.asarray(policy.score_arms(test.features, ArmScoreContext(test.qids, test.arms, seed, truth)),
+                        dtype=float)
+    if scores.shape != test.outcomes.shape or not np.isfinite(scores).all():
+        raise HarnessError(f"policy {policy.name!r}: score_arms returned shape {scores.shape} (finite floats "
+                           f"expected, shape {test.outcomes.shape}: questions x arms)")
+    return scores
+
+
+def route_at_budget(task: ArmSetTask, halves, oof, test_scores, budget: float) -> tuple[Route, list[float]]:
+    """The router's expected route over all questions at ``budget``: per half, lambda and its tie
+    coin calibrated on the training half's out-of-fold scores, applied to the test half."""
+    probs = np.zeros_like(task.outcomes)
+    over = []
+    for h, (train, test) in enumerate((halves, halves[::-1])):
+        cal = calibrate_lambda(oof[h], task.costs[train], budget)
+        probs[test] = decide_probabilities(test_scores[h], task.costs[test], cal.lam, cal.tie_prob)
+        over.append(float(np.sum(probs[test] * task.costs[test]) / len(test)) - budget)
+    return route_from_probabilities(probs, task.outcomes, task.costs), over
+
+
+def budget_row(task: ArmSetTask, halves, oof, test_scores, share: float) -> BudgetRow:
+    """One budget's row: the router, the cost-matched mix, random at the router's cost, the frontier."""
+    arm_y, arm_c = single_arms(task.outcomes, task.costs)
+    budget = float(arm_c.min() + share * (arm_c.max() - arm_c.min()))
+    route, over = route_at_budget(task, halves, oof, test_scores, budget)
+    mix = cost_matched_mix(task.outcomes, task.costs, budget)
+    target = min(max(route.mean_cost, float(arm_c.min())), float(arm_c.max()))
+    rnd = random_matched(task.outcomes, task.costs, target).route
+    front = exact_frontier(task.outcomes, task.costs, max(budget, float(task.costs.min(axis=1).mean())))
+    return BudgetRow(share, budget, route, over, mix.route,
+                     (task.arms[mix.cheap_arm], task.arms[mix.costly_arm], float(mix.share_cheap)), rnd,
+                     float(front.upper_bound), bool(front.proven))
+
+
+def compare_with_mix(row: BudgetRow, task: ArmSetTask, level: float, n_perm: int, seed: int,
+                     oracle: bool = False) -> None:
+    """Router vs the cost-matched mix, paired by document at ``level``: the sign-flip p, the interval
+    that inverts it, and the verdict (docs/metrics.md §15)."""
+    diffs = row.route.outcome - row.mix.outcome
+    row.point = float(diffs.mean())
+    row.discordant = int(np.sum(np.abs(diffs) > 1e-12))
+    row.p = float(sign_flip_test(diffs, task.groups, n_perm=n_perm, seed=seed)) if row.discordant else 1.0
+    if row.discordant:
+        row.ci = sign_flip_interval(diffs, task.groups, alpha=level, n_perm=n_perm, seed=seed, p_at_zero=row.p)
+    row.verdict = verdict_text(row, level, oracle)
+
+
+def verdict_text(row: BudgetRow, level: float, oracle: bool = False) -> str:
+    """"deploy the router" / "deploy the fixed choice" only when the test rejects at ``level``;
+    otherwise "cannot tell" with the questions the comparison rests on. An oracle is never
+    deployable: its row says how much a perfect router could gain."""
+    cheap, costly, share = row.mix_arms
+    fixed = cheap if cheap == costly else f"mix {cheap} {share:.0%} / {costly}"
+    if oracle:
+        return f"upper bound (oracle, not deployable): {row.point:+.4f} over {fixed}"
+    if row.p < level and row.point > 0:
+        return f"deploy router: beats {fixed} by {row.point:+.4f} [{row.ci[0]:+.4f}, {row.ci[1]:+.4f}]"
+    if row.p < level and row.point < 0:
+        return f"deploy {fixed}, no router: router {row.point:+.4f} [{row.ci[0]:+.4f}, {row.ci[1]:+.4f}]"
+    return f"cannot tell: {row.discordant} questions differ (p={row.p:.3g} >= {level:.3g})"
+
+
+def run_arms(factory, task: ArmSetTask, halves, shares, *, alpha: float, n_perm: int, seed: int) -> ArmsRun:
+    """The whole protocol: cross-fitted scores, one row per budget, comparisons at alpha / budgets."""
+    oracle = bool(getattr(factory(), "oracle", False))
+    oof, test_scores = cross_fitted_scores(factory, task, halves, seed)
+    scores = np.zeros_like(task.outcomes)
+    for (_, test), s in zip((halves, halves[::-1]), test_scores):
+        scores[test] = s
+    out = ArmsRun(task, single_arms(task.outcomes, task.costs), oracle_route(task.outcomes, task.costs),
+                  scores=scores, level=alpha / max(1, len(shares)))
+    for share in shares:
+        row = budget_row(task, halves, oof, test_scores, float(share))
+        compare_with_mix(row, task, out.level, n_perm, seed, oracle)
+        out.rows.append(row)
+    return out
