@@ -53,13 +53,13 @@ def aligned(scores: pd.Series, rows: pd.Index, qids: Any, who: str) -> pd.Series
                      f"{index[0]!r}); return a 1-D array in the rows' order, or a Series indexed by either")
 
 
-def checked_scores(raw: Any, rows: pd.Index, qids: Any, who: str) -> np.ndarray:
-    """``raw`` (what ``score`` returned for the rows ``rows`` of X, whose questions are ``qids``)
-    as a 1-D float array in the questions' order, or a ScoreError naming ``who`` (the policy)."""
-    n = len(rows)
+def as_numbers(raw: Any, rows: pd.Index, qids: Any, who: str) -> np.ndarray:
+    """``raw`` as an array of real numbers, a Series put in the questions' order (:func:`aligned`);
+    a DataFrame or values that are not real numbers are a ScoreError naming ``who``. The shape
+    and the values are the caller's to check."""
     if isinstance(raw, pd.DataFrame):
         raise ScoreError(f"{who} returned a DataFrame of shape {raw.shape}; expected one score per question "
-                         f"(a 1-D array of {n} numbers, or a Series)")
+                         f"(a 1-D array of {len(rows)} numbers, or a Series)")
     if isinstance(raw, pd.Series):
         raw = aligned(raw, rows, qids, who)
         if pd.api.types.is_numeric_dtype(raw.dtype) and not pd.api.types.is_complex_dtype(raw.dtype):
@@ -75,6 +75,14 @@ def checked_scores(raw: Any, rows: pd.Index, qids: Any, who: str) -> np.ndarray:
         first = arr.reshape(-1)[0] if arr.size else None
         raise ScoreError(f"{who} returned scores of dtype {arr.dtype} (first value {first!r}); expected real numbers, "
                          "one float per question")
+    return arr
+
+
+def checked_scores(raw: Any, rows: pd.Index, qids: Any, who: str) -> np.ndarray:
+    """``raw`` (what ``score`` returned for the rows ``rows`` of X, whose questions are ``qids``)
+    as a 1-D float array in the questions' order, or a ScoreError naming ``who`` (the policy)."""
+    n = len(rows)
+    arr = as_numbers(raw, rows, qids, who)
     if arr.ndim != 1:
         raise ScoreError(f"{who} returned scores of shape {arr.shape}; expected shape ({n},), one score per question")
     if len(arr) != n:

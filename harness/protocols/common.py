@@ -116,16 +116,25 @@ def score_task(policy: Policy, task: RoutingTask, seed: int) -> np.ndarray:
     return checked_scores(policy.score(X, ctx), X.index, task.qids, f"policy {policy_label(policy)}")
 
 
+UNDEFINED = "undefined"  # how a value the run declared undefined (a NaN) is printed, as in the report
+
+
 def fmt(value: float) -> str:
     if isinstance(value, (int, np.integer)):
         return str(int(value))
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "nan"
+        return UNDEFINED
     if isinstance(value, float) and math.isinf(value):
         return "+inf" if value > 0 else "-inf"
     if value != 0 and abs(value) < 1e-4:
         return f"{value:.1e}"
     return f"{value:.4f}"
+
+
+def shown(value: float, spec: str) -> str:
+    """``value`` formatted by ``spec`` (``.4f``), or "undefined" for a NaN (a job line's numbers)."""
+    value = float(value)
+    return UNDEFINED if math.isnan(value) else format(value, spec)
 
 
 def text_table(header: list[str], rows: list[list[object]]) -> str:
