@@ -73,6 +73,7 @@ def as_numbers(raw: Any, rows: pd.Index, qids: Any, who: str) -> np.ndarray:
                          f"{(str(exc).splitlines() or [''])[0][:120]})") from None
     if arr.dtype.kind not in NUMBER_KINDS:
         first = arr.reshape(-1)[0] if arr.size else None
+        first = first.item() if isinstance(first, np.generic) else first  # 'a', not np.str_('a')
         raise ScoreError(f"{who} returned scores of dtype {arr.dtype} (first value {first!r}); expected real numbers, "
                          "one float per question")
     return arr
