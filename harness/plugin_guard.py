@@ -106,7 +106,8 @@ class _Timer:
 
     def __enter__(self) -> "_Timer":
         self.start = time.monotonic()
-        if self.limit_s is None or threading.current_thread() is not threading.main_thread():
+        if (self.limit_s is None or not hasattr(signal, "setitimer")  # Windows: checked when the call returns
+                or threading.current_thread() is not threading.main_thread()):
             return self
         self.previous_handler = signal.signal(signal.SIGALRM, self._ring)
         self.previous_timer = signal.setitimer(signal.ITIMER_REAL, max(self.limit_s, 1e-6))
