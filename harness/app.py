@@ -30,6 +30,7 @@ import harness.config  # noqa: F401 - registers the structured config schema
 from harness.config import CONF_DIR  # noqa: F401 - the app's config folder
 from harness.config.limits import MAX_COST
 from harness.io import atomic_write_text, cache_root, digest_of, sha256_file
+from harness.plugin_guard import limits_in_force
 
 
 def launch_dir() -> Path:
@@ -43,7 +44,8 @@ def launch_dir() -> Path:
 def to_plain(cfg: DictConfig | Mapping) -> dict:
     """Resolved plain dict of the job config, without the ``hydra`` node. ``cost.unit`` and
     ``cost.price`` are left out while null (an abstract ``cost.c``), so such a job's config hash,
-    params and sweep id are what they were before these keys existed."""
+    params and sweep id are what they were before these keys existed; so are the ``limits``
+    left out while null (the whole node when none is set)."""
     if isinstance(cfg, DictConfig):
         # resolve key by key: the hydra node has sweep-only interpolations (hydra.job.num)
         data = {
@@ -57,6 +59,13 @@ def to_plain(cfg: DictConfig | Mapping) -> dict:
     cost = data.get("cost")
     if isinstance(cost, Mapping) and any(k in cost and cost[k] is None for k in ("unit", "price")):
         data["cost"] = {k: v for k, v in cost.items() if not (k in ("unit", "price") and v is None)}
+    limits = data.get("limits")
+    if isinstance(limits, Mapping):  # no limit set: no key at all (params, hashes as before)
+        limits = {k: v for k, v in limits.items() if v is not None}
+        if limits:
+            data["limits"] = limits
+        else:
+            data.pop("limits")
     return data
 
 
@@ -413,9 +422,11 @@ def compute_job(cfg: Mapping, task, factory: Callable[[], Any], artifact_dir: Pa
 
     out = JobOutputs()
     factory = KeyedFactory(factory, digest_of(dict(cfg["policy"])))
-    for pp in planned or plan_protocols(cfg):
-        ctx = ProtocolContext(cfg=cfg, artifact_dir=Path(artifact_dir), where=where, table=table, settings=pp.settings)
-        out.results[pp.protocol.name] = pp.protocol.run(task, factory, ctx)
+    limits = cfg.get("limits") or {}  # a plugin policy's fit / score time limits (harness.plugin_guard)
+    with limits_in_force({method: limits.get(f"{method}_s") for method in ("fit", "score")}):
+        for pp in planned or plan_protocols(cfg):
+            ctx = ProtocolContext(cfg=cfg, artifact_dir=Path(artifact_dir), where=where, table=table, settings=pp.settings)
+            out.results[pp.protocol.name] = pp.protocol.run(task, factory, ctx)
     check_results(out.results)  # no protocol overwrites another's numbers or files
     return out
 

@@ -21,6 +21,7 @@ from importlib import metadata
 from typing import Mapping, NamedTuple
 
 from harness.errors import ConfigError, did_you_mean
+from harness.plugin_guard import PluginError, plugin_call
 
 BUILT_IN = "built-in"
 
@@ -136,7 +137,10 @@ def lookup(kind: Kind, name: str, key: str | None = None) -> type:
     ep = eps[name]
     label = _label(kind, name, ep)
     try:
-        obj = ep.load()
+        with plugin_call(label, "its import"):  # sys.exit while imported: a PluginError naming it
+            obj = ep.load()
+    except PluginError as exc:
+        raise ConfigError(key, str(exc)) from exc
     except Exception as exc:  # noqa: BLE001 - a broken plugin is named, not a traceback
         raise ConfigError(key, f"{label} failed to load: {exc}") from None
     if kind.factories and callable(obj) and not isinstance(obj, type):

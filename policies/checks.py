@@ -14,7 +14,8 @@ are writing, before a sweep spends an hour on it. Each failed check raises one
 ``fit_score``
     ``fit`` (trainable policies only, as in the harness) and ``score`` run on the check table.
 ``one_score_per_row``
-    ``score`` returns a 1-D array with one value per row of X.
+    ``score`` returns a 1-D array of real numbers with one value per row of X (a pandas Series
+    is read by its index, as the harness reads it: ``policies.scores``).
 ``finite_scores``
     every score is finite (the harness refuses NaN and +-inf).
 ``repeatable_score``
@@ -64,6 +65,7 @@ from harness.io import canonical_json
 from harness.retrieval.feature_names import expand
 from harness.task import RoutingTask
 from policies.base import Policy, ScoreContext, check_json_state
+from policies.scores import ScoreError, as_numbers
 
 CHECKS = (
     "is_policy",
@@ -217,8 +219,15 @@ def _fit(policy: Policy, X: pd.DataFrame, task: RoutingTask, seed: int) -> Polic
     return policy
 
 
+def _read(raw, X: pd.DataFrame, ctx: ScoreContext) -> np.ndarray:
+    """What the harness reads from ``score``'s result (``policies.scores``: a Series aligned by
+    its index; strings, objects or a DataFrame refused), as floats."""
+    return as_numbers(raw, X.index, ctx.qids, "score()").astype(float)
+
+
 def _score(policy: Policy, X: pd.DataFrame, task: RoutingTask, seed: int) -> np.ndarray:
-    return np.asarray(policy.score(X, _ctx(policy, task, seed)), dtype=float)
+    ctx = _ctx(policy, task, seed)
+    return _read(policy.score(X, ctx), X, ctx)
 
 
 def _state_text(policy: Policy) -> str:
@@ -331,7 +340,10 @@ def _check_fit_and_score(policy: Policy, features, params: dict, dev: _Part, tes
             "on a frame with more columns: it reads a column it does not declare",
         ) from exc
     with _check(policy, "one_score_per_row"):
-        scores = np.asarray(raw, dtype=float)
+        try:
+            scores = _read(raw, X_score, ctx)
+        except ScoreError as exc:
+            raise _Fail(str(exc)) from None
         if scores.shape != (test.task.n,):
             raise _Fail(f"score() returned shape {scores.shape} for {test.task.n} rows; expected ({test.task.n},)")
     with _check(policy, "finite_scores"):
@@ -339,7 +351,7 @@ def _check_fit_and_score(policy: Policy, features, params: dict, dev: _Part, tes
         if bad.any():
             raise _Fail(f"{int(bad.sum())} of {len(scores)} scores are NaN or infinite (first at row {int(np.flatnonzero(bad)[0])})")
     with _check(policy, "repeatable_score", "in a second score call"):
-        again = np.asarray(fitted.score(test.narrow.copy(deep=True), _ctx(fitted, test.task, seed)), dtype=float)
+        again = _score(fitted, test.narrow.copy(deep=True), test.task, seed)
         if again.shape != scores.shape or not np.array_equal(again, scores):
             detail = _first_diff(scores, again) if again.shape == scores.shape else f"shape {again.shape}"
             raise _Fail(f"a second score() of the same fitted policy on the same rows gives other scores ({detail}); "

@@ -33,8 +33,10 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from harness.errors import ConfigError, HarnessError
+from harness.plugin_guard import PluginError, plugin_call
 from harness.registry import Kind, entry_points, lookup
 from policies.base import Policy
+from policies.plugin_calls import constructed, name_plugin_errors
 
 ENTRY_POINT_GROUP = "rag_route_bench.policies"
 LOADER_TARGET = "policies.registry.load_entry_point"
@@ -125,86 +127,6 @@ def _as_policy(obj: Any, what: str) -> Policy:
     return obj
 
 
-class PluginError(HarnessError):
-    """A plugin policy raised in one of its methods: names the plugin, the method and the first
-    line of its error (the traceback is in the run's error.txt and with --debug)."""
-
-
-PLUGIN_METHODS = ("fit", "score", "get_state", "set_state", "get_params")
-_OWN_PACKAGES = ("policies", "harness")
-
-
-def _is_builtin(cls: type) -> bool:
-    return cls.__module__.split(".", 1)[0] in _OWN_PACKAGES
-
-
-def _naming_method(name: str, method: Callable, origin: str, label: str) -> Callable:
-    import functools
-
-    @functools.wraps(method)
-    def call(self, *args, **kwargs):
-        try:
-            out = method(self, *args, **kwargs)
-            if name == "score" and not type(self).__dict__.get("_score_repeat_checked"):
-                type(self)._score_repeat_checked = True  # once per plugin class and process
-                _check_repeatable_score(self, method, args, kwargs, out, f"policy plugin {origin} ({label})")
-            return out
-        except HarnessError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - said with the plugin named, the cause kept
-            first = (str(exc).strip().splitlines() or [""])[0]
-            first = first if len(first) <= 200 else first[:197] + "..."
-            raise PluginError(f"policy plugin {origin} ({label}): {name}() raised {type(exc).__name__}"
-                              + (f": {first}" if first else "")) from exc
-
-    return call
-
-
-def _check_repeatable_score(policy: Any, method: Callable, args: tuple, kwargs: dict, first: Any, who: str) -> None:
-    """A second ``score`` on copies of the same rows must give the same scores (the harness scores
-    a policy more than once and compares the results): a PluginError naming the plugin otherwise.
-    Scores that are not numbers are left to the checks that read them."""
-    import copy
-
-    import numpy as np
-
-    again = method(policy, *copy.deepcopy(args), **copy.deepcopy(kwargs))
-    try:
-        a, b = np.asarray(first, dtype=float), np.asarray(again, dtype=float)
-    except (TypeError, ValueError):
-        return
-    same = a.shape == b.shape and bool(((a == b) | (np.isnan(a) & np.isnan(b))).all())
-    if not same:
-        if a.shape != b.shape:
-            detail = f"{b.shape} scores after {a.shape}"
-        else:
-            i = int(np.flatnonzero(~((a == b) | (np.isnan(a) & np.isnan(b))))[0])
-            detail = f"first difference at row {i}: {float(a.flat[i])!r} then {float(b.flat[i])!r}"
-        raise PluginError(f"{who}: score() gave other scores on a second call with the same rows ({detail}); "
-                          "a policy must score deterministically (draw any randomness from the seed it is given)")
-
-
-_NAMING_CLASSES: dict[tuple[type, str], type] = {}
-
-
-def name_plugin_errors(policy: Policy, origin: str) -> Policy:
-    """``policy`` itself, whose fit / score / state methods re-raise an error as PluginError
-    naming ``origin`` (the entry point or ``_target_``) and the method; built-in policies are
-    left as they are. Done by a subclass of the same name and module (clones stay wrapped)."""
-    cls = type(policy)
-    if _is_builtin(cls) or getattr(cls, "_names_plugin_errors", False):
-        return policy
-    key = (cls, origin)
-    if key not in _NAMING_CLASSES:
-        label = f"{cls.__module__}.{cls.__qualname__}"
-        body = {m: _naming_method(m, getattr(cls, m), origin, label) for m in PLUGIN_METHODS if callable(getattr(cls, m, None))}
-        body.update(_names_plugin_errors=True, __module__=cls.__module__, __qualname__=cls.__qualname__,
-                    __doc__=cls.__doc__)
-        _NAMING_CLASSES[key] = type(cls.__name__, (cls,), body)
-    policy.__class__ = _NAMING_CLASSES[key]
-    return policy
-
-
 def _check_target_is_policy(target: Any, target_path: str) -> None:
     """A ``_target_`` that is a class must be a Policy subclass (a function may be a factory):
     blamed on ``policy._target_``, before its parameters are matched against the wrong class."""
@@ -244,7 +166,7 @@ def load_entry_point(plugin: str, **params: Any) -> Policy:
     what = f"entry point {plugin!r} ({entry_point_policies()[plugin].value})"
     _check_params(factory, params, what)
     try:
-        made = factory(**params)
+        made = constructed(lambda: factory(**params), what)
     except HarnessError:
         raise
     except Exception as exc:
@@ -292,7 +214,10 @@ def make_policy(cfg: Mapping[str, Any]) -> Policy:
     level = quiet.level
     quiet.setLevel(logging.CRITICAL)
     try:
-        target = get_object(target_path)
+        with plugin_call(f"policy _target_ {target_path}", "its import"):  # sys.exit while imported
+            target = get_object(target_path)
+    except PluginError as exc:
+        raise ConfigError("policy._target_", str(exc)) from exc
     except Exception as exc:
         root, seen = exc, set()  # Hydra wraps the import error: its first line names the path only
         while (root.__cause__ or root.__context__) is not None and id(root) not in seen:
@@ -316,7 +241,7 @@ def make_policy(cfg: Mapping[str, Any]) -> Policy:
         _check_target_is_policy(target, target_path)
         _check_params(target, params, target_path)
     try:
-        obj = instantiate({"_target_": target_path, **params}, _convert_="all")
+        obj = constructed(lambda: instantiate({"_target_": target_path, **params}, _convert_="all"), f"_target_ {target_path}")
     except InstantiationException as exc:
         cause = exc.__cause__
         if isinstance(cause, HarnessError):

@@ -46,3 +46,133 @@ class ScoresDiffer(AlwaysBase):
         import numpy as np
 
         return np.random.default_rng().random(len(X))
+
+
+# ---- plugins that take control (tests/test_plugin_guard.py) ----------------------------------
+SLOW_S = 30.0  # far past any limit the tests set
+
+
+class ExitInFit(AlwaysBase):
+    trainable = True
+
+    def fit(self, X, delta, groups, seed=0):
+        import sys
+
+        sys.exit(0)
+
+
+class ExitInScore(AlwaysBase):
+    def score(self, X, ctx):
+        raise SystemExit("bye")
+
+
+class _Escape(BaseException):
+    """Neither an error nor an interrupt."""
+
+
+class BaseExceptionInFit(AlwaysBase):
+    trainable = True
+
+    def fit(self, X, delta, groups, seed=0):
+        raise _Escape("escaping")
+
+
+class TermInFit(AlwaysBase):
+    """Sends its own process SIGTERM."""
+
+    trainable = True
+
+    def fit(self, X, delta, groups, seed=0):
+        import os
+        import signal
+        import time
+
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(SLOW_S)
+        return self
+
+
+class SlowFit(AlwaysBase):
+    trainable = True
+
+    def fit(self, X, delta, groups, seed=0):
+        import time
+
+        time.sleep(SLOW_S)
+        return self
+
+
+class SlowScore(AlwaysBase):
+    def score(self, X, ctx):
+        import time
+
+        time.sleep(SLOW_S)
+        return super().score(X, ctx)
+
+
+class SwallowsTheLimit(AlwaysBase):
+    """Catches everything, the timer's interruption too, and goes on for 1.5 s."""
+
+    trainable = True
+
+    def fit(self, X, delta, groups, seed=0):
+        import time
+
+        start = time.monotonic()
+        while time.monotonic() - start < 1.5:
+            try:
+                time.sleep(0.05)
+            except BaseException:  # noqa: BLE001 - the point of this plugin
+                pass
+        return self
+
+
+class SeriesScores(AlwaysBase):
+    """Scores ``dense_top1`` as a pandas Series, indexed as ``index`` says: ``qids`` /
+    ``qids_reversed`` (the questions' ids), ``rows_reversed`` (the rows of X), ``foreign``
+    (labels that are neither), ``duplicate`` (a label twice)."""
+
+    features = ("dense_top1",)
+
+    def __init__(self, index: str = "qids_reversed"):
+        self.index = index
+
+    def score(self, X, ctx):
+        import numpy as np
+        import pandas as pd
+
+        values = X["dense_top1"].to_numpy(dtype=float)
+        if self.index == "qids":
+            return pd.Series(values, index=ctx.qids)
+        if self.index == "qids_reversed":
+            return pd.Series(values, index=ctx.qids)[::-1]
+        if self.index == "rows_reversed":
+            return pd.Series(values, index=X.index)[::-1]
+        if self.index == "foreign":
+            return pd.Series(values, index=[f"x{i}" for i in range(len(values))])
+        return pd.Series(values, index=np.zeros(len(values), dtype=int))
+
+
+class BadScores(AlwaysBase):
+    """Returns scores of the ``kind`` asked for, none of them one finite float per question."""
+
+    def __init__(self, kind: str = "strings"):
+        self.kind = kind
+
+    def score(self, X, ctx):
+        import numpy as np
+        import pandas as pd
+
+        n = len(X)
+        return {
+            "strings": lambda: np.array(["a"] * n),
+            "objects": lambda: [0.5] * (n - 1) + [None],
+            "complex": lambda: np.ones(n, dtype=complex),
+            "text_series": lambda: pd.Series(["a"] * n),
+            "two_d": lambda: np.zeros((n, 1)),
+            "frame": lambda: pd.DataFrame({"s": np.zeros(n)}),
+            "short": lambda: np.zeros(n - 1),
+            "nan": lambda: np.r_[np.zeros(n - 1), np.nan],
+            "inf": lambda: np.r_[np.inf, np.zeros(n - 1)],
+            "scalar": lambda: 0.5,
+        }[self.kind]()

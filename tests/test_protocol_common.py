@@ -89,3 +89,16 @@ def test_bad_policies_and_configs_raise_clear_errors(planted_table, tmp_path):
         run_budget_protocol(task, ConstantPolicy, budgets=(1.5,))
     with pytest.raises(ConfigError, match=r"budget\.grid.*\(0, 1\]"):  # as harness.config.validate says
         run_budget_protocol(task, ConstantPolicy, budgets=(0.0,))
+
+
+def test_an_undefined_number_prints_as_undefined_never_nan():
+    """A NaN the run declared undefined (APGR, CPT, Spearman on too little) prints as the word the
+    report uses, in the protocols' tables and the job lines; defined numbers as before."""
+    from harness.protocols.builtin import GainProtocol
+    from harness.protocols.common import fmt, shown, text_table
+
+    assert [fmt(float("nan")), fmt(None), fmt(0.5), fmt(3)] == ["undefined", "undefined", "0.5000", "3"]
+    assert text_table(["x", "APGR"], [["policy", float("nan")]]).splitlines()[-1].split() == ["policy", "undefined"]
+    assert [shown(float("nan"), ".3f"), shown(0.25, ".3f")] == ["undefined", "0.250"]
+    line = GainProtocol().job_line({"gain/selective/quality": 0.81, "gain/spearman": float("nan")}, "hit@10", [])
+    assert line == "C test half: selective hit@10=0.8100 spearman=undefined"

@@ -17,6 +17,7 @@ import pandas as pd
 from harness.arm_blocks import ALLOWED_SHARED, BASE, ArmBlock
 from harness.errors import ConfigError, HarnessError
 from harness.io import CacheCorrupt, cache_root, digest_of, file_lock, move_aside, sidecar_path
+from harness.plugin_guard import plugin_call
 from harness.progress import Progress, duration
 from harness.retrieval.cached_parquet import read_part, read_verified_parquet, write_verified_parquet
 
@@ -67,8 +68,14 @@ CLAIM_WINDOW = 256  # chunks an executor build claims (and holds the lock files 
 
 
 def block_chunk(block: ArmBlock, dataset: Any, rows: pd.DataFrame) -> tuple[Any, dict | None]:
-    """One chunk's output and what the block ran with (a piece an executor runs)."""
-    return block.compute(rows.copy(), dataset), block.built_with()
+    """One chunk's output and what the block ran with (a piece an executor runs), under the plugin
+    guard (``harness.plugin_guard``: a block's sys.exit is an error naming it, not the end of the
+    process)."""
+    label = f"arm block {block.name!r} ({type(block).__module__}.{type(block).__qualname__})"
+    with plugin_call(label, "compute"):
+        out = block.compute(rows.copy(), dataset)
+    with plugin_call(label, "built_with"):
+        return out, block.built_with()
 
 
 def build_block(block: ArmBlock, inputs: pd.DataFrame, dataset: Any, *, base_key: str,

@@ -21,3 +21,7 @@ MAX_WORKERS = 256  # hydra.launcher.n_jobs: parallel worker processes of a sweep
 MAX_COST = 1_000.0  # cost.c, cost.price and the derived c
 MAX_GAIN_THRESHOLD = 1e6  # |protocol.gain_threshold|: a forced threshold on the policies' scores
 MAX_ABS_NUMBER = 1e12  # |any other number| anywhere in the job config (dataset, arms, policy, plugins)
+
+# limits.fit_s / limits.score_s: a plugin policy's call may take at most this long (seconds per
+# call, null: no limit); the bound only catches a typo'd unit (a week)
+MAX_CALL_SECONDS = 7 * 24 * 3600.0

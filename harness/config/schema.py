@@ -151,6 +151,19 @@ class ExecutorConfig:
 
 
 @dataclass
+class LimitsConfig:
+    """Time limits of a plugin policy's calls, in seconds per call (``harness.plugin_guard``):
+    ``fit_s`` bounds each ``fit``, ``score_s`` each ``score``; null (the default): no limit. A
+    call past its limit ends the job FAILED with one line naming the plugin, the method and the
+    limit. Built-in policies are the harness's own code and are not timed. Left out of the job's
+    config while null (``app.to_plain``), and never in the config hash nor the sweep id: a
+    limit changes no number."""
+
+    fit_s: Optional[float] = None
+    score_s: Optional[float] = None
+
+
+@dataclass
 class RootConfig:
     """The whole job config. ``seed`` seeds splits, folds, bootstrap and random policies;
     ``verbose`` only changes what a sweep prints."""
@@ -164,6 +177,7 @@ class RootConfig:
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
     experiment: Dict[str, Any] = field(default_factory=dict)
     seed: int = 0
     # where the encoder, the reranker and the answer arms' in-process generator run: cpu (the

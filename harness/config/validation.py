@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from harness.config.arm_checks import _check_arms
 from harness.config.cost import _check_cost, _check_cost_source
 from harness.config.limits import (MAX_BOOTSTRAP, MAX_FOLDS, MAX_GAIN_THRESHOLD, MAX_GRID, MAX_MIN_DISCORDANT,
-                                   MAX_REPEATS, MAX_RETRIES, MAX_SEED)
+                                   MAX_CALL_SECONDS, MAX_REPEATS, MAX_RETRIES, MAX_SEED)
 from harness.config.schema import BOOLEAN_KEYS, CALIBRATIONS, VERDICT_FRONTIERS, RootConfig
 from harness.config.store import check_store_dir, tracking_uri_problem
 from harness.config.values import _check_booleans, _check_missing, _check_numbers, _in_range, _is_number
@@ -44,6 +44,7 @@ def validate(cfg: Any) -> None:
     _check_reranker(cfg.reranker, synthetic)
     _check_cost_source(cfg.cost, cfg.arms, synthetic=synthetic)
     _check_policy(cfg.policy)
+    _check_limits(cfg)
     _check_numbers(cfg)  # the net under the ranges above: any other number finite and bounded
 
 
@@ -61,6 +62,15 @@ def _check_machine(cfg: Any) -> None:
 
     resolve_device(cfg.device, "device")  # a device this machine lacks: one line, before any work
     executor_settings(OmegaConf.to_container(cfg.executor, resolve=True) if "executor" in cfg else None)
+
+
+def _check_limits(cfg: Any) -> None:
+    """``limits.fit_s`` / ``limits.score_s``: null or seconds in (0, MAX_CALL_SECONDS]."""
+    limits = cfg.get("limits") or {}
+    for key in ("fit_s", "score_s"):
+        value = limits.get(key)
+        if value is not None:
+            _in_range(f"limits.{key}", value, 0, MAX_CALL_SECONDS, low_open=True)
 
 
 def _check_protocol_run(cfg: Any, p: Any) -> None:

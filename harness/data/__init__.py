@@ -20,6 +20,7 @@ from harness.data.base import NO_LICENCE, REQUIRED, DatasetLoader, check_questio
 from harness.data.registry import COMMON_OPTIONS, dataset_names, is_builtin, loader_class, make_loader
 from harness.data.schema import Dataset, Question, Unit, subset
 from harness.errors import ConfigError, DataSizeError, HarnessError, did_you_mean
+from harness.plugin_guard import plugin_call
 
 
 def _to_dict(cfg: Any) -> dict:
@@ -131,15 +132,16 @@ class DatasetPluginError(HarnessError):
 def naming_plugin(loader: DatasetLoader, registered_as: str, method: str) -> Iterator[None]:
     """Around a call into a plugin loader: an error that is not a HarnessError becomes a
     DatasetPluginError naming the loader and ``method`` (a built-in's error is a bug: as it is)."""
+    label = f"dataset loader {registered_as!r} ({type(loader).__module__}.{type(loader).__qualname__})"
     try:
-        yield
+        with plugin_call(label, method, error=DatasetPluginError):  # sys.exit: an error naming it
+            yield
     except HarnessError:
         raise
     except Exception as exc:
         if is_builtin(registered_as):
             raise
         first = (str(exc).strip().splitlines() or [""])[0][:200]
-        label = f"dataset loader {registered_as!r} ({type(loader).__module__}.{type(loader).__qualname__})"
         raise DatasetPluginError(f"{label}: {method}() raised {type(exc).__name__}" + (f": {first}" if first else "")) from exc
 
 

@@ -17,6 +17,7 @@ from harness.io import cache_root, digest_of
 from harness.markdown import md_code_block, md_escape
 from harness.store_schema import TAG_FROZEN_SHA256
 from harness.protocols import protocol_sizes as sizes
+from harness.protocols.common import shown
 from harness.protocols.outputs import Output
 from harness.protocols.registry import Protocol, ProtocolContext, ProtocolResult, Table
 from harness.protocols.sweep_stage import SweepContext, SweepJob, SweepResult
@@ -58,8 +59,9 @@ class ThresholdProtocol(Protocol):
         """``A held-out: U=0.7917 hit@10=0.7917 extra=0.375``."""
         if "heldout/utility" not in metrics:
             return None
-        return (f"A held-out: U={metrics['heldout/utility']:.4f} {metric}={metrics.get(f'heldout/{metric}', math.nan):.4f}"
-                f" extra={metrics.get('heldout/extra_share', math.nan):.3f}")
+        return (f"A held-out: U={shown(metrics['heldout/utility'], '.4f')} "
+                f"{metric}={shown(metrics.get(f'heldout/{metric}', math.nan), '.4f')}"
+                f" extra={shown(metrics.get('heldout/extra_share', math.nan), '.3f')}")
 
     def headline_metrics(self, metrics, metric, grid):
         """``headline/utility``, ``headline/<metric>``, ``headline/extra_share``."""
@@ -120,9 +122,9 @@ class BudgetProtocol(Protocol):
         rho = headline_budget(grid)
         key = f"budget/{rho:.2f}/deployable/utility" if rho is not None else None
         if key in metrics:
-            return f"B test halves, rho={rho:g}: U={metrics[key]:.4f}"
+            return f"B test halves, rho={rho:g}: U={shown(metrics[key], '.4f')}"
         if "budget/fixed/utility" in metrics:
-            return f"B test halves: fixed U={metrics['budget/fixed/utility']:.4f}"
+            return f"B test halves: fixed U={shown(metrics['budget/fixed/utility'], '.4f')}"
         return None
 
     def headline_metrics(self, metrics, metric, grid):
@@ -185,8 +187,8 @@ class GainProtocol(Protocol):
         """``C test half: selective hit@10=0.8100 spearman=0.312``."""
         if "gain/selective/quality" not in metrics:
             return None
-        return (f"C test half: selective {metric}={metrics['gain/selective/quality']:.4f}"
-                f" spearman={metrics.get('gain/spearman', math.nan):.3f}")
+        return (f"C test half: selective {metric}={shown(metrics['gain/selective/quality'], '.4f')}"
+                f" spearman={shown(metrics.get('gain/spearman', math.nan), '.3f')}")
 
     def headline_metrics(self, metrics, metric, grid):
         return {}

@@ -13,9 +13,9 @@ from typing import Callable, TypeVar
 
 import numpy as np
 
-from harness.errors import HarnessError
 from harness.task import RoutingTask
 from policies.base import Policy, ScoreContext
+from policies.scores import checked_scores
 
 T = TypeVar("T")
 PolicyFactory = Callable[[], Policy]
@@ -104,33 +104,37 @@ def score_task(policy: Policy, task: RoutingTask, seed: int) -> np.ndarray:
     """One float score per question of ``task``.
 
     The oracle (``policy.oracle``) is handed the true delta (docs/metrics.md §4: an upper bound, never
-    deployable); every other policy sees only its features. A wrong length or a non-finite score
-    (NaN, +-inf) is a HarnessError naming the policy: a NaN would silently never trigger, and an
-    infinite score would collide with the "never run" threshold tau = +inf.
+    deployable); every other policy sees only its features. The scores are read by the score
+    rule (``policies.scores.checked_scores``, docs/policies.md "Scores"): a pandas Series is
+    aligned by its index; a wrong length, a value that is not a real number, more than one
+    dimension or a non-finite score (NaN, +-inf) is a HarnessError naming the policy: a NaN would
+    silently never trigger, and an infinite score would collide with the "never run" threshold
+    tau = +inf.
     """
     X = task.feature_matrix(policy.features)
     ctx = ScoreContext(qids=task.qids, seed=seed, true_delta=task.delta if policy.oracle else None)
-    scores = np.asarray(policy.score(X, ctx), dtype=float).reshape(-1)
-    if len(scores) != task.n:
-        raise HarnessError(f"policy {policy_label(policy)} returned {len(scores)} scores for {task.n} questions")
-    bad = ~np.isfinite(scores)
-    if bad.any():
-        raise HarnessError(
-            f"policy {policy_label(policy)} returned non-finite (NaN or inf) scores for {int(bad.sum())} questions"
-        )
-    return scores
+    return checked_scores(policy.score(X, ctx), X.index, task.qids, f"policy {policy_label(policy)}")
+
+
+UNDEFINED = "undefined"  # how a value the run declared undefined (a NaN) is printed, as in the report
 
 
 def fmt(value: float) -> str:
     if isinstance(value, (int, np.integer)):
         return str(int(value))
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "nan"
+        return UNDEFINED
     if isinstance(value, float) and math.isinf(value):
         return "+inf" if value > 0 else "-inf"
     if value != 0 and abs(value) < 1e-4:
         return f"{value:.1e}"
     return f"{value:.4f}"
+
+
+def shown(value: float, spec: str) -> str:
+    """``value`` formatted by ``spec`` (``.4f``), or "undefined" for a NaN (a job line's numbers)."""
+    value = float(value)
+    return UNDEFINED if math.isnan(value) else format(value, spec)
 
 
 def text_table(header: list[str], rows: list[list[object]]) -> str:

@@ -32,6 +32,7 @@ import pandas as pd
 
 from harness.errors import ConfigError, HarnessError, did_you_mean
 from harness.protocols.outputs import Output, expand, headline_line
+from harness.plugin_guard import guard_methods, plugin_call
 from harness.registry import Kind, lookup, names
 
 ENTRY_POINT_GROUP = "rag_route_bench.protocols"
@@ -267,11 +268,17 @@ def protocol_names() -> list[str]:
     return names(PROTOCOLS)
 
 
+# the methods the harness calls on a protocol: a plugin's run under the plugin guard
+PLUGIN_METHODS = ("run", "check", "min_documents", "smallest_test_set", "job_line", "headline_metrics", "aggregate")
+
+
 def make_protocol(name: str, key: str = "protocol.run") -> Protocol:
     """The protocol called ``name`` (built-in, else entry point), ready to run."""
     cls = lookup(PROTOCOLS, name, key)
+    label = f"protocol {name!r} ({cls.__module__}.{cls.__qualname__})"
     try:
-        protocol = cls()
+        with plugin_call(label, "__init__"):
+            protocol = cls()
     except (TypeError, ValueError) as exc:
         raise ConfigError(key, f"protocol {name!r} cannot be made without arguments: {exc}; settings belong in "
                                "its Config (protocol.settings.<name>)") from None
@@ -280,6 +287,8 @@ def make_protocol(name: str, key: str = "protocol.run") -> Protocol:
     if protocol.name != name:
         raise HarnessError(f"protocol class {cls.__module__}.{cls.__qualname__} calls itself {protocol.name!r}, "
                            f"registered as {name!r}")
+    if name not in BUILTIN_PROTOCOLS:  # a plugin's methods: sys.exit, interrupts said naming it
+        guard_methods(protocol, label, PLUGIN_METHODS)
     return protocol
 
 

@@ -44,7 +44,7 @@ class Setting:
 
 def _num(x: float, digits: int = 3) -> str:
     if not math.isfinite(x):
-        return "nan"
+        return "undefined"  # as the report and the protocols' tables print it
     if x != 0 and abs(x) < 0.5 * 10 ** -digits:
         return f"{x:.2g}"
     return f"{x:.{digits}f}"

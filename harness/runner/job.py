@@ -411,7 +411,9 @@ def main() -> Any:
     try:
         return hydra_main()
     except (KeyboardInterrupt, Terminated) as exc:
-        how = signal_name(exc)
+        from harness.plugin_guard import stopped_in
+
+        how = signal_name(exc) + (f" in {stopped_in(exc)}" if stopped_in(exc) else "")
         ended = []
         cb = sys.modules.get("harness.runner.sweep")
         if cb is not None:  # a sweep: its parent run (atexit would do it too, later)

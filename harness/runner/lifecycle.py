@@ -11,7 +11,12 @@ FINISHED, after the last thing is logged:
   itself failed); a sweep job's error is swallowed (``TrackedRun.failure`` holds its result, the
   sweep goes on), a single run's re-raised;
 - KeyboardInterrupt or :class:`harness.runner.process.Terminated` (SIGTERM): the run ends
-  KILLED with the reason in ``route_bench.end_reason``, and the signal propagates.
+  KILLED with the reason in ``route_bench.end_reason`` (naming the plugin call it hit, if any:
+  ``harness.plugin_guard``), and the signal propagates;
+- SystemExit (``sys.exit``) or any other exception that is neither: the run ends FAILED like
+  on an ``Exception``, the error naming where it was raised (a plugin's calls are guarded
+  where they are made and say so themselves; this is the net under code no guard wraps), so a
+  job never ends with its run RUNNING nor a command with status 0 because a plugin said so.
 
 Each end leaves one line (a sweep job: ``[k/N] ...``), the full text in the job's log file and
 ``result.json`` (``JobContext.finish``).
@@ -26,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from harness.plugin_guard import ended_early, stopped_in
 from harness.store_schema import TAG_END_REASON, TAG_HOST, TAG_PID, TAG_SKIP_KEY
 from harness.runner.process import Terminated, set_job_active, signal_name
 from harness.runner.sweep_state import SweepState
@@ -164,6 +170,8 @@ class TrackedRun:
 
     def _end_killed(self, exc: BaseException) -> None:
         how = signal_name(exc)
+        if stopped_in(exc):  # it hit a plugin's call (harness.plugin_guard): named
+            how = f"{how} in {stopped_in(exc)}"
         if self.run_id is not None and self.tracker is not None:
             try:  # quickly: a second signal would cut this short
                 self.tracker.set_tags(self.run_id, {TAG_END_REASON: f"killed: {how} while the job ran"})
@@ -219,5 +227,11 @@ def tracked_run(ctx: JobContext, tmp: Path) -> Iterator[TrackedRun]:
         run._end_failed(exc)
         if not ctx.in_sweep:
             raise
+    except BaseException as exc:  # sys.exit (or the like) from code no plugin guard wraps: FAILED too
+        error = ended_early(exc)
+        error.__cause__ = exc
+        run._end_failed(error)
+        if not ctx.in_sweep:
+            raise error from exc
     finally:
         set_job_active(False)

@@ -53,19 +53,22 @@ from harness.runner.sweep_check import skip_hydra_revalidation, sweeper_params, 
 JOB_RECORDS = "jobs"  # the sweep folder's subfolder where each job leaves its record
 
 
+NOT_A_SWEEP = ("executor", "limits")  # top-level keys that change no number: not part of the sweep id
+
+
 def sweep_id_of(config: DictConfig) -> str:
     """Deterministic id of a sweep (see module docstring)."""
     from harness.app import to_plain
     from harness.console import PRESENTATION_KEYS
 
-    # keys that only change what is printed (verbose) or where a build runs (executor) do not
-    # make another sweep
+    # keys that only change what is printed (verbose), where a build runs (executor) or how long
+    # a plugin may take (limits) do not make another sweep
     def shown_only(override: str) -> bool:
         key = override.lstrip("+~").partition("=")[0]
-        return key in PRESENTATION_KEYS or key.split(".", 1)[0] == "executor"
+        return key in PRESENTATION_KEYS or key.split(".", 1)[0] in NOT_A_SWEEP
 
     task_overrides = [o for o in OmegaConf.to_container(config.hydra.overrides.task, resolve=False) if not shown_only(o)]
-    base = {k: v for k, v in to_plain(config).items() if k not in PRESENTATION_KEYS and k != "executor"}
+    base = {k: v for k, v in to_plain(config).items() if k not in PRESENTATION_KEYS and k not in NOT_A_SWEEP}
     return digest_of({"task_overrides": task_overrides, "sweeper_params": sweeper_params(config), "base": base})[:12]
 
 

@@ -29,8 +29,8 @@ from harness.io import digest_of
 ENV_TRACKING_URI = "MLFLOW_TRACKING_URI"
 PARAM_MAX_CHARS = 500  # a readable cut; MLflow's own limit is 6000. The full config is config.yaml
 # keys that never change a job's numbers (``verbose`` only changes what is printed, ``executor``
-# only where a build's pieces are computed)
-HASH_EXCLUDED_KEYS = ("tracking", "hydra", "verbose", "executor")
+# only where a build's pieces are computed, ``limits`` only how long a plugin may take)
+HASH_EXCLUDED_KEYS = ("tracking", "hydra", "verbose", "executor", "limits")
 
 _BAD_NAME_CHARS = re.compile(r"[^/\w.\- :]")
 
