@@ -17,7 +17,8 @@ from typing import Callable, Hashable
 
 import numpy as np
 
-from harness.stats import SIGN_FLIP_EXACT_MAX, float_scratch
+from harness.sign_stream import float_scratch
+from harness.stats import SIGN_FLIP_EXACT_MAX
 
 # The sampled sign patterns of one (documents, patterns, seed): every comparison of a decision
 # table's budget (or of a policy comparison's cell) pairs the same documents under the same seed,

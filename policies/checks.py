@@ -64,6 +64,7 @@ from harness.errors import HarnessError
 from harness.io import canonical_json
 from harness.retrieval.feature_names import expand
 from harness.task import RoutingTask
+from policies.arm_checks import run_arm_checks
 from policies.base import Policy, ScoreContext, check_json_state
 from policies.scores import ScoreError, as_numbers
 
@@ -258,6 +259,8 @@ def check_policy(
         raise PolicyCheckError(repr(policy), "is_policy", f"{type(policy).__name__} is not a policies.base.Policy")
     if table is None:
         table = synthetic_outcome_table(n_docs=40, questions_per_doc=5, seed=seed)
+    if getattr(policy, "n_way", False):  # scores every arm: the n-way contract (policies.arm_checks)
+        return _report(CheckReport(_label(policy), run_arm_checks(policy, table, seed, _arm_fail(policy))), quiet)
 
     features, dev, test = _check_features(policy, table, seed, missing_values)
     params = _check_get_params(policy, features)
@@ -269,9 +272,20 @@ def check_policy(
     _check_state_round_trip(policy, fitted, test, seed, scores)
     skipped = () if policy.trainable else ("deterministic_fit",)
     report = CheckReport(_label(policy), tuple(c for c in CHECKS if c not in skipped), skipped, bool(missing_values))
+    return _report(report, quiet)
+
+
+def _report(report: "CheckReport", quiet: bool) -> "CheckReport":
     if not quiet:
         print(report)
     return report
+
+
+def _arm_fail(policy: Policy):
+    def fail(check: str, message: str):
+        raise PolicyCheckError(_label(policy), check, message)
+
+    return fail
 
 
 def _check_features(policy: Policy, table: pd.DataFrame, seed: int, missing_values: bool) -> tuple:

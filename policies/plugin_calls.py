@@ -24,8 +24,10 @@ from harness.plugin_guard import PluginError, first_line, limit_of, plugin_call
 from policies.base import Policy
 from policies.scores import checked_scores
 
-PLUGIN_METHODS = ("fit", "score", "get_state", "set_state", "get_params")
-TIMED_METHODS = ("fit", "score")  # the methods a time limit applies to: limits.<method>_s
+PLUGIN_METHODS = ("fit", "score", "fit_arms", "score_arms", "get_state", "set_state", "get_params")
+# the methods a time limit applies to, and its key limits.<key>_s (an n-way policy's fit_arms and
+# score_arms are its fit and score)
+TIMED_METHODS = {"fit": "fit", "score": "score", "fit_arms": "fit", "score_arms": "score"}
 _OWN_PACKAGES = ("policies", "harness")
 
 
@@ -35,9 +37,10 @@ def _is_builtin(cls: type) -> bool:
 
 def _guarded(method: Callable, name: str, who: str, policy: Any, args: tuple, kwargs: dict) -> Any:
     """One call of the plugin's ``method`` under the guard, its errors named."""
-    limit = limit_of(name) if name in TIMED_METHODS else None
+    timed = TIMED_METHODS.get(name)
+    limit = limit_of(timed) if timed else None
     try:
-        with plugin_call(who, name, limit, f"limits.{name}_s" if limit is not None else None):
+        with plugin_call(who, name, limit, f"limits.{timed}_s" if limit is not None else None):
             return method(policy, *args, **kwargs)
     except HarnessError:
         raise

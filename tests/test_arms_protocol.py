@@ -224,3 +224,29 @@ def test_a_plugin_n_way_policy_runs_in_a_sweep_with_the_built_ins(tmp_path, monk
     assert jobs["arm_oracle"].data.metrics["arms/b0.9/outcome"] >= max(
         cheap["arms/single/keep/outcome"], cheap["arms/single/hybrid/outcome"])
     assert all(r.info.status == "FINISHED" for r in runs)
+
+
+class _TwoColumns(ArmRandom):
+    name = "two_columns"
+
+    def score_arms(self, X, ctx):
+        return np.zeros((len(X), 2))
+
+
+class _Drifting(ArmRandom):
+    name = "drifting"
+    calls = 0
+
+    def score_arms(self, X, ctx):
+        type(self).calls += 1
+        return np.full((len(X), len(ctx.arms)), float(type(self).calls))
+
+
+@pytest.mark.parametrize("policy, check", [(_TwoColumns(), "one_column_per_arm"), (_Drifting(), "repeatable_score")],
+                         ids=["shape", "repeatable"])
+def test_check_policy_names_the_failed_n_way_check(policy, check):
+    from policies.checks import PolicyCheckError, check_policy
+
+    with pytest.raises(PolicyCheckError) as e:
+        check_policy(policy, quiet=True)
+    assert e.value.check == check

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from harness import paired, sign_patterns, stats
+from harness import paired, sign_patterns, sign_stream, stats
 from harness.paired import document_totals, sample_size_plan, sign_flip_interval
 from harness.protocols import verdict_stats
 from harness.protocols.verdict_stats import tost_p
@@ -18,7 +18,7 @@ from harness.sign_patterns import Memo, pattern_sums
 
 def _forget() -> None:
     stats._kept_sign_flip_p.cache_clear()
-    stats._SIGN_STREAMS.clear()
+    sign_stream._SIGN_STREAMS.clear()
     sign_patterns._SUMS.clear()
     sign_patterns._PATTERNS.clear()
     paired._INTERVALS.clear()
@@ -209,15 +209,15 @@ def test_sign_flip_p_from_the_kept_sign_stream_equals_its_own_draw_for_any_docum
         diffs = rng.normal(size=k) if k % 2 else rng.integers(-2, 3, size=k).astype(float) + 0.5
         assert stats.sign_flip_test(diffs, groups, n_perm=n_perm, seed=seed) == _reference_sign_flip_p(
             diffs, groups, n_perm, seed), (k, n_perm, seed)
-    assert len(stats._SIGN_STREAMS) <= 2
+    assert len(sign_stream._SIGN_STREAMS) <= 2
 
 
 def test_sign_stream_is_the_generators_draws_and_longer_streams_are_not_kept(monkeypatch):
     expected = np.random.default_rng(5).integers(0, 2, size=10_000) * 2 - 1
-    assert np.array_equal(stats.sign_stream(5, 10_000), expected)
-    assert np.array_equal(stats.sign_stream(5, 1_000), expected[:1_000])
-    monkeypatch.setattr(stats, "SIGN_STREAM_MAX", 500)
-    stats._SIGN_STREAMS.clear()
-    assert np.array_equal(stats.sign_stream(5, 2_000), expected[:2_000])
-    assert not stats._SIGN_STREAMS
+    assert np.array_equal(sign_stream.sign_stream(5, 10_000), expected)
+    assert np.array_equal(sign_stream.sign_stream(5, 1_000), expected[:1_000])
+    monkeypatch.setattr(sign_stream, "SIGN_STREAM_MAX", 500)
+    sign_stream._SIGN_STREAMS.clear()
+    assert np.array_equal(sign_stream.sign_stream(5, 2_000), expected[:2_000])
+    assert not sign_stream._SIGN_STREAMS
 
