@@ -144,7 +144,8 @@ def refusal(path: Path, state: StoreState, *, reading: bool = False) -> str | No
     """One line on why the file at ``path`` is no store to use (None: use it). A half-created
     store that holds nothing is no refusal when writing: :func:`prepare_store` makes it anew."""
     expected = "expected an MLflow tracking store (an SQLite database MLflow created)"
-    elsewhere = "point tracking.uri at another file (a missing one is created)"
+    elsewhere = ("read the store a sweep wrote instead" if reading
+                 else "point tracking.uri at another file (a missing one is created)")
     if state.kind == "empty":
         return f"MLflow store {path} is an empty file, {expected}; delete it (a new store is made there) or {elsewhere}"
     if state.kind == "no-tables":
