@@ -157,6 +157,7 @@ class Tracker(RunLogging):
         is rerun, so its children stay under one parent. Found or created under the store's
         claim lock, so two concurrent sweeps of one command share one parent."""
         ident = process_identity()
+        self.check_room()
         with self.store_lock():
             existing = self.find_sweep_run(experiment_id, sweep_id)
             if existing is not None:
@@ -249,6 +250,7 @@ class Tracker(RunLogging):
         gone is ended FAILED (stale) and does not count. Raises ClaimTimeout when a live claim
         is held longer than ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
+        self.check_room()  # after a full disk stopped a job, the next ones start no run
         tags = {**dict(tags), TAG_SKIP_KEY: skip_key, **process_identity()}
         waited_for: str | None = None
         while True:
@@ -314,6 +316,7 @@ class Tracker(RunLogging):
         tags = dict(tags)
         if parent_run_id:
             tags[TAG_PARENT] = parent_run_id
+        self.check_room()
         run = self._retry(lambda: self.client.create_run(experiment_id, run_name=run_name, tags=tags))
         return run.info.run_id
 

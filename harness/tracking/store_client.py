@@ -259,13 +259,9 @@ class StoreClient:
             reason = store_space.write_failure(exc)
             if reason is None:
                 raise
-            raise StoreWriteError(f"MLflow store {self.db_path} cannot be created: {reason} ({_first_line(exc)}); "
+            raise StoreWriteError(f"MLflow store {self.db_path} cannot be created: {reason} ({store_space.failure_line(exc)}); "
                                   "free space or point tracking.uri elsewhere") from None
-        problem = store_space.ensure_reserve(self.db_path)
-        if problem:
-            raise StoreWriteError(
-                f"MLflow store {self.db_path}: {problem} (no room for the {store_space.RESERVE_BYTES // 2**20} MiB kept "
-                f"next to it to end runs, {store_space.RESERVE_NAME}); free space on its disk and rerun")
+        self.check_room()
 
     @contextlib.contextmanager
     def store_lock(self, name: str = ".route-bench-claims.lock"):
@@ -303,13 +299,25 @@ class StoreClient:
                 delay *= 2
         raise AssertionError("unreachable")
 
+    def check_room(self) -> None:
+        """Before a run is created: the room kept next to a SQLite store is there (made again if
+        a failed write released it), else StoreWriteError: no run is started on a full disk."""
+        if self.db_path is None:
+            return
+        problem = store_space.ensure_reserve(self.db_path)
+        if problem:
+            raise StoreWriteError(
+                f"MLflow store {self.db_path} cannot be written: {problem} (no room for the "
+                f"{store_space.RESERVE_BYTES // 2**20} MiB kept next to it to end runs, {store_space.RESERVE_NAME}); "
+                "free space on its disk (or point tracking.uri elsewhere) and rerun")
+
     def write_error(self, reason: str, exc: BaseException) -> StoreWriteError:
         """The one-line error of a write the store's storage refused; the room kept next to a
         SQLite store is released first, so the runs can still be ended."""
         where = f"MLflow store {self.db_path}" if self.db_path is not None else f"tracking store {self.uri}"
         if self.db_path is not None:
             store_space.release_reserve(self.db_path)
-        return StoreWriteError(f"{where} cannot be written: {reason} ({_first_line(exc)}); free space on its "
+        return StoreWriteError(f"{where} cannot be written: {reason} ({store_space.failure_line(exc)}); free space on its "
                                "disk (or point tracking.uri elsewhere) and rerun")
 
 

@@ -61,6 +61,19 @@ def write_failure(exc: BaseException) -> str | None:
     return None
 
 
+def failure_line(exc: BaseException) -> str:
+    """The line of ``exc`` (or of what it was raised from) that names the storage failure
+    ("(sqlite3.OperationalError) database or disk is full"), not SQLAlchemy's preamble."""
+    for link in _chain(exc):
+        for line in str(link).splitlines():
+            if any(needle in line.lower() for needle, _ in _TEXTS):
+                return line.strip()[:300]
+    for link in _chain(exc):
+        if isinstance(link, OSError):
+            return str(link)[:300]
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+
+
 def reserve_path(db_path: Path) -> Path:
     return db_path.parent / RESERVE_NAME
 
