@@ -189,10 +189,22 @@ def create_store(path: Path) -> None:
         store.engine.dispose()  # no connection left on the file once it is renamed
         getattr(SqlAlchemyStore, "_engine_map", {}).pop(uri, None)
         os.replace(tmp, path)
+        _forget_engines(path)
     finally:
         for leftover in (tmp, Path(f"{tmp}-journal")):
             if leftover.exists():
                 leftover.unlink()
+
+
+def _forget_engines(path: Path) -> None:
+    """Drop MLflow's cached engines of the file replaced at ``path`` (an engine opened on a
+    half-created store in this process would keep reading the old file)."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    engines = getattr(SqlAlchemyStore, "_engine_map", {})
+    for key in [k for k in engines if str(k).startswith("sqlite:///")]:
+        if Path(str(key)[len("sqlite:///"):].split("?", 1)[0]).absolute() == path.absolute():
+            engines.pop(key).dispose()
 
 
 def prepare_store(path: Path, say=print) -> None:
