@@ -179,13 +179,13 @@ def create_store(path: Path) -> None:
     """A new, complete MLflow store at ``path``: built by MLflow in a temporary file in the same
     folder, then renamed into place (atomic: the path holds the old file or a whole store)."""
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
-    from mlflow.tracking import MlflowClient
+    from mlflow.tracking._tracking_service.utils import _get_sqlalchemy_store
 
     _remove_leftovers(path)
     tmp = path.parent / f".{path.name}.creating-{os.getpid()}"
     uri = f"sqlite:///{tmp}"
     try:
-        store = MlflowClient(tracking_uri=uri)._tracking_client.store  # MLflow's tables, its Default experiment
+        store = _get_sqlalchemy_store(uri, None)  # as MLflow's client builds it: its tables, its Default experiment
         store.engine.dispose()  # no connection left on the file once it is renamed
         getattr(SqlAlchemyStore, "_engine_map", {}).pop(uri, None)
         os.replace(tmp, path)

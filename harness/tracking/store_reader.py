@@ -25,8 +25,8 @@ class SweepNotFound(HarnessError):
 def existing_store_uri(explicit: str | None) -> str:
     """--tracking-uri, else $MLFLOW_TRACKING_URI, else the harness default local store.
 
-    A SQLite URI whose file does not exist or is no MLflow store, and a server that does not
-    answer as MLflow does, are errors (reading must not create tables in a file).
+    A SQLite URI whose file does not exist or is no MLflow store is an error (reading must not
+    create tables in a file).
     """
     uri = explicit or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
     # the key the URI came from: the option, the environment, or the default store
@@ -44,16 +44,18 @@ def existing_store_uri(explicit: str | None) -> str:
         problem = store_file.refusal(db, store_file.inspect_store(db), reading=True)
         if problem:
             raise ConfigError(key, problem)
-    try:
-        probe_store(uri)  # a server that does not answer as MLflow does: refused in seconds
-    except TrackingStoreError as exc:
-        raise ConfigError(key, str(exc)) from None
     return uri
 
 
 def open_client(uri: str):
+    """A client of the store ``uri``; a server that does not answer as MLflow does is refused in
+    seconds first (``probe_store``), naming ``--tracking-uri``."""
     from mlflow.tracking import MlflowClient
 
+    try:
+        probe_store(uri)
+    except TrackingStoreError as exc:
+        raise TrackingStoreError(f"--tracking-uri: {exc}") from None
     return MlflowClient(tracking_uri=uri)
 
 
