@@ -215,9 +215,12 @@ def test_probe_fails_fast_on_a_closed_port_and_passes_a_live_server():
     assert time.monotonic() - t0 < 15
 
     class Health(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
-            self.send_response(200 if self.path == "/health" else 404)
+        def do_GET(self):  # noqa: N802 - what an MLflow server answers for an experiment no one made
+            body = json.dumps({"error_code": "RESOURCE_DOES_NOT_EXIST", "message": "no experiment"}).encode()
+            self.send_response(404)
+            self.send_header("Content-Type", "application/json")
             self.end_headers()
+            self.wfile.write(body)
 
         def log_message(self, *args):
             pass

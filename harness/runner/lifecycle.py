@@ -181,12 +181,16 @@ class TrackedRun:
         self.ctx.finish("KILLED", self.run_id, f"KILLED (run {self.run_id}): {how}", f"interrupted by {how}", error=how)
 
     def _end_failed(self, exc: Exception) -> None:
+        from harness.tracking import store_client
+
         ctx = self.ctx
         error = self._fail_run("".join(traceback.format_exception(exc)), exc)
         first = (str(exc).strip().splitlines() or [""])[0]
         first = first if len(first) <= 160 else first[:157] + "..."  # all of it: app.log, error.txt
         where = f"run {self.run_id}" if self.run_id else "no run"
-        ctx.finish("FAILED", self.run_id, f"FAILED ({where}): {type(exc).__name__}: {first}", error, error=str(exc))
+        # a store that cannot take writes (a full disk) stops the sweep at its end (``store_error``)
+        extra = {"store_error": str(exc)} if isinstance(exc, store_client.StoreWriteError) else {}
+        ctx.finish("FAILED", self.run_id, f"FAILED ({where}): {type(exc).__name__}: {first}", error, error=str(exc), **extra)
         if not ctx.in_sweep and self.run_id is not None:  # nothing tracked: the error line on stderr says it all
             print(f"[route-bench] FAILED {ctx.name} ({where}): {type(exc).__name__}: {exc}", flush=True)
         self.failure = {"status": "FAILED", "run_id": self.run_id, "metrics": {}, "error": str(exc)}

@@ -312,15 +312,16 @@ class SweepTrackingCallback(Callback):
         if self.tracker is None or self.closed:
             return
         from harness.runner import sweep_end
+        from harness.tracking.store_client import TrackingStoreError
         from harness.tracking.store_reader import pick_runs
 
-        # a job whose process died without ending its run (a crashed worker) is not left RUNNING
-        self.tracker.end_orphans(self.experiment_id, self.parent_run_id, "FAILED",
-                                 "the job's process ended without ending its run", wait_s=2.0)
         records = self._job_records()
-        # one run per job config: a rerun's FINISHED run replaces the FAILED attempt it retried
-        runs = pick_runs(self._children(records))
         try:
+            # a job whose process died without ending its run (a crashed worker) is not left RUNNING
+            self.tracker.end_orphans(self.experiment_id, self.parent_run_id, "FAILED",
+                                     "the job's process ended without ending its run", wait_s=2.0)
+            # one run per job config: a rerun's FINISHED run replaces the FAILED attempt it retried
+            runs = pick_runs(self._children(records))
             outcome = sweep_end.close(
                 self.tracker, self.parent_run_id, runs, records,
                 configured=[str(n) for n in OmegaConf.select(config, "protocol.run", default=[]) or []],
@@ -329,6 +330,8 @@ class SweepTrackingCallback(Callback):
                 metric=str(OmegaConf.select(config, "arms.metric", default="hit@10")),
                 title=f"Sweep {self.sweep_id}",
             )
+        except TrackingStoreError as exc:  # the store itself failed (a full disk): one line, exit 2
+            self._store_failed(str(exc))
         finally:
             self.closed = True
             if self in _ACTIVE:
@@ -337,11 +340,23 @@ class SweepTrackingCallback(Callback):
         sweep_end.print_outcome(outcome, str(self.sweep_id), self.uri,
                                 verbose=bool(OmegaConf.select(config, "verbose", default=False)),
                                 experiment_id=self.experiment_id, parent_run_id=self.parent_run_id)
+        store_error = next((r["store_error"] for r in records if r.get("store_error")), None)
+        if store_error:
+            self._store_failed(store_error)
         if outcome.failed:
             # an exception would only become a warning (Hydra callbacks): exit non-zero instead
             print(f"[route-bench] sweep {self.sweep_id}: {outcome.failed} job(s) FAILED (error.txt in their runs)",
                   file=sys.stderr)
             raise SystemExit(1)
+
+    def _store_failed(self, error: str) -> None:
+        """A store that cannot take writes (a full disk): its runs still RUNNING ended FAILED
+        (``end_interrupted``, a no-op once the sweep's end closed them), then ONE line
+        ``error: StoreWriteError: ...`` on stderr and exit 2 (a callback's exception would only
+        be a warning)."""
+        self.end_interrupted("FAILED", f"the tracking store failed: {error}")
+        print(f"error: StoreWriteError: {error}".splitlines()[0], file=sys.stderr, flush=True)
+        raise SystemExit(2)
 
     def _children(self, records: list[dict]) -> list:
         """The sweep's child runs, plus the runs of other sweeps its jobs reused (same skip key)."""

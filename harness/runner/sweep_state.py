@@ -36,7 +36,7 @@ from harness.io import atomic_write_text
 
 ENV_SWEEP_STATE = "ROUTE_BENCH_SWEEP_STATE"
 STATE_FILE = "sweep.json"
-RECORD_KEYS = ("status", "run_id", "run_name", "error", "config_hash", "skip_key", "reused_sweep_id")
+RECORD_KEYS = ("status", "run_id", "run_name", "error", "config_hash", "skip_key", "reused_sweep_id", "store_error")
 
 
 @dataclass

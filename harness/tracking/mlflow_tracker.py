@@ -28,13 +28,18 @@ claims of jobs.
 Reliability guarantees (docs/sweeps.md):
 
 - **Fail fast on a store that cannot work.** ``Tracker(uri)`` probes an HTTP(S) tracking server
-  (``GET /health``, a few seconds) before anything else and raises :class:`TrackingStoreError`
-  naming the URL when it does not answer (MLflow's own client would retry for minutes); a
-  SQLite file that is not a database (or a folder, or unreadable) is a TrackingStoreError naming
-  the file. Both end the command in one line (``error: TrackingStoreError: ...``). Transient
-  errors of a working store ("database is locked") are still retried with backoff.
-- **Schema creation is serialised.** Opening a SQLite store holds a file lock in the store's
-  folder (``.route-bench.lock``), and MLflow's schema-creation race between processes outside
+  (one MLflow API call, 6 s in all: ``store_client.probe_store``) before anything else and
+  raises :class:`TrackingStoreError` naming the URL when it does not answer, errs or answers
+  something other than MLflow (MLflow's own client would retry for minutes); a SQLite file that
+  is not an MLflow store (another program's database, an empty file, a folder, unreadable) is a
+  TrackingStoreError naming the file, before anything is written to it. Both end the command in
+  one line (``error: TrackingStoreError: ...``). Transient errors of a working store ("database
+  is locked") are still retried with backoff; a write the storage refuses (a full disk) is a
+  ``StoreWriteError`` at once (``harness.tracking.store_space``).
+- **Schema creation is serialised and atomic.** Opening a SQLite store holds a file lock in the
+  store's folder (``.route-bench.lock``); a missing store is built in a temporary file and
+  renamed into place, a half-created one that holds nothing is made anew
+  (``harness.tracking.store_file``), and MLflow's schema-creation race with processes outside
   that lock ("duplicate column name", "table ... already exists") is retried, so two sweeps on
   a fresh store both start.
 - **Every run says which process runs it.** Job and sweep runs carry ``route_bench.host``,
@@ -157,6 +162,7 @@ class Tracker(RunLogging):
         is rerun, so its children stay under one parent. Found or created under the store's
         claim lock, so two concurrent sweeps of one command share one parent."""
         ident = process_identity()
+        self.check_room()
         with self.store_lock():
             existing = self.find_sweep_run(experiment_id, sweep_id)
             if existing is not None:
@@ -249,6 +255,7 @@ class Tracker(RunLogging):
         gone is ended FAILED (stale) and does not count. Raises ClaimTimeout when a live claim
         is held longer than ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
+        self.check_room()  # after a full disk stopped a job, the next ones start no run
         tags = {**dict(tags), TAG_SKIP_KEY: skip_key, **process_identity()}
         waited_for: str | None = None
         while True:
@@ -314,6 +321,7 @@ class Tracker(RunLogging):
         tags = dict(tags)
         if parent_run_id:
             tags[TAG_PARENT] = parent_run_id
+        self.check_room()
         run = self._retry(lambda: self.client.create_run(experiment_id, run_name=run_name, tags=tags))
         return run.info.run_id
 

@@ -1,28 +1,39 @@
 """Opening a tracking store that can work, and calling it through retries.
 
 - **Fail fast on a store that cannot work.** ``StoreClient(uri)`` probes an HTTP(S) tracking
-  server (``GET /health``, a few seconds) before anything else and raises
-  :class:`TrackingStoreError` naming the URL when it does not answer (MLflow's own client would
-  retry for minutes); a SQLite file that is not a database (or a folder, or unreadable, or
-  read-only) is a TrackingStoreError naming the file. Transient errors of a working store
-  ("database is locked") are retried with backoff (``_retry``).
-- **Schema creation is serialised.** Opening a SQLite store holds a file lock in the store's
-  folder (``.route-bench.lock``), and MLflow's schema-creation race between processes outside
-  that lock is retried, so two sweeps on a fresh store both start.
+  server before anything else (``probe_store``: one MLflow API call, which must answer as MLflow
+  does, within ``PROBE_BUDGET_S`` seconds in all) and raises :class:`TrackingStoreError` naming
+  the URL and ``tracking.uri`` when it does not answer, errs (HTTP 5xx) or answers something
+  else (MLflow's own client would retry for minutes); a SQLite file that is not an MLflow store
+  (``harness.tracking.store_file``: another program's database, an empty file, a folder, a
+  read-only file) is a TrackingStoreError naming the file, before anything is written to it.
+  Transient errors of a working store ("database is locked") are retried with backoff
+  (``_retry``).
+- **Schema creation is serialised and atomic.** Opening a SQLite store holds a file lock in the
+  store's folder (``.route-bench.lock``, the folder made first); a missing store is built in a
+  temporary file and renamed into place, a half-created one that holds nothing is made anew
+  (``store_file.prepare_store``), so concurrent sweeps on a new store all start and a kill -9
+  leaves no half-created store. MLflow's schema-creation race with a process outside that
+  lock is still retried.
+- **A store that cannot take a write is one line.** A write refused by the store's storage (a
+  full disk, ``harness.tracking.store_space.write_failure``) is a :class:`StoreWriteError` naming
+  the store; the space kept next to a SQLite store (``.route-bench.reserve``) is released first,
+  so the runs can still be ended FAILED.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import os
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Callable, TypeVar
 
 from harness.errors import HarnessError
 from harness.io import file_lock
+from harness.tracking import store_file, store_space
 
 try:  # newer harness.errors has a StoreError family; keep working without it
     from harness.errors import StoreError as _StoreErrorBase
@@ -48,15 +59,24 @@ class TrackingStoreError(_StoreErrorBase):
     is not a database. The message names the URL or the file."""
 
 
+class StoreWriteError(TrackingStoreError):
+    """The store's storage refused a write (a full disk, a quota, a read-only file system)."""
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     line = text.splitlines()[0] if text else type(exc).__name__
     return line if len(line) <= 300 else line[:297] + "..."
 
 
-SQLITE_HEADER = b"SQLite format 3\x00"
-PROBE_TIMEOUT_S = 3.0
+SQLITE_HEADER = store_file.SQLITE_HEADER
+PROBE_TIMEOUT_S = 3.0  # one request of the probe
+PROBE_BUDGET_S = 6.0  # the whole probe, retries of a refused connection or an HTTP 5xx included
 PROBE_ATTEMPTS = 3
+ENV_PROBE_BUDGET = "ROUTE_BENCH_STORE_PROBE_S"
+# an experiment name no one creates: an MLflow server answers 404 RESOURCE_DOES_NOT_EXIST
+PROBE_EXPERIMENT = "route-bench store probe (never created)"
+PROBE_ENDPOINT = "/api/2.0/mlflow/experiments/get-by-name"
 
 
 def sqlite_path(uri: str) -> Path | None:
@@ -103,33 +123,79 @@ def check_writable_store(path: Path) -> None:
                                  "journal there); make it writable or point tracking.uri elsewhere")
 
 
-def probe_store(uri: str, timeout: float = PROBE_TIMEOUT_S, attempts: int = PROBE_ATTEMPTS) -> None:
-    """An HTTP(S) tracking server must answer ``GET /health`` within a few seconds.
+def probe_budget_s() -> float:
+    raw = os.environ.get(ENV_PROBE_BUDGET)
+    try:
+        return max(0.5, float(raw)) if raw else PROBE_BUDGET_S
+    except ValueError:
+        return PROBE_BUDGET_S
 
-    Any HTTP answer below 500 counts (the server is there; MLflow's calls report the rest).
-    Other URIs are not probed. Raises TrackingStoreError naming the URL.
-    """
+
+def _judge(resp) -> tuple[bool, str | None]:
+    """(retry?, what is wrong with the server, said after its URL; None: it answered as MLflow
+    does) for one probe answer."""
+    code = resp.status_code
+    if code >= 500:
+        return True, f"answers HTTP {code} (a server error)"
+    if code in (401, 403):
+        return False, (f"refuses the request (HTTP {code}; set MLFLOW_TRACKING_USERNAME / "
+                       "MLFLOW_TRACKING_PASSWORD or MLFLOW_TRACKING_TOKEN)")
+    try:
+        body = json.loads(resp.text)
+    except ValueError:
+        kind = resp.headers.get("Content-Type", "no content type").split(";")[0]
+        return False, f"is not an MLflow tracking server (HTTP {code}, {kind}, not MLflow's JSON)"
+    if code == 200 and isinstance(body, dict) and isinstance(body.get("experiment"), dict):
+        return False, None
+    if code == 404 and isinstance(body, dict) and body.get("error_code") == "RESOURCE_DOES_NOT_EXIST":
+        return False, None
+    return False, f"is not an MLflow tracking server (HTTP {code}, JSON that MLflow does not send)"
+
+
+def probe_store(uri: str, budget_s: float | None = None) -> None:
+    """An HTTP(S) tracking server must answer one MLflow API call as MLflow does (an experiment
+    looked up by a name no one uses: 404 ``RESOURCE_DOES_NOT_EXIST``), within ``budget_s``
+    seconds in all (``PROBE_BUDGET_S``, $ROUTE_BENCH_STORE_PROBE_S): no answer and an HTTP 5xx
+    are tried ``PROBE_ATTEMPTS`` times within it, a request waits ``PROBE_TIMEOUT_S`` at most. The request
+    carries MLflow's own credentials and TLS settings. Other URIs are not probed. Raises
+    TrackingStoreError naming the URL and ``tracking.uri``."""
     if not uri.startswith(("http://", "https://")):
         return
-    url = uri.rstrip("/") + "/health"
-    reason = "no answer"
-    for attempt in range(max(1, attempts)):
+    from mlflow.utils.credentials import get_default_host_creds
+    from mlflow.utils.rest_utils import http_request
+
+    budget = probe_budget_s() if budget_s is None else budget_s
+    deadline = time.monotonic() + budget
+    for attempt in range(PROBE_ATTEMPTS):
+        left = deadline - time.monotonic()
         try:
-            with urllib.request.urlopen(url, timeout=timeout):
-                return
-        except urllib.error.HTTPError as exc:
-            if exc.code < 500:
-                return
-            reason = f"HTTP {exc.code}"
-        except (urllib.error.URLError, OSError) as exc:
-            cause = getattr(exc, "reason", exc)
-            reason = str(getattr(cause, "strerror", None) or cause)
-        if attempt + 1 < attempts:
-            time.sleep(0.5 * (attempt + 1))
+            resp = http_request(get_default_host_creds(uri), PROBE_ENDPOINT, "GET", max_retries=0, backoff_factor=0,
+                                timeout=max(0.2, min(PROBE_TIMEOUT_S, left)), raise_on_status=False,
+                                params={"experiment_name": PROBE_EXPERIMENT})
+            retry, reason = _judge(resp)
+        except Exception as exc:  # noqa: BLE001 - no answer: refused, timed out, reset, TLS
+            retry, reason = True, f"does not answer ({_no_answer(exc)})"
+        if reason is None:
+            return
+        if not retry or time.monotonic() + 0.5 * (attempt + 1) >= deadline:
+            break
+        time.sleep(0.5 * (attempt + 1))
+    tries = f" ({attempt + 1} tries in {budget - max(0.0, deadline - time.monotonic()):.1f} s)" if attempt else ""
     raise TrackingStoreError(
-        f"tracking server {uri} does not answer ({reason}); start it, or point tracking.uri / "
-        "MLFLOW_TRACKING_URI at a running one"
+        f"tracking server {uri} {reason}{tries}; start it, or point tracking.uri / MLFLOW_TRACKING_URI at a "
+        "running MLflow tracking server"
     )
+
+
+def _no_answer(exc: BaseException) -> str:
+    """A short reason for a request that got no answer ("timed out", "connection refused")."""
+    text = " ".join(str(e) for e in store_space._chain(exc)).lower()
+    for needle, said in (("timed out", "timed out"), ("timeout", "timed out"), ("refused", "connection refused"),
+                         ("reset", "connection reset"), ("name or service not known", "unknown host"),
+                         ("certificate", "TLS certificate rejected"), ("remote end closed", "connection closed")):
+        if needle in text:
+            return said
+    return _first_line(exc)
 
 
 def _is_schema_race(exc: BaseException) -> bool:
@@ -158,14 +224,44 @@ class StoreClient:
         if self.db_path is not None:
             check_sqlite_file(self.db_path)
             check_writable_store(self.db_path)
+            self._make_folder()
+        _quiet_store_errors()
         race = lambda exc: is_transient(exc) or _is_schema_race(exc)  # noqa: E731
         try:
             with self.store_lock(".route-bench.lock"):  # one schema creation at a time
+                if self.db_path is not None:
+                    self._prepare_file()
                 self.client = self._retry(lambda: MlflowClient(tracking_uri=uri), transient=race)
+        except TrackingStoreError:
+            raise
         except Exception as exc:
             if self.db_path is None:
                 raise
             raise TrackingStoreError(f"MLflow store {self.db_path} cannot be opened: {_first_line(exc)}") from exc
+
+    def _make_folder(self) -> None:
+        """The store's folder, so its lock exists before the store does (two sweeps on a new
+        store in a new folder then create it one after the other)."""
+        try:
+            self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise TrackingStoreError(f"MLflow store {self.db_path}: its folder cannot be made "
+                                     f"({exc.strerror or exc})") from None
+
+    def _prepare_file(self) -> None:
+        """Under the lock: an MLflow store, made whole if missing or half-created
+        (``store_file.prepare_store``), with room kept to end its runs (``store_space``)."""
+        try:
+            store_file.prepare_store(self.db_path)
+        except ValueError as exc:
+            raise TrackingStoreError(str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - creating it failed: a full disk, a read-only folder
+            reason = store_space.write_failure(exc)
+            if reason is None:
+                raise
+            raise StoreWriteError(f"MLflow store {self.db_path} cannot be created: {reason} ({store_space.failure_line(exc)}); "
+                                  "free space or point tracking.uri elsewhere") from None
+        self.check_room()
 
     @contextlib.contextmanager
     def store_lock(self, name: str = ".route-bench-claims.lock"):
@@ -191,9 +287,48 @@ class StoreClient:
         for attempt in range(self.retries):
             try:
                 return call()
+            except TrackingStoreError:
+                raise
             except Exception as exc:  # noqa: BLE001 - re-raised unless transient
+                reason = store_space.write_failure(exc)
+                if reason is not None:
+                    raise self.write_error(reason, exc) from exc
                 if attempt == self.retries - 1 or not transient(exc):
                     raise
                 time.sleep(delay)
                 delay *= 2
         raise AssertionError("unreachable")
+
+    def check_room(self) -> None:
+        """Before a run is created: the room kept next to a SQLite store is there (made again if
+        a failed write released it), else StoreWriteError: no run is started on a full disk."""
+        if self.db_path is None:
+            return
+        problem = store_space.ensure_reserve(self.db_path)
+        if problem:
+            raise StoreWriteError(
+                f"MLflow store {self.db_path} cannot be written: {problem} (no room for the "
+                f"{store_space.RESERVE_BYTES // 2**20} MiB kept next to it to end runs, {store_space.RESERVE_NAME}); "
+                "free space on its disk (or point tracking.uri elsewhere) and rerun")
+
+    def write_error(self, reason: str, exc: BaseException) -> StoreWriteError:
+        """The one-line error of a write the store's storage refused; the room kept next to a
+        SQLite store is released first, so the runs can still be ended."""
+        where = f"MLflow store {self.db_path}" if self.db_path is not None else f"tracking store {self.uri}"
+        if self.db_path is not None:
+            store_space.release_reserve(self.db_path)
+        return StoreWriteError(f"{where} cannot be written: {reason} ({store_space.failure_line(exc)}); free space on its "
+                               "disk (or point tracking.uri elsewhere) and rerun")
+
+
+def _quiet_store_errors() -> None:
+    """MLflow logs every SQLAlchemy error with its traceback before raising it; the harness says
+    each store error in one line itself (the traceback: the job's log, ``--debug``)."""
+    logger = logging.getLogger("mlflow.store.db.utils")
+    if not any(isinstance(f, _DropErrors) for f in logger.filters):
+        logger.addFilter(_DropErrors())
+
+
+class _DropErrors(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno < logging.ERROR

@@ -13,6 +13,8 @@ from pathlib import Path
 from harness.config.store import tracking_uri_problem
 from harness.errors import ConfigError, HarnessError
 from harness.store_schema import DEFAULT_TRACKING_URI, TAG_CONFIG_HASH, TAG_ROLE, TAG_SWEEP_ID
+from harness.tracking import store_file
+from harness.tracking.store_client import TrackingStoreError, probe_store
 
 
 class SweepNotFound(HarnessError):
@@ -23,7 +25,8 @@ class SweepNotFound(HarnessError):
 def existing_store_uri(explicit: str | None) -> str:
     """--tracking-uri, else $MLFLOW_TRACKING_URI, else the harness default local store.
 
-    A SQLite URI whose file does not exist is an error (reading must not create an empty DB).
+    A SQLite URI whose file does not exist or is no MLflow store is an error (reading must not
+    create tables in a file).
     """
     uri = explicit or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
     # the key the URI came from: the option, the environment, or the default store
@@ -36,12 +39,23 @@ def existing_store_uri(explicit: str | None) -> str:
         db = Path(uri[len("sqlite:///"):])
         if not db.is_file():
             raise ConfigError(key, f"tracking store {uri} does not exist (no file {db})")
+        # another program's database, an empty file, a half-created store: said before MLflow
+        # would write its tables into it
+        problem = store_file.refusal(db, store_file.inspect_store(db), reading=True)
+        if problem:
+            raise ConfigError(key, problem)
     return uri
 
 
 def open_client(uri: str):
+    """A client of the store ``uri``; a server that does not answer as MLflow does is refused in
+    seconds first (``probe_store``), naming ``--tracking-uri``."""
     from mlflow.tracking import MlflowClient
 
+    try:
+        probe_store(uri)
+    except TrackingStoreError as exc:
+        raise TrackingStoreError(f"--tracking-uri: {exc}") from None
     return MlflowClient(tracking_uri=uri)
 
 
