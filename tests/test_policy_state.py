@@ -70,6 +70,8 @@ def test_every_builtin_policy_state_is_strict_json(planted_table):
 
     task = RoutingTask.from_table(planted_table)
     for stem, cfg in builtin_policy_configs().items():
+        if getattr(make_policy(cfg), "n_way", False):  # n-way: tests/test_arms_protocol.py round-trips its state
+            continue
         policy = fit_policy(make_policy(cfg), task, 0)
         state = policy.get_state()
         check_json_state(policy.name, state)
