@@ -42,8 +42,9 @@ def launch_dir() -> Path:
 
 def to_plain(cfg: DictConfig | Mapping) -> dict:
     """Resolved plain dict of the job config, without the ``hydra`` node. ``cost.unit`` and
-    ``cost.price`` are left out while null (an abstract ``cost.c``), so such a job's config hash,
-    params and sweep id are what they were before these keys existed."""
+    ``cost.price`` are left out while null (an abstract ``cost.c``), and ``arms.runs`` while
+    empty, so such a job's config hash, params and sweep id are what they were before these keys
+    existed."""
     if isinstance(cfg, DictConfig):
         # resolve key by key: the hydra node has sweep-only interpolations (hydra.job.num)
         data = {
@@ -54,6 +55,9 @@ def to_plain(cfg: DictConfig | Mapping) -> dict:
     else:
         data = dict(cfg)
         data.pop("hydra", None)
+    arms = data.get("arms")
+    if isinstance(arms, Mapping) and "runs" in arms and not arms["runs"]:  # no run file: the hash of before
+        data["arms"] = {k: v for k, v in arms.items() if k != "runs"}
     cost = data.get("cost")
     if isinstance(cost, Mapping) and any(k in cost and cost[k] is None for k in ("unit", "price")):
         data["cost"] = {k: v for k, v in cost.items() if not (k in ("unit", "price") and v is None)}
@@ -70,8 +74,13 @@ class TableHandle:
 
 
 def table_config_digest(cfg: Mapping) -> str:
-    """What identifies a job's outcome table: the dataset, arms and reranker configs."""
-    return digest_of({k: cfg.get(k) for k in ("dataset", "arms", "reranker")})[:16]
+    """What identifies a job's outcome table: the dataset, arms and reranker configs (an empty
+    ``arms.runs`` left out, as ``to_plain`` leaves it out)."""
+    parts = {k: cfg.get(k) for k in ("dataset", "arms", "reranker")}
+    arms = parts["arms"]
+    if isinstance(arms, Mapping) and "runs" in arms and not arms["runs"]:
+        parts["arms"] = {k: v for k, v in arms.items() if k != "runs"}
+    return digest_of(parts)[:16]
 
 
 def build_table(cfg: Mapping, progress: Any = None) -> TableHandle:
@@ -193,15 +202,19 @@ def make_task(cfg: Mapping, table: TableHandle):
 
     arms = cfg.get("arms") or {}
     base, extra = str(arms.get("base", "keep")), str(arms.get("extra", "hybrid"))
-    # the cost axis: reranker pairs between retrieval arms, tokens (prompt + output) otherwise
+    from harness.arm_blocks.runs import run_cost_column
+
+    # the cost axis: reranker pairs between retrieval arms, a run file's configured cost unit
+    # (docs/own_arms.md), tokens (prompt + output) otherwise
     retrieval_pair = base in ARMS and extra in ARMS
+    cost_column = "rerank_pairs" if retrieval_pair else (run_cost_column(arms, (base, extra)) or "tokens")
     return RoutingTask.from_table(
         table.frame,
         base_arm=base,
         extra_arm=extra,
         metric=str(arms.get("metric", "hit@10")),
         source=f"outcome table {table.key}",
-        cost_column="rerank_pairs" if retrieval_pair else "tokens",
+        cost_column=cost_column,
     )
 
 

@@ -36,6 +36,13 @@ def _check_arms(arms: Any, synthetic: bool) -> None:
     check_retrieval_settings(arms, synthetic=synthetic, synthetic_k=SYNTHETIC_K)
     base, extra = arms.get("base", "keep"), arms.get("extra", "hybrid")
     _check_pair(arms, base, extra)
+    if arms.get("runs"):  # every run and cost file read and hashed now, before any work
+        from harness.arm_blocks.runs import run_blocks
+
+        if synthetic:
+            raise ConfigError("arms.runs", "run files are scored against a dataset's gold passages; the synthetic "
+                                           "table has none (use dataset=beir dataset.path=DIR)")
+        run_blocks(arms)
     if synthetic and (arms.get("blocks") or base not in ARMS or extra not in ARMS):
         _refuse_answer_blocks(arms)
     if base not in ARMS or extra not in ARMS:
@@ -49,7 +56,10 @@ def _check_pair(arms: Any, base: Any, extra: Any) -> None:
     from harness.arm_blocks import block_arms
     from harness.retrieval.arms import ARMS
 
+    from harness.arm_blocks.runs import run_specs
+
     plugged = block_arms(arms.get("blocks") or [])  # arms of listed and installed blocks
+    plugged.update({name: "arms.runs" for name in run_specs(arms)})  # run files as arms
     known = [*ARMS, *sorted(a for a in plugged if a not in ARMS)]
     for key, arm in (("arms.base", base), ("arms.extra", extra)):
         if arm not in known:
