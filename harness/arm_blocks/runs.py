@@ -50,6 +50,8 @@ from harness.retrieval.features import QPP_TOP_K, bm25_features, qpp
 from harness.retrieval.ranking_metrics import ranking_outcomes
 
 KEY = "arms.runs"
+_PARSED: dict[tuple[str, str], Run] = {}  # the last run files parsed, by (path, content hash)
+KEPT_RUNS = 4
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 COST_COLUMNS = {"ms": "total_ms", "tokens": "tokens"}  # cost unit -> the cost column harness.app reads
 
@@ -87,12 +89,28 @@ class RunFileArm(ArmBlock):
     def built_with(self) -> dict | None:
         return self._counts
 
+    def read(self) -> Run:
+        """The run file parsed (kept per content, so the pre-flight check and the build parse it once)."""
+        key = (str(Path(self.path).expanduser().resolve()), self.sha256)
+        if key not in _PARSED:
+            while len(_PARSED) >= KEPT_RUNS:  # a large run holds a few hundred MB of tuples
+                _PARSED.pop(next(iter(_PARSED)))
+            _PARSED[key] = read_run(self.path)
+        return _PARSED[key]
+
+    def check_files(self) -> None:
+        """Every line of the run (and of the cost sidecar) read now: a bad line is refused before
+        any table is built (docs/own_arms.md)."""
+        self.read()
+        if isinstance(self.cost, str):
+            read_costs(self.cost)
+
     def compute(self, rows: pd.DataFrame, dataset: Any) -> pd.DataFrame:
         if dataset is None or not getattr(dataset, "questions", None):
             raise ConfigError(f"{KEY}.{self.arm}", "a run file is scored against a dataset's gold passages: use a "
                                                    "real dataset (e.g. dataset=beir dataset.path=DIR), not the "
                                                    "synthetic table")
-        run = read_run(self.path)
+        run = self.read()
         if run.sha256 != self.sha256:
             raise DataError(run.name, None, "changed while the table was built; run the command again")
         gold = {q.qid: {str(u) for u in q.gold_unit_ids} for q in dataset.questions}

@@ -42,7 +42,8 @@ def _check_arms(arms: Any, synthetic: bool) -> None:
         if synthetic:
             raise ConfigError("arms.runs", "run files are scored against a dataset's gold passages; the synthetic "
                                            "table has none (use dataset=beir dataset.path=DIR)")
-        run_blocks(arms)
+        for block in run_blocks(arms):
+            block.check_files()
     if synthetic and (arms.get("blocks") or base not in ARMS or extra not in ARMS):
         _refuse_answer_blocks(arms)
     if base not in ARMS or extra not in ARMS:
