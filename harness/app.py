@@ -151,7 +151,10 @@ def _with_blocks(cfg: Mapping, handle: TableHandle, dataset: Any) -> TableHandle
 
     arms = dict(cfg.get("arms") or {})
     present = sorted({c.split(".", 1)[0] for c in handle.frame.columns if "." in c and not c.startswith("feat.")})
-    blocks = blocks_for(arms, present, device=str(cfg.get("device", "cpu")))
+    from harness.arm_blocks.runs import run_blocks
+
+    runs = run_blocks(arms)  # arms.runs: one block per run file (docs/own_arms.md)
+    blocks = blocks_for(arms, present + [r.arm for r in runs], device=str(cfg.get("device", "cpu"))) + runs
     if not blocks:
         return handle
     from harness.executor import make_executor

@@ -12,7 +12,7 @@ import pytest
 
 from harness.arm_blocks import blocks_for
 from harness.arm_blocks.build import add_blocks
-from harness.arm_blocks.runs import RunFileArm, run_cost_column, run_specs
+from harness.arm_blocks.runs import RunFileArm, run_blocks, run_cost_column, run_specs
 from harness.data import load_dataset
 from harness.data.trec_run import read_run, trec_order
 from harness.errors import ConfigError
@@ -143,16 +143,16 @@ def test_runs_join_the_table_beside_other_arms_and_rebuild_when_a_file_changes(b
                          "keep.hit@10": 1})
     a, b = write_run(tmp_path / "a.run", run_lines(1, "a")), write_run(tmp_path / "b.run", run_lines(2, "b"))
     cfg = {"runs": {"a": str(a), "b": {"path": str(b), "cost": 2.5, "unit": "tokens"}}, "base": "a", "extra": "b"}
-    blocks = blocks_for(cfg, ["keep"])
+    blocks = blocks_for(cfg, ["keep", "a", "b"]) + run_blocks(cfg)
     assert [x.name for x in blocks] == ["run_a", "run_b"]
     joined, builds = add_blocks(base, blocks, ds, base_key="k", cache_dir=tmp_path / "cache")
     assert {"keep.hit@10", "a.hit@10", "b.ndcg@10", "b.cost.tokens", "feat.run_a_qpp_wig"} <= set(joined.columns)
     assert (joined["b.cost.tokens"] == 2.5).all() and "a.cost.total_ms" not in joined.columns
     assert run_cost_column(cfg, ("a", "b")) == "tokens" and run_cost_column(cfg, ("a", "keep")) is None
-    again, builds2 = add_blocks(base, blocks_for(cfg, ["keep"]), ds, base_key="k", cache_dir=tmp_path / "cache")
+    again, builds2 = add_blocks(base, run_blocks(cfg), ds, base_key="k", cache_dir=tmp_path / "cache")
     assert [x.key for x in builds2] == [x.key for x in builds] and builds2[0].chunks_computed == 0  # read back
     write_run(a, run_lines(3, "a"))  # the same path, another content: a new key, computed again
-    _, builds3 = add_blocks(base, blocks_for(cfg, ["keep"]), ds, base_key="k", cache_dir=tmp_path / "cache")
+    _, builds3 = add_blocks(base, run_blocks(cfg), ds, base_key="k", cache_dir=tmp_path / "cache")
     assert builds3[0].key != builds[0].key and builds3[0].chunks_computed == 1 and builds3[1].key == builds[1].key
 
 

@@ -209,16 +209,14 @@ def _with_device(spec: Any, device: str) -> Any:
 
 
 def blocks_for(arms_cfg: Mapping, present: Sequence[str], device: str = "cpu") -> list[ArmBlock]:
-    """The blocks a job needs: ``arms.blocks`` as listed, one block per run file of ``arms.runs``,
-    plus for ``arms.base``/``arms.extra`` not among the ``present`` arms the block that provides
-    it (built-ins and entry points).
+    """The blocks a job needs: ``arms.blocks`` as listed, plus for ``arms.base``/``arms.extra``
+    not among the ``present`` arms the block that provides it (built-ins and entry points); the
+    run files of ``arms.runs`` are added by the caller (``harness.arm_blocks.runs.run_blocks``),
+    their arms counted as present.
     Blocks that take a ``device`` get the job's (``device``) unless their spec names one. A
     metric only the ``gold_at_k`` block provides (``all@k``, ``recall@k`` below ``arms.k``,
     ``harness.metric_blocks``) adds that block unless it is listed."""
     blocks = [make_block(_with_device(spec, device), f"arms.blocks[{i}]") for i, spec in enumerate(_listed(arms_cfg))]
-    from harness.arm_blocks.runs import run_blocks
-
-    blocks += run_blocks(arms_cfg)  # arms.runs: one block per run file (harness.arm_blocks.runs)
     from harness.gold_metrics import BLOCK_NAME, needs_gold_block
 
     if needs_gold_block(arms_cfg) and all(b.name != BLOCK_NAME for b in blocks):

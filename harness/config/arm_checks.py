@@ -28,6 +28,7 @@ SYNTHETIC_K = 10  # the synthetic table's metrics are @10 (harness.synthetic)
 def _check_arms(arms: Any, synthetic: bool) -> None:
     """The ``arms`` group of a job on the synthetic table or a real one; a ConfigError names the key."""
     from harness.arm_blocks import blocks_for
+    from harness.arm_blocks.runs import run_specs
     from harness.retrieval.arms import ARMS
     from harness.retrieval.settings import check_retrieval_settings
 
@@ -47,7 +48,7 @@ def _check_arms(arms: Any, synthetic: bool) -> None:
     if synthetic and (arms.get("blocks") or base not in ARMS or extra not in ARMS):
         _refuse_answer_blocks(arms)
     if base not in ARMS or extra not in ARMS:
-        blocks_for(arms, list(ARMS))  # the blocks a job would add can be made (parameters, identity)
+        blocks_for(arms, [*ARMS, *run_specs(arms)])  # the blocks a job would add can be made (parameters, identity)
         return  # a block's arm: its block names its outcome columns; the task checks the metric
     _check_metric(arms, synthetic)
 
