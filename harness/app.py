@@ -118,6 +118,8 @@ def _base_table(cfg: Mapping, progress: Any = None) -> tuple[TableHandle, Any]:
         )
         info = {"source": "synthetic", "table_sha256": digest_of(frame.to_dict("list"))}
         return TableHandle(frame, key="synthetic-" + digest_of({**ds, "arms": list(pair)})[:16], info=info), None
+    if ds.get("loader") == OUTCOMES:
+        return _file_table(ds), None
     from harness.data import load_dataset
     from harness.retrieval.table import build_outcome_table
 
@@ -142,6 +144,18 @@ def _base_table(cfg: Mapping, progress: Any = None) -> tuple[TableHandle, Any]:
     return TableHandle(table.frame, key=str(table.key), info=info, path=str(table.path)), dataset
 
 
+OUTCOMES = "outcomes"  # dataset=outcomes: the file is the outcome table (harness.data.outcome_table)
+
+
+def _file_table(ds: Mapping) -> TableHandle:
+    """``dataset=outcomes``: the table read from its file, keyed by its content."""
+    from harness.data.outcome_table import read_outcome_table
+
+    frame, sha = read_outcome_table(str(ds["path"]))
+    info = {"source": Path(str(ds["path"])).name, "table_sha256": sha, "dataset_source": Path(str(ds["path"])).name}
+    return TableHandle(frame, key=f"outcomes-{sha[:16]}", info=info)
+
+
 def _with_blocks(cfg: Mapping, handle: TableHandle, dataset: Any) -> TableHandle:
     """``handle`` joined with the config's arm blocks; unchanged (same key) without any. The
     joined table's key and fingerprint cover every block's; it has no single file (``path``
@@ -150,6 +164,8 @@ def _with_blocks(cfg: Mapping, handle: TableHandle, dataset: Any) -> TableHandle
     from harness.arm_blocks.build import add_blocks, joined_key
 
     arms = dict(cfg.get("arms") or {})
+    if dict(cfg["dataset"]).get("loader") == OUTCOMES:  # its arms are its columns: no block runs on it
+        return handle
     present = sorted({c.split(".", 1)[0] for c in handle.frame.columns if "." in c and not c.startswith("feat.")})
     from harness.arm_blocks.runs import run_blocks
 
@@ -211,6 +227,10 @@ def make_task(cfg: Mapping, table: TableHandle):
     # (docs/own_arms.md), tokens (prompt + output) otherwise
     retrieval_pair = base in ARMS and extra in ARMS
     cost_column = "rerank_pairs" if retrieval_pair else (run_cost_column(arms, (base, extra)) or "tokens")
+    if dict(cfg.get("dataset") or {}).get("loader") == OUTCOMES:  # the unit both arms have a cost column of
+        from harness.data.outcome_table import cost_unit
+
+        cost_column = cost_unit(table.frame, base, extra)
     return RoutingTask.from_table(
         table.frame,
         base_arm=base,
