@@ -43,9 +43,9 @@ def launch_dir() -> Path:
 
 def to_plain(cfg: DictConfig | Mapping) -> dict:
     """Resolved plain dict of the job config, without the ``hydra`` node. ``cost.unit`` and
-    ``cost.price`` are left out while null (an abstract ``cost.c``), so such a job's config hash,
-    params and sweep id are what they were before these keys existed; so are the ``limits``
-    left out while null (the whole node when none is set)."""
+    ``cost.price`` are left out while null (an abstract ``cost.c``), ``arms.runs`` while empty and
+    the ``limits`` while null (the whole node when none is set), so such a job's config hash,
+    params and sweep id are what they were before these keys existed."""
     if isinstance(cfg, DictConfig):
         # resolve key by key: the hydra node has sweep-only interpolations (hydra.job.num)
         data = {
@@ -56,6 +56,9 @@ def to_plain(cfg: DictConfig | Mapping) -> dict:
     else:
         data = dict(cfg)
         data.pop("hydra", None)
+    arms = data.get("arms")
+    if isinstance(arms, Mapping) and "runs" in arms and not arms["runs"]:  # no run file: the hash of before
+        data["arms"] = {k: v for k, v in arms.items() if k != "runs"}
     cost = data.get("cost")
     if isinstance(cost, Mapping) and any(k in cost and cost[k] is None for k in ("unit", "price")):
         data["cost"] = {k: v for k, v in cost.items() if not (k in ("unit", "price") and v is None)}
@@ -79,8 +82,13 @@ class TableHandle:
 
 
 def table_config_digest(cfg: Mapping) -> str:
-    """What identifies a job's outcome table: the dataset, arms and reranker configs."""
-    return digest_of({k: cfg.get(k) for k in ("dataset", "arms", "reranker")})[:16]
+    """What identifies a job's outcome table: the dataset, arms and reranker configs (an empty
+    ``arms.runs`` left out, as ``to_plain`` leaves it out)."""
+    parts = {k: cfg.get(k) for k in ("dataset", "arms", "reranker")}
+    arms = parts["arms"]
+    if isinstance(arms, Mapping) and "runs" in arms and not arms["runs"]:
+        parts["arms"] = {k: v for k, v in arms.items() if k != "runs"}
+    return digest_of(parts)[:16]
 
 
 def build_table(cfg: Mapping, progress: Any = None) -> TableHandle:
@@ -118,6 +126,8 @@ def _base_table(cfg: Mapping, progress: Any = None) -> tuple[TableHandle, Any]:
         )
         info = {"source": "synthetic", "table_sha256": digest_of(frame.to_dict("list"))}
         return TableHandle(frame, key="synthetic-" + digest_of({**ds, "arms": list(pair)})[:16], info=info), None
+    if ds.get("loader") == OUTCOMES:
+        return _file_table(ds), None
     from harness.data import load_dataset
     from harness.retrieval.table import build_outcome_table
 
@@ -142,6 +152,18 @@ def _base_table(cfg: Mapping, progress: Any = None) -> tuple[TableHandle, Any]:
     return TableHandle(table.frame, key=str(table.key), info=info, path=str(table.path)), dataset
 
 
+OUTCOMES = "outcomes"  # dataset=outcomes: the file is the outcome table (harness.data.outcome_table)
+
+
+def _file_table(ds: Mapping) -> TableHandle:
+    """``dataset=outcomes``: the table read from its file, keyed by its content."""
+    from harness.data.outcome_table import read_outcome_table
+
+    frame, sha = read_outcome_table(str(ds["path"]))
+    info = {"source": Path(str(ds["path"])).name, "table_sha256": sha, "dataset_source": Path(str(ds["path"])).name}
+    return TableHandle(frame, key=f"outcomes-{sha[:16]}", info=info)
+
+
 def _with_blocks(cfg: Mapping, handle: TableHandle, dataset: Any) -> TableHandle:
     """``handle`` joined with the config's arm blocks; unchanged (same key) without any. The
     joined table's key and fingerprint cover every block's; it has no single file (``path``
@@ -150,8 +172,13 @@ def _with_blocks(cfg: Mapping, handle: TableHandle, dataset: Any) -> TableHandle
     from harness.arm_blocks.build import add_blocks, joined_key
 
     arms = dict(cfg.get("arms") or {})
+    if dict(cfg["dataset"]).get("loader") == OUTCOMES:  # its arms are its columns: no block runs on it
+        return handle
     present = sorted({c.split(".", 1)[0] for c in handle.frame.columns if "." in c and not c.startswith("feat.")})
-    blocks = blocks_for(arms, present, device=str(cfg.get("device", "cpu")))
+    from harness.arm_blocks.runs import run_blocks
+
+    runs = run_blocks(arms)  # arms.runs: one block per run file (docs/own_arms.md)
+    blocks = blocks_for(arms, present + [r.arm for r in runs], device=str(cfg.get("device", "cpu"))) + runs
     if not blocks:
         return handle
     from harness.executor import make_executor
@@ -202,15 +229,23 @@ def make_task(cfg: Mapping, table: TableHandle):
 
     arms = cfg.get("arms") or {}
     base, extra = str(arms.get("base", "keep")), str(arms.get("extra", "hybrid"))
-    # the cost axis: reranker pairs between retrieval arms, tokens (prompt + output) otherwise
+    from harness.arm_blocks.runs import run_cost_column
+
+    # the cost axis: reranker pairs between retrieval arms, a run file's configured cost unit
+    # (docs/own_arms.md), tokens (prompt + output) otherwise
     retrieval_pair = base in ARMS and extra in ARMS
+    cost_column = "rerank_pairs" if retrieval_pair else (run_cost_column(arms, (base, extra)) or "tokens")
+    if dict(cfg.get("dataset") or {}).get("loader") == OUTCOMES:  # the unit both arms have a cost column of
+        from harness.data.outcome_table import cost_unit
+
+        cost_column = cost_unit(table.frame, base, extra)
     return RoutingTask.from_table(
         table.frame,
         base_arm=base,
         extra_arm=extra,
         metric=str(arms.get("metric", "hit@10")),
         source=f"outcome table {table.key}",
-        cost_column="rerank_pairs" if retrieval_pair else "tokens",
+        cost_column=cost_column,
     )
 
 

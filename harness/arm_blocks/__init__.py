@@ -210,7 +210,9 @@ def _with_device(spec: Any, device: str) -> Any:
 
 def blocks_for(arms_cfg: Mapping, present: Sequence[str], device: str = "cpu") -> list[ArmBlock]:
     """The blocks a job needs: ``arms.blocks`` as listed, plus for ``arms.base``/``arms.extra``
-    not among the ``present`` arms the block that provides it (built-ins and entry points).
+    not among the ``present`` arms the block that provides it (built-ins and entry points); the
+    run files of ``arms.runs`` are added by the caller (``harness.arm_blocks.runs.run_blocks``),
+    their arms counted as present.
     Blocks that take a ``device`` get the job's (``device``) unless their spec names one. A
     metric only the ``gold_at_k`` block provides (``all@k``, ``recall@k`` below ``arms.k``,
     ``harness.metric_blocks``) adds that block unless it is listed."""

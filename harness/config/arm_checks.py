@@ -28,6 +28,7 @@ SYNTHETIC_K = 10  # the synthetic table's metrics are @10 (harness.synthetic)
 def _check_arms(arms: Any, synthetic: bool) -> None:
     """The ``arms`` group of a job on the synthetic table or a real one; a ConfigError names the key."""
     from harness.arm_blocks import blocks_for
+    from harness.arm_blocks.runs import run_specs
     from harness.retrieval.arms import ARMS
     from harness.retrieval.settings import check_retrieval_settings
 
@@ -36,10 +37,18 @@ def _check_arms(arms: Any, synthetic: bool) -> None:
     check_retrieval_settings(arms, synthetic=synthetic, synthetic_k=SYNTHETIC_K)
     base, extra = arms.get("base", "keep"), arms.get("extra", "hybrid")
     _check_pair(arms, base, extra)
+    if arms.get("runs"):  # every run and cost file read and hashed now, before any work
+        from harness.arm_blocks.runs import run_blocks
+
+        if synthetic:
+            raise ConfigError("arms.runs", "run files are scored against a dataset's gold passages; the synthetic "
+                                           "table has none (use dataset=beir dataset.path=DIR)")
+        for block in run_blocks(arms):
+            block.check_files()
     if synthetic and (arms.get("blocks") or base not in ARMS or extra not in ARMS):
         _refuse_answer_blocks(arms)
     if base not in ARMS or extra not in ARMS:
-        blocks_for(arms, list(ARMS))  # the blocks a job would add can be made (parameters, identity)
+        blocks_for(arms, [*ARMS, *run_specs(arms)])  # the blocks a job would add can be made (parameters, identity)
         return  # a block's arm: its block names its outcome columns; the task checks the metric
     _check_metric(arms, synthetic)
 
@@ -49,7 +58,10 @@ def _check_pair(arms: Any, base: Any, extra: Any) -> None:
     from harness.arm_blocks import block_arms
     from harness.retrieval.arms import ARMS
 
+    from harness.arm_blocks.runs import run_specs
+
     plugged = block_arms(arms.get("blocks") or [])  # arms of listed and installed blocks
+    plugged.update({name: "arms.runs" for name in run_specs(arms)})  # run files as arms
     known = [*ARMS, *sorted(a for a in plugged if a not in ARMS)]
     for key, arm in (("arms.base", base), ("arms.extra", extra)):
         if arm not in known:

@@ -40,12 +40,30 @@ def validate(cfg: Any) -> None:
     _check_tracking(cfg.tracking)
     dataset = _check_dataset(cfg.dataset, p.n_boot)
     synthetic = dataset.get("loader") == "synthetic"
-    _check_arms(cfg.arms, synthetic=synthetic)
+    if dataset.get("loader") == "outcomes":  # the file is the table: its columns are the arms
+        _check_file_arms(dataset, cfg.arms)
+    else:
+        _check_arms(cfg.arms, synthetic=synthetic)
     _check_reranker(cfg.reranker, synthetic)
     _check_cost_source(cfg.cost, cfg.arms, synthetic=synthetic)
     _check_policy(cfg.policy)
     _check_limits(cfg)
     _check_numbers(cfg)  # the net under the ranges above: any other number finite and bounded
+
+
+def _check_file_arms(dataset: Any, arms: Any) -> None:
+    """``dataset=outcomes``: no run file or block joins a table read whole, and the file has the
+    routed column of both arms (the whole file is checked now, before any work)."""
+    from harness.data.outcome_table import check_pair
+
+    for key in ("runs", "blocks"):
+        if arms.get(key):
+            raise ConfigError(f"arms.{key}", "an outcome table read from a file (dataset=outcomes) is the whole table; "
+                                             "put every arm's columns in the file")
+    base, extra = str(arms.get("base", "keep")), str(arms.get("extra", "hybrid"))
+    if base == extra:
+        raise ConfigError("arms.extra", f"must differ from arms.base (both are {base!r}): the task compares two arms")
+    check_pair(dataset.get("path"), base, extra, str(arms.get("metric", "hit@10")))
 
 
 def _check_top_keys(cfg: Any) -> None:

@@ -30,6 +30,7 @@ BUILTIN_DATASETS = {  # the harness's own entry points: name -> "module:Class" (
     "beir": "harness.data.jsonl_formats:BeirLoader",
     "jsonl": "harness.data.jsonl_formats:JsonlLoader",
     "synthetic": "harness.data.synthetic:SyntheticTable",
+    "outcomes": "harness.data.outcome_table:OutcomeTableLoader",
 }
 DATASETS = Kind("dataset", ENTRY_POINT_GROUP, DatasetLoader, BUILTIN_DATASETS, key="dataset.loader")
 
