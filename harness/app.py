@@ -56,6 +56,11 @@ def to_plain(cfg: DictConfig | Mapping) -> dict:
     else:
         data = dict(cfg)
         data.pop("hydra", None)
+    return _without_unset_keys(data)
+
+
+def _without_unset_keys(data: dict) -> dict:
+    """``data`` without the keys that are left out while unset (``to_plain``'s docstring)."""
     arms = data.get("arms")
     if isinstance(arms, Mapping) and "runs" in arms and not arms["runs"]:  # no run file: the hash of before
         data["arms"] = {k: v for k, v in arms.items() if k != "runs"}
