@@ -250,3 +250,31 @@ def test_check_policy_names_the_failed_n_way_check(policy, check):
     with pytest.raises(PolicyCheckError) as e:
         check_policy(policy, quiet=True)
     assert e.value.check == check
+
+
+def test_lambda_at_a_cost_is_the_best_training_utility_over_a_fine_grid():
+    from harness.protocols.arms_run import chosen_lambda, normalised_costs
+    from harness.protocols.nway_decide import decide
+
+    task = _task(n=120, seed=2)
+    rng = np.random.default_rng(0)
+    scores = task.outcomes * 0.5 + rng.random(task.outcomes.shape)
+    norm = normalised_costs(task)
+    rows = np.arange(task.n)
+    for c in (0.0, 0.05, 0.3, 2.0):
+        lam = chosen_lambda(scores, task.outcomes, norm, task.costs, c)
+
+        def utility(x):
+            arm = decide(scores, task.costs, x)
+            return float(np.mean(task.outcomes[rows, arm] - c * norm[rows, arm]))
+
+        grid = [np.inf, *np.linspace(0, 0.2, 2001)]
+        assert utility(lam) >= max(utility(x) for x in grid) - 1e-12
+
+
+def test_normalised_costs_of_two_arms_costing_0_and_1_are_the_binary_extra_call():
+    from harness.protocols.arms_run import normalised_costs
+
+    t = _table(n=20)
+    task = ArmSetTask.from_table(t, ("bm25", "dense"), "hit@1", unit_costs={"bm25": 0, "dense": 1})
+    assert np.array_equal(normalised_costs(task), task.costs)

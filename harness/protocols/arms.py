@@ -45,6 +45,9 @@ class ArmsProtocol(Protocol):
         Output("arms/b{budget}/gain_vs_mix", "router - mix @ budget {budget}", True, "outcome",
                ci=("arms/b{budget}/ci_low", "arms/b{budget}/ci_high")),
         Output("arms/b{budget}/violations", "halves over budget @ {budget}", False, "count", report=False),
+        Output("arms/cost/utility", "router utility at cost c", True, "utility"),
+        Output("arms/cost/gain_vs_best_arm", "router - best arm, utility at cost c", True, "utility",
+               ci=("arms/cost/ci_low", "arms/cost/ci_high")),
     )
 
     @dataclass
@@ -73,7 +76,7 @@ class ArmsProtocol(Protocol):
             raise ConfigError("budget.grid", f"protocol arms reads budgets as shares of the cost range in [0, 1], got {grid}")
         train, test = grouped_kfold(arms.groups, 2, ctx.seed)[0]
         result = run_arms(factory, arms, (train, test), grid, alpha=float(ctx.protocol.get("alpha", 0.05)),
-                          n_perm=N_PERM, seed=ctx.seed)
+                          n_perm=N_PERM, seed=ctx.seed, cost=ctx.cost)
         return ProtocolResult(metrics=_metrics(result, s.tol), summary=summary_text(result, s.tol),
                               tables=_tables(result), tags=_tags(result))
 
@@ -92,6 +95,13 @@ def _metrics(run: ArmsRun, tol: float) -> dict[str, float]:
          "arms/best_arm/outcome": float(arm_y.max()), "arms/level": run.level}
     for j, arm in enumerate(run.task.arms):
         m[f"arms/single/{arm}/outcome"], m[f"arms/single/{arm}/cost"] = float(arm_y[j]), float(arm_c[j])
+    if run.cost_row is not None:
+        cr = run.cost_row
+        m.update({"arms/cost/utility": float(cr.utility.mean()), "arms/cost/outcome": cr.route.mean_outcome,
+                  "arms/cost/mean_cost": cr.route.mean_cost, "arms/cost/best_arm_utility": float(cr.best_utility.mean()),
+                  "arms/cost/gain_vs_best_arm": cr.point, "arms/cost/p": cr.p, "arms/cost/ci_low": cr.ci[0],
+                  "arms/cost/ci_high": cr.ci[1], "arms/cost/discordant": float(cr.discordant)})
+        m.update({f"arms/cost/usage/{a}": float(u) for a, u in zip(run.task.arms, cr.route.usage)})
     for r in run.rows:
         b = f"arms/b{_fmt(r.share)}"
         m.update({f"{b}/budget": r.budget, f"{b}/outcome": r.route.mean_outcome, f"{b}/cost": r.route.mean_cost,
@@ -133,6 +143,8 @@ def _tables(run: ArmsRun) -> dict[str, Table]:
 def _tags(run: ArmsRun) -> dict[str, str]:
     tags = {"arms.route": ",".join(run.task.arms)}
     tags.update({f"arms.verdict.b{_fmt(r.share)}": r.verdict[:250] for r in run.rows})
+    if run.cost_row is not None:
+        tags["arms.verdict.cost"] = run.cost_row.verdict[:250]
     return tags
 
 
@@ -144,8 +156,14 @@ def summary_text(run: ArmsRun, tol: float) -> str:
              "single arms: " + "; ".join(f"{a} {y:.4f} at {c:.4g}" for a, y, c in zip(run.task.arms, arm_y, arm_c)),
              f"oracle (best arm per question, cheapest on ties): {run.oracle.mean_outcome:.4f} at "
              f"{run.oracle.mean_cost:.4g}",
-             f"verdicts at level {run.level:.4g} (alpha over {len(run.rows)} budgets, Bonferroni), against the "
-             "cost-matched mix of single arms:"]
+             f"verdicts at level {run.level:.4g} (alpha over {len(run.rows) + (run.cost_row is not None)} "
+             "comparisons, Bonferroni)"]
+    if run.cost_row is not None:
+        cr = run.cost_row
+        usage = ", ".join(f"{a} {u:.0%}" for a, u in zip(run.task.arms, cr.route.usage))
+        lines.append(f"at cost c={cr.c:g} (per cheapest-to-costliest arm): router utility {cr.utility.mean():.4f} "
+                     f"[{usage}], best arm {cr.best_arm} {cr.best_utility.mean():.4f}; {cr.verdict}")
+    lines.append("per budget, against the cost-matched mix of single arms:")
     spread = float(arm_c.max() - arm_c.min())
     for r in run.rows:
         usage = ", ".join(f"{a} {u:.0%}" for a, u in zip(run.task.arms, r.route.usage))
@@ -160,7 +178,7 @@ def summary_text(run: ArmsRun, tol: float) -> str:
 def arms_sweep_result(jobs: list[SweepJob]) -> SweepResult | None:
     """The sweep's n-way verdict table: per policy and budget the router, the mix and the verdict,
     with the single arms and the oracle once (they are the same for every job of a table)."""
-    rows, refs = [], {}
+    rows, refs, costs = [], {}, []
     for j in jobs:
         if not j.finished or "arms/oracle/outcome" not in j.metrics:
             continue
@@ -171,6 +189,11 @@ def arms_sweep_result(jobs: list[SweepJob]) -> SweepResult | None:
                          "router": j.metrics[f"{b}/outcome"], "cost": j.metrics[f"{b}/cost"],
                          "mix": j.metrics[f"{b}/mix_outcome"], "frontier": j.metrics.get(f"{b}/frontier_outcome"),
                          "verdict": j.tags.get(f"arms.verdict.b{_fmt(share)}", "")})
+        if "arms/cost/utility" in j.metrics:
+            costs.append({"policy": j.policy, "seed": j.params.get("seed"), "cost.c": j.params.get("cost.c"),
+                          "router_utility": j.metrics["arms/cost/utility"],
+                          "best_arm_utility": j.metrics["arms/cost/best_arm_utility"],
+                          "verdict": j.tags.get("arms.verdict.cost", "")})
         refs.update({k.split("/")[2]: (j.metrics[k], j.metrics[k.replace("/outcome", "/cost")])
                      for k in j.metrics if k.startswith("arms/single/") and k.endswith("/outcome")})
         refs["oracle"] = (j.metrics["arms/oracle/outcome"], j.metrics["arms/oracle/cost"])
@@ -181,7 +204,12 @@ def arms_sweep_result(jobs: list[SweepJob]) -> SweepResult | None:
     text = ("n-way routing: each policy's router against the cost-matched mix of single arms, per budget\n"
             + frame.to_string(index=False, float_format=lambda v: f"{v:.4f}")
             + "\n\nreferences (all questions):\n" + ref.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    return SweepResult(title="n-way routing", text=text, tables={"arms_verdicts": frame, "arms_references": ref},
+    tables = {"arms_verdicts": frame, "arms_references": ref}
+    if costs:
+        tables["arms_cost_verdicts"] = pd.DataFrame(costs)
+        text += ("\n\nat each job's cost c (lambda chosen on the training half), against the best single arm:\n"
+                 + tables["arms_cost_verdicts"].to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    return SweepResult(title="n-way routing", text=text, tables=tables,
                        ui_tables=("arms_verdicts",), text_files=("arms_verdicts",),
                        metrics={"sweep/arms/jobs": float(len({r['policy'] for r in rows}))})
 

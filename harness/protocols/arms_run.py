@@ -9,6 +9,7 @@ comparison by document uses all the questions, and no threshold is judged on its
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,7 +17,7 @@ import numpy as np
 from harness.arm_set import ArmSetTask
 from harness.errors import HarnessError
 from harness.paired import sign_flip_interval
-from harness.protocols.nway_decide import calibrate_lambda, decide_probabilities
+from harness.protocols.nway_decide import calibrate_lambda, decide, decide_probabilities, lambda_breakpoints
 from harness.protocols.nway_frontier import exact_frontier
 from harness.protocols.nway_references import (
     Route,
@@ -53,6 +54,24 @@ class BudgetRow:
 
 
 @dataclass
+class CostRow:
+    """The router at a cost penalty c: lambda chosen per half on the training half's out-of-fold
+    scores by the training utility (protocol A's choice, n-way), against the best single arm."""
+
+    c: float  # penalty for going from the cheapest to the costliest arm's mean cost
+    lams: list[float]  # lambda chosen on each training half (in outcome per cost unit)
+    route: Route
+    utility: np.ndarray  # per question: outcome - c * normalised cost of the router
+    best_arm: str  # the single arm with the best mean utility over all questions (hindsight)
+    best_utility: np.ndarray
+    point: float = 0.0
+    p: float = 1.0
+    ci: tuple[float, float] = (float("nan"), float("nan"))
+    discordant: int = 0
+    verdict: str = ""
+
+
+@dataclass
 class ArmsRun:
     """Everything the protocol logs for one job."""
 
@@ -61,7 +80,8 @@ class ArmsRun:
     oracle: Route
     rows: list[BudgetRow] = field(default_factory=list)
     scores: np.ndarray | None = None  # cross-fitted scores (questions x arms)
-    level: float = 0.05  # the per-budget level (Bonferroni over the job's budgets)
+    level: float = 0.05  # the per-comparison level (Bonferroni over the job's budgets and its cost row)
+    cost_row: CostRow | None = None
 
 
 def cross_fitted_scores(factory, task: ArmSetTask, halves, seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -149,15 +169,77 @@ def verdict_text(row: BudgetRow, level: float, oracle: bool = False) -> str:
     return f"cannot tell: {row.discordant} questions differ (p={row.p:.3g} >= {level:.3g})"
 
 
-def run_arms(factory, task: ArmSetTask, halves, shares, *, alpha: float, n_perm: int, seed: int) -> ArmsRun:
-    """The whole protocol: cross-fitted scores, one row per budget, comparisons at alpha / budgets."""
+def normalised_costs(task: ArmSetTask) -> np.ndarray:
+    """Costs on the scale the penalty c is paid on: (cost - c_min) / (c_max - c_min), the single
+    arms' mean costs (binary with costs 0 / 1: one extra call costs c, as in protocol A)."""
+    arm_c = task.costs.mean(axis=0)
+    spread = float(arm_c.max() - arm_c.min())
+    return (task.costs - arm_c.min()) / (spread if spread > 0 else 1.0)
+
+
+def chosen_lambda(scores: np.ndarray, outcomes: np.ndarray, norm_costs: np.ndarray, costs: np.ndarray, c: float) -> float:
+    """The lambda >= 0 (or +inf: the cheapest route) whose rule has the largest mean utility
+    outcome - c * normalised cost on these questions; ties to the larger lambda (the cheaper route).
+    Candidates: every breakpoint of the rule and the float just below it (both sides of a switch)."""
+    lams, _ = lambda_breakpoints(scores, costs)
+    cands = {math.inf, 0.0}
+    for lam in lams[lams >= 0]:
+        cands.update((float(lam), float(np.nextafter(lam, -np.inf))))
+    rows = np.arange(len(scores))
+    best, best_u = math.inf, -math.inf
+    for lam in sorted((x for x in cands if x >= 0), reverse=True):
+        arm = decide(scores, costs, lam)
+        u = float(np.mean(outcomes[rows, arm] - c * norm_costs[rows, arm]))
+        if u > best_u + 1e-12:
+            best, best_u = lam, u
+    return best
+
+
+def cost_row(task: ArmSetTask, halves, oof, test_scores, c: float) -> CostRow:
+    """The router at penalty c: lambda chosen on each training half, applied to the other half."""
+    norm = normalised_costs(task)
+    arm_of = np.zeros(task.n, dtype=int)
+    lams = []
+    for h, (train, test) in enumerate((halves, halves[::-1])):
+        lam = chosen_lambda(oof[h], task.outcomes[train], norm[train], task.costs[train], c)
+        lams.append(lam)
+        arm_of[test] = decide(test_scores[h], task.costs[test], lam)
+    probs = np.eye(len(task.arms))[arm_of]
+    route = route_from_probabilities(probs, task.outcomes, task.costs)
+    rows = np.arange(task.n)
+    utility = task.outcomes[rows, arm_of] - c * norm[rows, arm_of]
+    per_arm = task.outcomes - c * norm
+    best = int(np.argmax(per_arm.mean(axis=0)))  # first of equal means: the earlier arm
+    return CostRow(c, lams, route, utility, task.arms[best], per_arm[:, best])
+
+
+def compare_with_best_arm(row: CostRow, task: ArmSetTask, level: float, n_perm: int, seed: int, oracle: bool) -> None:
+    """Router vs the best single arm in utility at penalty c, paired by document at ``level``."""
+    diffs = row.utility - row.best_utility
+    row.point = float(diffs.mean())
+    row.discordant = int(np.sum(np.abs(diffs) > 1e-12))
+    row.p = float(sign_flip_test(diffs, task.groups, n_perm=n_perm, seed=seed)) if row.discordant else 1.0
+    if row.discordant:
+        row.ci = sign_flip_interval(diffs, task.groups, alpha=level, n_perm=n_perm, seed=seed, p_at_zero=row.p)
+    fake = BudgetRow(0.0, 0.0, row.route, [], row.route, (row.best_arm, row.best_arm, 1.0), row.route, 0.0, True,
+                     row.point, row.p, row.ci, row.discordant)
+    row.verdict = verdict_text(fake, level, oracle)
+
+
+def run_arms(factory, task: ArmSetTask, halves, shares, *, alpha: float, n_perm: int, seed: int,
+             cost: float | None = None) -> ArmsRun:
+    """The whole protocol: cross-fitted scores, one row per budget and one at the job's cost
+    penalty (when given), comparisons at alpha / (budgets + 1)."""
     oracle = bool(getattr(factory(), "oracle", False))
     oof, test_scores = cross_fitted_scores(factory, task, halves, seed)
     scores = np.zeros_like(task.outcomes)
     for (_, test), s in zip((halves, halves[::-1]), test_scores):
         scores[test] = s
     out = ArmsRun(task, single_arms(task.outcomes, task.costs), oracle_route(task.outcomes, task.costs),
-                  scores=scores, level=alpha / max(1, len(shares)))
+                  scores=scores, level=alpha / max(1, len(shares) + (cost is not None)))
+    if cost is not None:
+        out.cost_row = cost_row(task, halves, oof, test_scores, float(cost))
+        compare_with_best_arm(out.cost_row, task, out.level, n_perm, seed, oracle)
     for share in shares:
         row = budget_row(task, halves, oof, test_scores, float(share))
         compare_with_mix(row, task, out.level, n_perm, seed, oracle)
