@@ -220,8 +220,8 @@ def test_a_plugin_n_way_policy_runs_in_a_sweep_with_the_built_ins(tmp_path, monk
     assert sorted(jobs) == ["arm_oracle", "arm_ridge", "cheap_first"]
     cheap = jobs["cheap_first"].data.metrics
     # always the first arm (cost 0): usage 100% keep, its outcome is keep's
-    assert cheap["arms/b0.5/usage/keep"] == 1.0 and cheap["arms/b0.5/outcome"] == cheap["arms/single/keep/outcome"]
-    assert jobs["arm_oracle"].data.metrics["arms/b0.9/outcome"] >= max(
+    assert cheap["arms/b0.50/usage/keep"] == 1.0 and cheap["arms/b0.50/outcome"] == cheap["arms/single/keep/outcome"]
+    assert jobs["arm_oracle"].data.metrics["arms/b0.90/outcome"] >= max(
         cheap["arms/single/keep/outcome"], cheap["arms/single/hybrid/outcome"])
     assert all(r.info.status == "FINISHED" for r in runs)
 

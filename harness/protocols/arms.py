@@ -28,7 +28,8 @@ N_PERM = 20_000  # sign-flip patterns of each comparison (exact below 17 documen
 
 
 def _fmt(share: float) -> str:
-    return f"{share:g}"
+    """A budget share as metric keys spell budgets (``0.25``, ``0.50``), as the console expands them."""
+    return f"{share:.2f}"
 
 
 class ArmsProtocol(Protocol):
@@ -66,6 +67,18 @@ class ArmsProtocol(Protocol):
 
     def min_documents(self, cfg, trainable):
         return 2 * 5 if trainable else 2, "two halves of documents, each split into grouped folds when fitting"
+
+    def job_line(self, metrics, metric, grid):
+        """The console's line: the router at the grid's middle budget, each arm's share of the
+        questions there, and the mix it is judged against."""
+        if not grid:
+            return super().job_line(metrics, metric, grid)
+        b = f"arms/b{_fmt(sorted(grid)[len(grid) // 2])}"
+        if f"{b}/outcome" not in metrics:
+            return None
+        shares = " ".join(f"{k.rsplit('/', 1)[1]} {metrics[k]:.0%}" for k in metrics if k.startswith(f"{b}/usage/"))
+        return (f"{self.title} @{b[6:]}: y={metrics[f'{b}/outcome']:.4f} cost={metrics[f'{b}/cost']:.4g} [{shares}] "
+                f"mix={metrics[f'{b}/mix_outcome']:.4f}")
 
     def run(self, task, factory, ctx: ProtocolContext) -> ProtocolResult:
         s = ctx.settings
