@@ -196,6 +196,9 @@ def _build_and_show(cfg) -> int:
         f"{task.extra_arm} vs {task.base_arm} on {metric}: rescues {int((delta > 0).sum())}, harms "
         f"{int((delta < 0).sum())}, {net} on {task.n} questions"
     )
+    from harness.runner.table_commands import show_arms_and_changes
+
+    show_arms_and_changes(table, task, int((plain.get("arms") or {}).get("k", 10)))
     return 0
 
 

@@ -1,7 +1,8 @@
 """``table export`` (docs/own_arms.md): the exported outcome table loads back (``dataset=outcomes``)
 as the same table, exactly; the exported run files scored by pytrec_eval (trec_eval's C code)
 against the exported qrels give the table's own hit@k / recall / mrr / ndcg per question; the
-folder is refused when it holds something, unless --force."""
+folder is refused when it holds something, unless --force. And ``table build``'s per-arm table
+and rescued/lost list, checked by hand and against pytrec_eval on the exported files."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ import pytest
 from harness import app
 from harness.__main__ import main
 from harness.config.compose import compose_config
+from harness.data.arm_summary import format_per_arm, per_arm_means, rescued_lost
 from harness.data.outcome_table import read_outcome_table
 from harness.data.table_export import outcome_frame, trec_scores
 from harness.data.trec_run import read_run
+from harness.io import verify_file
 from tests.helpers.run_files import gold, run_lines, write_beir, write_run
 
 
@@ -154,3 +157,46 @@ def test_trec_scores_keep_the_table_order_by_the_least_change():
     assert scores == [math.nextafter(math.nextafter(0.0, 1), 1), math.nextafter(0.0, 1), 0.0] and nudged == 2
     assert trec_scores(["a", "b"], [1.0, 2.0]) is None  # no score order to keep
 
+
+def test_per_arm_means_and_rescued_lost_by_hand():
+    frame = pd.DataFrame({
+        "qid": ["q1", "q2", "q3", "q4"], "has_evidence": [True, True, True, False],
+        "question": ["one", "two", "three", "four"],
+        "x.hit@1": [1, 0, 0, 0], "x.hit@10": [1, 0, 1, 0], "x.mrr@10": [1.0, 0.0, 0.25, 0.0], "x.ndcg@10": [1.0, 0.0, 0.5, 0.0],
+        "y.hit@1": [0, 1, 0, 1], "y.hit@10": [1, 1, 0, 1], "y.mrr@10": [0.5, 1.0, 0.0, 1.0],
+        "x.top10": [["d1", "d2", "d3", "d4"], ["d5"], [], ["d6"]], "y.top10": [["e1"], ["e2", "e3"], ["e4"], ["e5"]],
+    })
+    means = per_arm_means(frame)
+    assert means["x"] == {"ndcg@10": 0.5, "recall@10": None, "mrr@10": 1.25 / 3, "hit@1": 1 / 3, "hit@10": 2 / 3}
+    assert means["y"] == {"ndcg@10": None, "recall@10": None, "mrr@10": 0.5, "hit@1": 1 / 3, "hit@10": 2 / 3}
+    lines = format_per_arm(means, 3)
+    assert lines[2].split() == ["x", "0.5000", "-", "0.4167", "0.3333", "0.6667"]
+    got = rescued_lost(frame, ["q1", "q2", "q3"], "x", "y", "hit@10")  # q4: no evidence, not the task's
+    assert got.to_dict("list") == {"qid": ["q2", "q3"], "question": ["two", "three"], "change": ["rescued", "lost"],
+                                   "x.hit@10": [0.0, 1.0], "y.hit@10": [1.0, 0.0], "x.top3": ["d5", ""],
+                                   "y.top3": ["e2 e3", "e4"]}
+
+
+def test_table_build_prints_per_arm_means_and_writes_the_rescued_lost_list(built):
+    overrides, table, text, root = built
+    out = root / "out-build"
+    assert _cli(["table", "export", *overrides, "--out", str(out)])[0] == 0
+    qrels = _qrels(out / "qrels.txt")
+    ours = {}
+    for arm in ("a", "b"):  # pytrec_eval on the exported files, a query absent from the run scoring 0
+        te = _pytrec(out / f"{arm}.run", qrels)
+        ours[arm] = {m: np.mean([te.get(q, {}).get(m, 0.0) for q in qrels])
+                     for m in ("ndcg_cut_10", "recall_10", "recip_rank", "success_1", "success_10")}
+        line = next(x for x in text.splitlines() if x.split()[:1] == [arm] and "@" not in x)
+        assert line.split()[1:] == [f"{v:.4f}" for v in ours[arm].values()]
+    line = next(x for x in text.splitlines() if x.startswith("rescued/lost list (b vs a on hit@10)"))
+    path = Path(line.rsplit(" -> ", 1)[1])
+    assert path.parent.name == table.key and verify_file(path, key=table.key)
+    listed = pd.read_csv(path, dtype={"qid": str}, keep_default_na=False)
+    te = {arm: _pytrec(out / f"{arm}.run", qrels) for arm in ("a", "b")}
+    hit = {arm: {q: te[arm].get(q, {}).get("success_10", 0.0) for q in qrels} for arm in ("a", "b")}
+    differ = sorted(q for q in qrels if hit["a"][q] != hit["b"][q])
+    assert list(listed["qid"]) == differ and f"{len(differ)} questions -> " in line
+    for _, row in listed.iterrows():
+        assert row["change"] == ("rescued" if hit["b"][row["qid"]] > hit["a"][row["qid"]] else "lost")
+        assert row["b.top3"] == " ".join(list(table.frame.set_index("qid").loc[row["qid"], "b.top10"])[:3])

@@ -1,12 +1,14 @@
-"""The work of ``table export`` (``harness.__main__`` parses its arguments).
+"""The work of ``table export`` and the extra lines of ``table build`` (``harness.__main__`` parses).
 
-Why a module of its own: it reads a built table (``harness.app``) and write files a person
+Why a module of its own: both read a built table (``harness.app``) and write files a person
 checks outside the harness: the export (``harness.data.table_export``: the outcome-table file,
-TREC run files, qrels).
+TREC run files, qrels) and the list of questions the extra arm rescued or lost
+(``harness.data.arm_summary``), kept next to the table under its key.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -85,3 +87,34 @@ def export_table(cfg, out: str, fmt: str = "csv", force: bool = False) -> int:
           else "  no qrels: the table's dataset has no gold passages (a synthetic table or an outcome file)")
     return 0
 
+
+def rescued_lost_path(key: str, base: str, extra: str, metric: str) -> Path:
+    """Where ``table build`` keeps the rescued/lost list: under the table's key, next to its
+    ``table.parquet`` (``cache_root()/tables/<key>/``), one file per pair and metric."""
+    from harness.io import cache_root
+
+    safe = re.sub(r"[^A-Za-z0-9@_.\-]", "_", metric)
+    return cache_root() / "tables" / key / f"rescued_lost-{base}-vs-{extra}-{safe}.csv"
+
+
+def write_rescued_lost(table, task) -> tuple[Path, int]:
+    """The rescued/lost list of ``task`` written (verified, atomically) next to ``table``; its
+    path and number of rows."""
+    from harness.data.arm_summary import rescued_lost
+    from harness.io import atomic_write_verified
+
+    rows = rescued_lost(table.frame, task.qids, task.base_arm, task.extra_arm, task.metric)
+    path = rescued_lost_path(table.key, task.base_arm, task.extra_arm, task.metric)
+    atomic_write_verified(path, lambda p: rows.to_csv(p, index=False), key=table.key)
+    return path, len(rows)
+
+
+def show_arms_and_changes(table, task, k: int = 10) -> None:
+    """``table build``'s per-arm table (``harness.data.arm_summary``) and its rescued/lost list,
+    written next to the table and named in one line."""
+    from harness.data.arm_summary import evidence_rows, format_per_arm, per_arm_means
+
+    for line in format_per_arm(per_arm_means(table.frame, k), len(evidence_rows(table.frame)), k):
+        print(line)
+    path, n = write_rescued_lost(table, task)
+    print(f"rescued/lost list ({task.extra_arm} vs {task.base_arm} on {task.metric}): {n} questions -> {path}")
