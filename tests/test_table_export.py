@@ -200,3 +200,13 @@ def test_table_build_prints_per_arm_means_and_writes_the_rescued_lost_list(built
     for _, row in listed.iterrows():
         assert row["change"] == ("rescued" if hit["b"][row["qid"]] > hit["a"][row["qid"]] else "lost")
         assert row["b.top3"] == " ".join(list(table.frame.set_index("qid").loc[row["qid"], "b.top10"])[:3])
+
+
+def test_an_id_a_trec_file_cannot_hold_is_refused_naming_it():
+    from harness.data.table_export import run_text
+    from harness.errors import DataError
+
+    rows = pd.DataFrame({"qid": ["q1"], "x.top10": [["d 1", "d2"]], "x.scores10": [[2.0, 1.0]]})
+    with pytest.raises(DataError) as exc:
+        run_text(rows, "x", 10)
+    assert "x.run" in str(exc.value) and "'d 1'" in str(exc.value) and "whitespace" in str(exc.value)
