@@ -41,6 +41,8 @@ subcommands:
   data power NAME [NAME ...]     per dataset: each arm's Hit@10, rescues/harms, MDD, questions for 80% power
   table build [key=value ...]    build or reuse the outcome table; per-arm outcome, rescues/harms
                                  (arms=noret_rag: answers from memory vs RAG, by the packaged LLM)
+  table export [k=v ...] --out DIR  the table as an outcome-table file (dataset=outcomes reads it),
+                                 each ranked arm as a TREC run file, the qrels (docs/own_arms.md)
   plugins [--kind K]             every dataset, arm block, policy and protocol, and where each comes from
                                  (built-in, or the installed package whose entry point registers it)
   policies                       every policy: built-ins and installed plugins
@@ -126,16 +128,25 @@ def table_main(argv: Sequence[str]) -> int:
     (``arms.metric``: hit@10, all@2 on HotpotQA), each arm's mean of it and extra-vs-base
     rescues/harms (questions where extra is better / worse, for a continuous metric too)."""
     argv = list(argv)
-    if argv and argv[0] in ("build", "show"):
-        argv = argv[1:]
+    command = "build"
+    if argv and argv[0] in ("build", "show", "export"):
+        command, argv = argv[0], argv[1:]
     if any(a in ("-h", "--help") for a in argv):
-        print(table_main.__doc__)
+        from harness.runner.table_commands import EXPORT_USAGE
+
+        print(EXPORT_USAGE if command == "export" else table_main.__doc__)
         return 0
     from harness.errors import UsageError
 
+    flags: dict = {}
+    if command == "export":
+        from harness.runner.table_commands import export_flags
+
+        argv, flags = export_flags(argv)
     for a in argv:
         if "=" not in a or a.startswith("-"):
-            raise UsageError(f"table: unexpected argument {a!r}; usage: python -m harness table build [key=value ...]")
+            usage = "table export [key=value ...] --out DIR" if command == "export" else "table build [key=value ...]"
+            raise UsageError(f"table: unexpected argument {a!r}; usage: python -m harness {usage}")
     from harness.config.compose import compose_config
     from harness.config.validation import validate
 
@@ -148,6 +159,10 @@ def table_main(argv: Sequence[str]) -> int:
     install_signal_handlers()  # SIGTERM: one line, exit 143; the finished shards stay for the next build
     try:
         with ending_a_stuck_build(lambda signum: interrupted_line(name_of(signum))):
+            if command == "export":
+                from harness.runner.table_commands import export_table
+
+                return export_table(cfg, **flags)
             return _build_and_show(cfg)
     except Terminated as exc:
         sys.stdout.flush()
@@ -181,6 +196,9 @@ def _build_and_show(cfg) -> int:
         f"{task.extra_arm} vs {task.base_arm} on {metric}: rescues {int((delta > 0).sum())}, harms "
         f"{int((delta < 0).sum())}, {net} on {task.n} questions"
     )
+    from harness.runner.table_commands import show_arms_and_changes
+
+    show_arms_and_changes(table, task, int((plain.get("arms") or {}).get("k", 10)))
     return 0
 
 

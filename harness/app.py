@@ -103,8 +103,14 @@ def build_table(cfg: Mapping, progress: Any = None) -> TableHandle:
     ``dataset.loader: synthetic`` -> ``harness.synthetic.synthetic_outcome_table`` (instant);
     otherwise ``harness.data.load_dataset`` + ``harness.retrieval.table.build_outcome_table``.
     """
+    return build_table_and_dataset(cfg, progress)[0]
+
+
+def build_table_and_dataset(cfg: Mapping, progress: Any = None) -> tuple[TableHandle, Any]:
+    """``build_table`` and the dataset the table was scored against (its gold passages: the
+    qrels ``table export`` writes); None for the synthetic table and an outcome file."""
     handle, dataset = _base_table(cfg, progress)
-    return _with_blocks(cfg, handle, dataset)
+    return _with_blocks(cfg, handle, dataset), dataset
 
 
 def _base_table(cfg: Mapping, progress: Any = None) -> tuple[TableHandle, Any]:
