@@ -88,15 +88,33 @@ def cross_fitted_scores(factory, task: ArmSetTask, halves, seed: int) -> tuple[l
     """Per half h: (the out-of-fold scores of the training half, the scores of the test half) from
     policies fitted on the training half only (``halves`` = (idx_a, idx_b): train on a, test b, and
     the other way)."""
+    return cross_fit(lambda train, test, s: _fit_score(factory, train, test, s), task, halves, seed)
+
+
+def cross_fit(fit_score, task: ArmSetTask, halves, seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """``cross_fitted_scores`` for any scorer: ``fit_score(train, test, seed)`` fits on the task
+    ``train`` and returns one row of scores per question of ``test`` (the n-way router's, or a
+    cascade's stop scores). Per half: the training half's out-of-fold scores (grouped folds) and
+    the test half's scores from a fit on the whole training half."""
     oof_all, test_all = [], []
     for train, test in (halves, halves[::-1]):
         tr = task.take(train)
-        oof = np.empty((tr.n, len(task.arms)))
+        oof = None
         for fit_idx, held_idx in grouped_kfold(tr.groups, min(OOF_FOLDS, len(np.unique(tr.groups))), seed):
-            oof[held_idx] = _fit_score(factory, tr.take(fit_idx), tr.take(held_idx), seed)
+            part = np.asarray(fit_score(tr.take(fit_idx), tr.take(held_idx), seed), dtype=float)
+            oof = np.empty((tr.n,) + part.shape[1:]) if oof is None else oof
+            oof[held_idx] = part
         oof_all.append(oof)
-        test_all.append(_fit_score(factory, tr, task.take(test), seed))
+        test_all.append(np.asarray(fit_score(tr, task.take(test), seed), dtype=float))
     return oof_all, test_all
+
+
+def by_question(halves, test_scores: list[np.ndarray]) -> np.ndarray:
+    """The two test halves' scores as one array in the task's question order."""
+    out = np.zeros((len(halves[0]) + len(halves[1]),) + test_scores[0].shape[1:])
+    for (_, test), s in zip((halves, halves[::-1]), test_scores):
+        out[test] = s
+    return out
 
 
 def _fit_score(factory, train: ArmSetTask, test: ArmSetTask, seed: int) -> np.ndarray:
@@ -127,11 +145,23 @@ def route_at_budget(task: ArmSetTask, halves, oof, test_scores, budget: float) -
     return route_from_probabilities(probs, task.outcomes, task.costs), over
 
 
+def share_budget(task: ArmSetTask, share: float) -> float:
+    """A budget share as a mean cost: cheapest + share x (costliest - cheapest) single arm."""
+    arm_c = task.costs.mean(axis=0)
+    return float(arm_c.min() + share * (arm_c.max() - arm_c.min()))
+
+
 def budget_row(task: ArmSetTask, halves, oof, test_scores, share: float) -> BudgetRow:
     """One budget's row: the router, the cost-matched mix, random at the router's cost, the frontier."""
-    arm_y, arm_c = single_arms(task.outcomes, task.costs)
-    budget = float(arm_c.min() + share * (arm_c.max() - arm_c.min()))
+    budget = share_budget(task, share)
     route, over = route_at_budget(task, halves, oof, test_scores, budget)
+    return reference_row(task, share, budget, route, over)
+
+
+def reference_row(task: ArmSetTask, share: float, budget: float, route: Route, over: list[float]) -> BudgetRow:
+    """A route's row at a budget with its references: the cost-matched mix at the budget, random
+    at the route's mean cost (clipped to the single arms' range), the exact frontier."""
+    arm_y, arm_c = single_arms(task.outcomes, task.costs)
     mix = cost_matched_mix(task.outcomes, task.costs, budget)
     target = min(max(route.mean_cost, float(arm_c.min())), float(arm_c.max()))
     rnd = random_matched(task.outcomes, task.costs, target).route
@@ -142,7 +172,7 @@ def budget_row(task: ArmSetTask, halves, oof, test_scores, share: float) -> Budg
 
 
 def compare_with_mix(row: BudgetRow, task: ArmSetTask, level: float, n_perm: int, seed: int,
-                     oracle: bool = False) -> None:
+                     oracle: bool = False, who: str = "router") -> None:
     """Router vs the cost-matched mix, paired by document at ``level``: the sign-flip p, the interval
     that inverts it, and the verdict (docs/metrics.md §15)."""
     diffs = row.route.outcome - row.mix.outcome
@@ -151,21 +181,22 @@ def compare_with_mix(row: BudgetRow, task: ArmSetTask, level: float, n_perm: int
     row.p = float(sign_flip_test(diffs, task.groups, n_perm=n_perm, seed=seed)) if row.discordant else 1.0
     if row.discordant:
         row.ci = sign_flip_interval(diffs, task.groups, alpha=level, n_perm=n_perm, seed=seed, p_at_zero=row.p)
-    row.verdict = verdict_text(row, level, oracle)
+    row.verdict = verdict_text(row, level, oracle, who)
 
 
-def verdict_text(row: BudgetRow, level: float, oracle: bool = False) -> str:
+def verdict_text(row: BudgetRow, level: float, oracle: bool = False, who: str = "router") -> str:
     """"deploy the router" / "deploy the fixed choice" only when the test rejects at ``level``;
     otherwise "cannot tell" with the questions the comparison rests on. An oracle is never
-    deployable: its row says how much a perfect router could gain."""
+    deployable: its row says how much a perfect router could gain. ``who``: what is judged
+    (a router, a cascade)."""
     cheap, costly, share = row.mix_arms
     fixed = cheap if cheap == costly else f"mix {cheap} {share:.0%} / {costly}"
     if oracle:
         return f"upper bound (oracle, not deployable): {row.point:+.4f} over {fixed}"
     if row.p < level and row.point > 0:
-        return f"deploy router: beats {fixed} by {row.point:+.4f} [{row.ci[0]:+.4f}, {row.ci[1]:+.4f}]"
+        return f"deploy {who}: beats {fixed} by {row.point:+.4f} [{row.ci[0]:+.4f}, {row.ci[1]:+.4f}]"
     if row.p < level and row.point < 0:
-        return f"deploy {fixed}, no router: router {row.point:+.4f} [{row.ci[0]:+.4f}, {row.ci[1]:+.4f}]"
+        return f"deploy {fixed}, no {who}: {who} {row.point:+.4f} [{row.ci[0]:+.4f}, {row.ci[1]:+.4f}]"
     return f"cannot tell: {row.discordant} questions differ (p={row.p:.3g} >= {level:.3g})"
 
 
@@ -232,11 +263,8 @@ def run_arms(factory, task: ArmSetTask, halves, shares, *, alpha: float, n_perm:
     penalty (when given), comparisons at alpha / (budgets + 1)."""
     oracle = bool(getattr(factory(), "oracle", False))
     oof, test_scores = cross_fitted_scores(factory, task, halves, seed)
-    scores = np.zeros_like(task.outcomes)
-    for (_, test), s in zip((halves, halves[::-1]), test_scores):
-        scores[test] = s
     out = ArmsRun(task, single_arms(task.outcomes, task.costs), oracle_route(task.outcomes, task.costs),
-                  scores=scores, level=alpha / max(1, len(shares) + (cost is not None)))
+                  scores=by_question(halves, test_scores), level=alpha / max(1, len(shares) + (cost is not None)))
     if cost is not None:
         out.cost_row = cost_row(task, halves, oof, test_scores, float(cost))
         compare_with_best_arm(out.cost_row, task, out.level, n_perm, seed, oracle)

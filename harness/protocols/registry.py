@@ -259,6 +259,7 @@ BUILTIN_PROTOCOLS = {  # the harness's own entry points: name -> "module:Class" 
     "gain": "harness.protocols.builtin:GainProtocol",
     "cost": "harness.protocols.cost:CostProtocol",
     "arms": "harness.protocols.arms:ArmsProtocol",
+    "cascade": "harness.protocols.cascade:CascadeProtocol",
 }
 PROTOCOLS = Kind("protocol", ENTRY_POINT_GROUP, Protocol, BUILTIN_PROTOCOLS, key="protocol.run")
 
