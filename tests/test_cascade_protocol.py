@@ -110,7 +110,7 @@ def _recount(res, table: pd.DataFrame, shares):
             "keep": raw["bm25.cost.ms"] + raw["dense.cost.ms"] + (raw["keep.cost.ms"] - raw["dense.cost.ms"]).clip(0)}
     out = {}
     for share in shares:
-        b = f"{share:g}"
+        b = f"{share:.2f}"
         stage = dec[f"stage_b{b}"]
         cost = np.select([stage == a for a in STAGES], [paid[a] for a in STAGES])
         hit = np.select([stage == a for a in STAGES], [raw[f"{a}.hit@1"] for a in STAGES])
@@ -133,7 +133,7 @@ def test_per_stage_counts_and_costs_recounted_from_the_logged_decisions():
         assert {a: m[f"{k}/stops/{a}"] for a in STAGES} == stops
         assert all(m[f"{k}/stage_cost/{a}"] == pytest.approx(stage_cost[a], rel=1e-9) for a in STAGES)
         assert m[f"{k}/cost"] == pytest.approx(mean_cost, rel=1e-12) and m[f"{k}/outcome"] == pytest.approx(mean_hit)
-        line = next(x for x in res.summary.splitlines() if x.startswith(f"  budget {b} "))
+        line = next(x for x in res.summary.splitlines() if x.startswith(f"  budget {float(b):g} "))
         printed = dict(re.findall(r"(\w+) (\d+)", re.search(r"\[stops: ([^\]]*)\]", line).group(1)))
         assert {a: int(v) for a, v in printed.items()} == stops
         assert f"cascade {mean_hit:.4f} at {mean_cost:.4g}" in line
@@ -146,7 +146,7 @@ def test_per_stage_counts_and_costs_recounted_from_the_logged_decisions():
             t = [row[f"h{h}_threshold_{a}"] for a in STAGES[:-1]]
             want = np.where(part["stop_score_bm25"] >= t[0], "bm25", np.where(part["stop_score_dense"] >= t[1],
                                                                                "dense", "keep"))
-            assert np.array_equal(part[f"stage_b{share:g}"].to_numpy(), want)
+            assert np.array_equal(part[f"stage_b{share:.2f}"].to_numpy(), want)
 
 
 def test_thresholds_use_the_training_half_only():
@@ -166,7 +166,7 @@ def test_thresholds_use_the_training_half_only():
 def test_the_cascade_is_judged_against_the_mix_with_a_verdict_per_budget():
     res = _run(_table(), (0.1, 0.6), stop="logistic")
     m = res.metrics
-    for b in ("0.1", "0.6"):
+    for b in ("0.10", "0.60"):
         assert m[f"cascade/b{b}/gain_vs_mix"] == pytest.approx(m[f"cascade/b{b}/outcome"] - m[f"cascade/b{b}/mix_outcome"])
         assert res.tags[f"cascade.verdict.b{b}"].startswith(("deploy", "cannot tell"))
     assert res.tags["cascade.stop"] == "logistic,logistic" and m["cascade/level"] == pytest.approx(0.025)
@@ -229,7 +229,7 @@ def test_a_plugin_stop_rule_runs_in_a_cascade_with_the_built_ins(tmp_path, monke
         path = client.download_artifacts(run.info.run_id, "cascade_decisions.parquet", str(tmp_path / run.info.run_id))
         dec = pd.read_parquet(path)
         m = run.data.metrics
-        for b in ("0.2", "0.5"):
+        for b in ("0.20", "0.50"):
             assert {a: m[f"cascade/b{b}/stops/{a}"] for a in STAGES} == {
                 a: float((dec[f"stage_b{b}"] == a).sum()) for a in STAGES}
             assert m[f"cascade/b{b}/cost"] == pytest.approx(dec[f"cost_b{b}"].mean(), rel=1e-12)
