@@ -278,3 +278,25 @@ def test_normalised_costs_of_two_arms_costing_0_and_1_are_the_binary_extra_call(
     t = _table(n=20)
     task = ArmSetTask.from_table(t, ("bm25", "dense"), "hit@1", unit_costs={"bm25": 0, "dense": 1})
     assert np.array_equal(normalised_costs(task), task.costs)
+
+
+def test_router_summaries_use_the_cheapest_route_and_the_budget_points():
+    from harness.protocols.arms_run import router_summaries
+    from harness.protocols.routing_summaries import aiq
+
+    task = _task(n=160, seed=4)
+    halves = grouped_kfold(task.groups, 2, 0)[0]
+    run = run_arms(lambda: ArmRidge(features=["f0", "f1", "f2", "f3"]), task, halves, [0.2, 0.6, 1.0], alpha=0.05,
+                   n_perm=500, seed=0)
+    cheap = [min(range(3), key=lambda j: (task.costs[i, j], j)) for i in range(task.n)]
+    arm_c0 = task.costs.mean(axis=0).min()
+    pc = [min(np.mean([task.costs[i, cheap[i]] for i in range(task.n)]), arm_c0), *(r.route.mean_cost for r in run.rows)]
+    pq = [np.mean([task.outcomes[i, cheap[i]] for i in range(task.n)]), *(r.route.mean_outcome for r in run.rows)]
+    arm_y, arm_c = task.outcomes.mean(axis=0), task.costs.mean(axis=0)
+    best = int(np.argmax(arm_y))
+    assert run.summaries["aiq"] == pytest.approx(aiq(pc, pq, cost_range=(arm_c.min(), arm_c[best])), abs=1e-12)
+    # the cheapest arm also the best: APGR is undefined, with its reason
+    flat = task.take(np.arange(task.n))
+    flat.outcomes[:, 0] = 1.0
+    s = router_summaries(flat, run.rows)
+    assert s["apgr"] != s["apgr"] and "not better than the cheapest" in s["reason"]

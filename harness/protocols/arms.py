@@ -39,6 +39,8 @@ class ArmsProtocol(Protocol):
     outputs = (
         Output("arms/oracle/outcome", "oracle (best arm per question)", True, "outcome"),
         Output("arms/best_arm/outcome", "best single arm", True, "outcome"),
+        Output("arms/aiq", "AIQ (router's hull, cheapest to best arm)", True, "outcome"),
+        Output("arms/apgr", "APGR (cheapest vs best arm)", True, "share"),
         Output("arms/b{budget}/outcome", "router outcome @ budget {budget}", True, "outcome", headline=True,
                short="y@{budget}"),
         Output("arms/b{budget}/cost", "router mean cost @ budget {budget}", False, "cost"),
@@ -105,7 +107,8 @@ def _metrics(run: ArmsRun, tol: float) -> dict[str, float]:
     arm_y, arm_c = run.singles
     spread = float(arm_c.max() - arm_c.min())
     m = {"arms/oracle/outcome": run.oracle.mean_outcome, "arms/oracle/cost": run.oracle.mean_cost,
-         "arms/best_arm/outcome": float(arm_y.max()), "arms/level": run.level}
+         "arms/best_arm/outcome": float(arm_y.max()), "arms/level": run.level,
+         **{f"arms/{k}": float(run.summaries[k]) for k in ("aiq", "apgr", "cpt50", "cpt80") if k in run.summaries}}
     for j, arm in enumerate(run.task.arms):
         m[f"arms/single/{arm}/outcome"], m[f"arms/single/{arm}/cost"] = float(arm_y[j]), float(arm_c[j])
     if run.cost_row is not None:
@@ -119,7 +122,7 @@ def _metrics(run: ArmsRun, tol: float) -> dict[str, float]:
         b = f"arms/b{_fmt(r.share)}"
         m.update({f"{b}/budget": r.budget, f"{b}/outcome": r.route.mean_outcome, f"{b}/cost": r.route.mean_cost,
                   f"{b}/mix_outcome": r.mix.mean_outcome, f"{b}/random_outcome": r.random.mean_outcome,
-                  f"{b}/frontier_outcome": r.frontier, f"{b}/gain_vs_mix": r.point, f"{b}/p": r.p,
+                  f"{b}/frontier_outcome": r.frontier, f"{b}/frontier_gap": r.frontier_gap, f"{b}/gain_vs_mix": r.point, f"{b}/p": r.p,
                   f"{b}/ci_low": r.ci[0], f"{b}/ci_high": r.ci[1], f"{b}/discordant": float(r.discordant),
                   f"{b}/violations": float(_over(r, tol, spread))})
         for j, arm in enumerate(run.task.arms):
@@ -169,6 +172,7 @@ def summary_text(run: ArmsRun, tol: float) -> str:
              "single arms: " + "; ".join(f"{a} {y:.4f} at {c:.4g}" for a, y, c in zip(run.task.arms, arm_y, arm_c)),
              f"oracle (best arm per question, cheapest on ties): {run.oracle.mean_outcome:.4f} at "
              f"{run.oracle.mean_cost:.4g}",
+             "router summaries over n arms: " + _summary_words(run.summaries),
              f"verdicts at level {run.level:.4g} (alpha over {len(run.rows) + (run.cost_row is not None)} "
              "comparisons, Bonferroni)"]
     if run.cost_row is not None:
@@ -186,6 +190,16 @@ def summary_text(run: ArmsRun, tol: float) -> str:
                      f"{'exact frontier' if r.frontier_exact else 'frontier bound'} {r.frontier:.4f}"
                      f"{f'; {over} of 2 halves over budget' if over else ''}; {r.verdict}")
     return "\n".join(lines)
+
+
+def _summary_words(summaries: dict) -> str:
+    """AIQ, APGR and CPTs in words; an undefined one says so with the reason."""
+    def word(v) -> str:
+        return "undefined" if v is None or v != v else f"{v:.4f}"
+
+    text = (f"AIQ {word(summaries.get('aiq'))}, APGR {word(summaries.get('apgr'))}, "
+            f"CPT(50%) {word(summaries.get('cpt50'))}, CPT(80%) {word(summaries.get('cpt80'))}")
+    return text + (f" ({summaries['reason']})" if not summaries.get("defined", True) and summaries.get("reason") else "")
 
 
 def arms_sweep_result(jobs: list[SweepJob]) -> SweepResult | None:

@@ -19,6 +19,7 @@ from harness.errors import HarnessError
 from harness.paired import sign_flip_interval
 from harness.protocols.nway_decide import calibrate_lambda, decide, decide_probabilities, lambda_breakpoints
 from harness.protocols.nway_frontier import exact_frontier
+from harness.protocols.nway_summaries import nway_aiq, nway_pgr_summaries
 from harness.protocols.nway_references import (
     Route,
     cost_matched_mix,
@@ -46,6 +47,7 @@ class BudgetRow:
     random: Route
     frontier: float  # the exact frontier's mean outcome at the budget (upper bound for graded outcomes)
     frontier_exact: bool
+    frontier_gap: float  # LP bound - best integral route found (0 when exact)
     point: float = 0.0  # router - mix, mean per question
     p: float = 1.0
     ci: tuple[float, float] = (float("nan"), float("nan"))
@@ -82,6 +84,7 @@ class ArmsRun:
     scores: np.ndarray | None = None  # cross-fitted scores (questions x arms)
     level: float = 0.05  # the per-comparison level (Bonferroni over the job's budgets and its cost row)
     cost_row: CostRow | None = None
+    summaries: dict = field(default_factory=dict)  # AIQ, APGR, CPT over the router's operating points
 
 
 def cross_fitted_scores(factory, task: ArmSetTask, halves, seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -168,7 +171,7 @@ def reference_row(task: ArmSetTask, share: float, budget: float, route: Route, o
     front = exact_frontier(task.outcomes, task.costs, max(budget, float(task.costs.min(axis=1).mean())))
     return BudgetRow(share, budget, route, over, mix.route,
                      (task.arms[mix.cheap_arm], task.arms[mix.costly_arm], float(mix.share_cheap)), rnd,
-                     float(front.upper_bound), bool(front.proven))
+                     float(front.upper_bound), bool(front.proven), float(front.gap))
 
 
 def compare_with_mix(row: BudgetRow, task: ArmSetTask, level: float, n_perm: int, seed: int,
@@ -198,6 +201,21 @@ def verdict_text(row: BudgetRow, level: float, oracle: bool = False, who: str = 
     if row.p < level and row.point < 0:
         return f"deploy {fixed}, no {who}: {who} {row.point:+.4f} [{row.ci[0]:+.4f}, {row.ci[1]:+.4f}]"
     return f"cannot tell: {row.discordant} questions differ (p={row.p:.3g} >= {level:.3g})"
+
+
+def router_summaries(task: ArmSetTask, rows: list[BudgetRow]) -> dict:
+    """AIQ, APGR and CPT(50%/80%) over n arms (docs/metrics.md §14) of the router's operating
+    points: its expected (mean cost, mean outcome) at every budget, and the rule at lambda = +inf
+    (every question on its cheapest arm), where every router starts."""
+    rows_idx = np.arange(task.n)
+    cheapest = np.argmin(task.costs, axis=1)  # the first of equally cheap arms: the earlier one
+    arm_y, arm_c = single_arms(task.outcomes, task.costs)
+    # the mean of per-question minima is at most the cheapest arm's mean; min() drops rounding above it
+    pc = [min(float(task.costs[rows_idx, cheapest].mean()), float(arm_c.min())), *(r.route.mean_cost for r in rows)]
+    pq = [float(task.outcomes[rows_idx, cheapest].mean()), *(r.route.mean_outcome for r in rows)]
+    out = nway_pgr_summaries(pc, pq, arm_y, arm_c)
+    out["aiq"] = nway_aiq(pc, pq, arm_y, arm_c)
+    return out
 
 
 def normalised_costs(task: ArmSetTask) -> np.ndarray:
@@ -252,7 +270,7 @@ def compare_with_best_arm(row: CostRow, task: ArmSetTask, level: float, n_perm: 
     row.p = float(sign_flip_test(diffs, task.groups, n_perm=n_perm, seed=seed)) if row.discordant else 1.0
     if row.discordant:
         row.ci = sign_flip_interval(diffs, task.groups, alpha=level, n_perm=n_perm, seed=seed, p_at_zero=row.p)
-    fake = BudgetRow(0.0, 0.0, row.route, [], row.route, (row.best_arm, row.best_arm, 1.0), row.route, 0.0, True,
+    fake = BudgetRow(0.0, 0.0, row.route, [], row.route, (row.best_arm, row.best_arm, 1.0), row.route, 0.0, True, 0.0,
                      row.point, row.p, row.ci, row.discordant)
     row.verdict = verdict_text(fake, level, oracle)
 
@@ -272,4 +290,5 @@ def run_arms(factory, task: ArmSetTask, halves, shares, *, alpha: float, n_perm:
         row = budget_row(task, halves, oof, test_scores, float(share))
         compare_with_mix(row, task, out.level, n_perm, seed, oracle)
         out.rows.append(row)
+    out.summaries = router_summaries(task, out.rows)
     return out
