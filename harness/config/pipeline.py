@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from harness.config.arm_checks import SYNTHETIC_K
 from harness.errors import ConfigError
 from harness.retrieval.settings import MAX_CANDIDATES
 
@@ -33,7 +34,7 @@ def check_pipeline(pipeline: Mapping[str, Any] | None, arms: Mapping[str, Any], 
     if depth is not None:
         _check_depth(_count(RERANK_DEPTH, depth, MAX_CANDIDATES), arms, loader)
     if passages is not None:
-        _check_passages(_count(PASSAGES, passages, MAX_CANDIDATES), arms)  # <= arms.k <= the depth
+        _check_passages(_count(PASSAGES, passages, MAX_CANDIDATES), arms, loader)  # <= arms.k <= the depth
 
 
 def _check_depth(depth: int, arms: Mapping[str, Any], loader: Any) -> None:
@@ -50,8 +51,11 @@ def _check_depth(depth: int, arms: Mapping[str, Any], loader: Any) -> None:
                                         f"each arm ranks (raise it to {k} or more, or lower arms.k)")
 
 
-def _check_passages(passages: int, arms: Mapping[str, Any]) -> None:
+def _check_passages(passages: int, arms: Mapping[str, Any], loader: Any) -> None:
     k, metric = arms.get("k", 10), str(arms.get("metric", ""))
+    if loader == "synthetic" and passages != SYNTHETIC_K:
+        raise ConfigError(PASSAGES, f"is {passages}, but the synthetic table's metrics are @{SYNTHETIC_K} only (it "
+                                    "ranks nothing); drop it or use a dataset the harness retrieves on")
     if isinstance(k, int) and passages > k:
         raise ConfigError(PASSAGES, f"is {passages}, above arms.k={k} (the ranks each arm keeps); raise arms.k to "
                                     f"{passages} or more")
