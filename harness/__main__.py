@@ -1,6 +1,6 @@
 """``python -m harness`` / ``route-bench``: subcommands, else the Hydra app.
 
-``data ...``, ``plugins``, ``policies ...``, ``report ...`` and ``table ...`` are dispatched to their modules
+``data ...``, ``features ...``, ``plugins``, ``policies ...``, ``report ...`` and ``table ...`` are dispatched to their modules
 (imported lazily, so ``python -m harness policies`` does not pay for MLflow or torch); any other
 argument list (``-m``, overrides, ``--cfg job``) goes to the Hydra app unchanged; ``--help``
 first prints ``usage()`` (the subcommands and the preset sweep), then Hydra's config help.
@@ -27,7 +27,7 @@ def interrupted_line(name: str) -> str:
 
 
 INTERRUPTED = interrupted_line("SIGINT (Ctrl-C)")
-SUBCOMMANDS = ("data", "plugins", "policies", "report", "results", "table")
+SUBCOMMANDS = ("data", "features", "plugins", "policies", "report", "results", "table")
 
 USAGE = """\
 usage: python -m harness SUBCOMMAND ...        (route-bench: the same command)
@@ -43,6 +43,8 @@ subcommands:
                                  (arms=noret_rag: answers from memory vs RAG, by the packaged LLM)
   table export [k=v ...] --out DIR  the table as an outcome-table file (dataset=outcomes reads it),
                                  each ranked arm as a TREC run file, the qrels (docs/own_arms.md)
+  features TABLE | key=value ...  an outcome table's feature columns, one line each: name and what it measures
+                                 (TABLE: a .parquet / .csv outcome table; overrides: the job's table, built or reused)
   plugins [--kind K]             every dataset, arm block, policy and protocol, and where each comes from
                                  (built-in, or the installed package whose entry point registers it)
   policies                       every policy: built-ins and installed plugins
@@ -334,6 +336,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from harness.data.cli import main as data_main
 
             return run_guarded(data_main, rest, debug=debug)
+        if cmd == "features":
+            from harness.report.features import main as features_main
+
+            return run_guarded(features_main, rest, debug=debug, overrides=[a for a in rest if "=" in a])
         if cmd == "plugins":
             from harness.plugin_list import main as plugins_main
 

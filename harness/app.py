@@ -44,7 +44,7 @@ def launch_dir() -> Path:
 def to_plain(cfg: DictConfig | Mapping) -> dict:
     """Resolved plain dict of the job config, without the ``hydra`` node. ``cost.unit`` and
     ``cost.price`` are left out while null (an abstract ``cost.c``), ``arms.runs`` while empty and
-    the ``limits`` while null (the whole node when none is set), so such a job's config hash,
+    the ``limits`` and ``pipeline`` settings while null (the whole node when none is set), so such a job's config hash,
     params and sweep id are what they were before these keys existed."""
     if isinstance(cfg, DictConfig):
         # resolve key by key: the hydra node has sweep-only interpolations (hydra.job.num)
@@ -67,13 +67,14 @@ def _without_unset_keys(data: dict) -> dict:
     cost = data.get("cost")
     if isinstance(cost, Mapping) and any(k in cost and cost[k] is None for k in ("unit", "price")):
         data["cost"] = {k: v for k, v in cost.items() if not (k in ("unit", "price") and v is None)}
-    limits = data.get("limits")
-    if isinstance(limits, Mapping):  # no limit set: no key at all (params, hashes as before)
-        limits = {k: v for k, v in limits.items() if v is not None}
-        if limits:
-            data["limits"] = limits
-        else:
-            data.pop("limits")
+    for node in ("limits", "pipeline"):  # nothing set: no key at all (params, hashes as before)
+        values = data.get(node)
+        if isinstance(values, Mapping):
+            values = {k: v for k, v in values.items() if v is not None}
+            if values:
+                data[node] = values
+            else:
+                data.pop(node)
     return data
 
 
@@ -142,7 +143,10 @@ def _base_table(cfg: Mapping, progress: Any = None) -> tuple[TableHandle, Any]:
     from harness.data import load_dataset
     from harness.retrieval.table import build_outcome_table
 
+    from harness.data.pool_depth import warn_same_rerank_set
+
     dataset = load_dataset(ds)
+    warn_same_rerank_set(dataset, dict(cfg.get("arms") or {}))  # before the build: the pools alone decide it
     kwargs = {"progress": progress} if progress is not None else {}
     from harness.retrieval.precision import resolve_device
 

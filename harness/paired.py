@@ -425,13 +425,15 @@ def interval_words(c: dict, alpha: float) -> str:
     return f"{(1 - alpha) * 100:.4g}% interval [{_num(c['ci_low'])}, {_num(c['ci_high'])}] (inverted sign-flip test)"
 
 
-def plan_words(c: dict, alpha: float, power: float) -> str:
-    """"about N questions (M documents) for P% power at alpha A", or why there is no plan."""
+def plan_words(c: dict, alpha: float, power: float, comparison: str) -> str:
+    """"about N questions (M documents) for P% power at alpha A (X vs Y)", or why there is no
+    plan: every plan names the comparison it sizes (``comparison``: "ridge vs always-keep") and
+    its units, so a plan read out of its line still says what it is for."""
     if c["plan_why"]:
-        return f"no sample-size plan: {c['plan_why']}"
+        return f"no sample-size plan for {comparison}: {c['plan_why']}"
     more = "more than " if c["plan_capped"] else "about "
     return (f"{more}{int(c['plan_questions'])} questions ({int(c['plan_docs'])} documents) for "
-            f"{power:.0%} power at alpha {alpha:.2g}")
+            f"{power:.0%} power at alpha {alpha:.2g} ({comparison})")
 
 
 def resolution_words(c: dict, alpha: float, power: float) -> str:

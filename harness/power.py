@@ -140,5 +140,14 @@ def main(argv: list[str]) -> int:
             raise
         print(one_line(e), file=sys.stderr)
         return 2
-    print(json.dumps(rows, indent=2) if args.json else format_rows(rows))
+    print(json.dumps(rows, indent=2) if args.json else "\n".join([format_rows(rows), *plan_notes(rows)]))
     return 0
+
+
+def plan_notes(rows: list[dict[str, Any]]) -> list[str]:
+    """What the "questions for 80%" column sizes, once per pair and metric: the comparison and
+    the unit of the plan (a number without them reads as any comparison's)."""
+    pairs = dict.fromkeys((r["extra"], r["base"], r["metric"]) for r in rows)
+    return [f"questions for 80%: questions (of the whole table; a held-out share s needs 1/s times as many) the exact "
+            f"sign test on discordant groups needs for {POWER:.0%} power at alpha {ALPHA:g}, {extra} vs {base} on "
+            f"{metric}" for extra, base, metric in pairs]

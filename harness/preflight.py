@@ -29,6 +29,13 @@ from harness.store_schema import TAG_PREFLIGHT
 NOTHING_TO_ROUTE = "nothing to route: the arms agree on every question"
 TAG = TAG_PREFLIGHT
 MIN_HELDOUT = 6  # protocol.min_heldout's default: 2^(1 - 6) = 0.03 < 0.05 <= 2^(1 - 5)
+# every setting that can leave the two arms with the same outcome on every question: the
+# outcome metric and its k (a metric every arm reaches), the rerank depth (a pool no larger than
+# it: keep and hybrid rerank the same set), the pair itself, and the dataset's pools
+ROUTING_SETTINGS = ("arms.metric and pipeline.passages_to_llm (the outcome and its k), arms.k, "
+                    "pipeline.rerank_depth / arms.candidates (the rerank depth: a pool no larger than it "
+                    "gives keep and hybrid the same set), arms.base / arms.extra, and the dataset's pools "
+                    "(python -m harness data NAME)")
 
 
 def nothing_to_route(task) -> str | None:
@@ -36,7 +43,7 @@ def nothing_to_route(task) -> str | None:
     if task.n == 0 or not np.array_equal(np.asarray(task.base, float), np.asarray(task.extra, float)):
         return None
     return (f"{NOTHING_TO_ROUTE} ({task.base_arm} and {task.extra_arm} have the same {task.metric} on all "
-            f"{task.n} questions): every policy ties; check the dataset's pools and arms.metric")
+            f"{task.n} questions): every policy ties; check {ROUTING_SETTINGS}")
 
 
 def preflight_tags(task) -> dict[str, str]:

@@ -31,6 +31,9 @@ def is_binary_metric(metric: str) -> bool:
     return str(metric).startswith(BINARY_GOLD_PREFIXES) or metric in BINARY_METRICS
 
 
+TEXT_COLUMN = "question"  # an outcome table's question text (harness.data.outcome_table), optional
+
+
 @dataclass(frozen=True)
 class RoutingTask:
     """Aligned arrays for n questions. ``base``/``extra`` are outcomes in [0, 1]."""
@@ -50,6 +53,9 @@ class RoutingTask:
     base_cost: np.ndarray | None = None
     extra_cost: np.ndarray | None = None
     cost_unit: str = ""
+    # the questions' text (the table's ``question`` column), for policies with ``needs_text``;
+    # None when the table has none. Never a feature: policies get it in ScoreContext.texts
+    texts: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.qids)
@@ -58,7 +64,7 @@ class RoutingTask:
                 raise ValueError(f"RoutingTask.{name} has {len(getattr(self, name))} rows, expected {n}")
         if len(self.features) != n:
             raise ValueError(f"RoutingTask.features has {len(self.features)} rows, expected {n}")
-        for name in ("base_cost", "extra_cost"):
+        for name in ("base_cost", "extra_cost", "texts"):
             value = getattr(self, name)
             if value is not None and len(value) != n:
                 raise ValueError(f"RoutingTask.{name} has {len(value)} rows, expected {n}")
@@ -100,6 +106,7 @@ class RoutingTask:
             base_cost=None if self.base_cost is None else self.base_cost[idx],
             extra_cost=None if self.extra_cost is None else self.extra_cost[idx],
             cost_unit=self.cost_unit,
+            texts=None if self.texts is None else self.texts[idx],
         )
 
     def feature_matrix(self, names: tuple[str, ...] | list[str]) -> pd.DataFrame:
@@ -176,6 +183,7 @@ class RoutingTask:
             base_cost=base_cost,
             extra_cost=extra_cost,
             cost_unit=str(cost_column) if base_cost is not None else "",
+            texts=rows[TEXT_COLUMN].astype(str).to_numpy() if TEXT_COLUMN in rows.columns else None,
         )
 
 

@@ -107,11 +107,16 @@ class ScoreContext:
     """What a policy may know besides the features when it scores.
 
     ``true_delta`` is filled in only for policies with ``oracle = True`` (never deployable).
+    ``texts``: the questions' text, aligned with ``qids``, filled in only for policies with
+    ``needs_text = True``, from the outcome table's ``question`` column (a table without one is
+    refused for such a policy, naming it). The text is what a deployed router sees of a question;
+    it is never a feature column, so no declared feature and no outcome depends on it.
     """
 
     qids: np.ndarray
     seed: int = 0
     true_delta: np.ndarray | None = None
+    texts: np.ndarray | None = None
 
 
 def _state_attr(key: str) -> str:
@@ -127,6 +132,9 @@ class Policy(abc.ABC):
     trainable: ClassVar[bool] = False
     #: True only for the oracle: the harness then passes the true delta in ScoreContext
     oracle: ClassVar[bool] = False
+    #: True when ``score`` reads the question text (``ScoreContext.texts``), e.g. a rule on its
+    #: words; the harness then passes it (docs/policies.md, "The question text")
+    needs_text: ClassVar[bool] = False
     #: "base" or "extra" for reference policies that ARE a fixed decision (always-keep,
     #: always-extra), not a ranking: the threshold protocol then never tunes tau for them
     #: (tau = +inf or -inf), so always-keep cannot turn into always-extra under a low cost.

@@ -204,7 +204,13 @@ def _split(table: pd.DataFrame, features: tuple[str, ...], seed: int, missing_va
 
 
 def _ctx(policy: Policy, task: RoutingTask, seed: int) -> ScoreContext:
-    return ScoreContext(qids=task.qids.copy(), seed=seed, true_delta=task.delta.copy() if policy.oracle else None)
+    """The context a protocol would give; a policy that reads the question text gets the table's
+    (``table=``), or on a table without text one stand-in text per question, "question <qid>"."""
+    texts = None
+    if getattr(policy, "needs_text", False):
+        texts = task.texts.copy() if task.texts is not None else np.array([f"question {q}" for q in task.qids])
+    return ScoreContext(qids=task.qids.copy(), seed=seed, true_delta=task.delta.copy() if policy.oracle else None,
+                        texts=texts)
 
 
 def _clone(policy: Policy) -> Policy:

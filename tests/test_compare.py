@@ -92,7 +92,9 @@ def test_four_one_sided_questions_are_not_significant():
     assert "exact sign-flip p on 4 discordant documents (4 discordant questions)" in text
     # the plan: 4 of 200 documents discordant, all one way
     plan = paired.sample_size_plan(a - 0, docs)
-    assert f"about {int(plan['questions'])} questions ({int(plan['docs'])} documents) for 80% power at alpha 0.05" in text
+    ref = table.attrs["reference"]
+    assert (f"about {int(plan['questions'])} questions ({int(plan['docs'])} documents) for 80% power at alpha 0.05 "
+            f"(b vs {ref})") in text
 
 
 def test_reference_comes_from_development_not_held_out():
@@ -190,4 +192,5 @@ def test_a_cost_alone_is_named_and_the_conclusion_line_plans():
     assert line.startswith("Policy vs policy at cost.c=0.01: 1 of 2 policies told from the reference")
     assert "no difference is detectable with these questions for any of the 1 others" in line
     plan = paired.sample_size_plan(close - hits, docs)
-    assert f"about {int(plan['questions']):,} held-out questions ({int(plan['docs']):,} documents)" in line
+    assert (f"the closest (close vs keep) needs about {int(plan['questions']):,} held-out questions "
+            f"({int(plan['docs']):,} documents)") in line

@@ -53,8 +53,11 @@ def test_power_command_prints_one_row_per_dataset(capsys):
     (row,) = json.loads(capsys.readouterr().out)
     assert row["dataset"] == "synthetic" and row["questions"] == 200 and row["base"] == "keep"
     assert main(["synthetic", "dataset.n_docs=40"]) == 0
-    head, line = capsys.readouterr().out.splitlines()
+    head, line, note = capsys.readouterr().out.splitlines()
     assert head.split()[:3] == ["dataset", "questions", "groups"] and line.split()[:3] == ["synthetic", "200", "40"]
+    # the plan's column says which comparison and unit it sizes
+    assert note.startswith("questions for 80%: questions (of the whole table") and note.endswith(
+        "needs for 80% power at alpha 0.05, hybrid vs keep on hit@10")
 
 
 def test_a_bad_override_is_one_line(capsys):

@@ -322,7 +322,8 @@ def test_budget_line_says_nothing_is_detectable_and_plans():
         "Decision table at cost.c=0, rho=0.25: 2 of 3 policies told from the reference steady; no difference is "
         "detectable with these questions for the 1 that cannot be told apart; 0 of them equivalent within +-0.01 "
         "(two one-sided tests), the others inconclusive; the closest (close) needs about "
-        f"{int(plan['questions'])} questions ({int(plan['docs'])} documents) for 80% power at alpha {level:.2g}."
+        f"{int(plan['questions'])} questions ({int(plan['docs'])} documents) for 80% power at alpha {level:.2g} "
+        "(close vs steady)."
     )
     close = table.set_index("policy").loc["close"]
     assert close.max_diff == pytest.approx(1.5 / 48) and not close.detectable

@@ -216,7 +216,10 @@ def test_sample_size_plan_in_questions_scales_by_questions_per_document():
     none = paired.sample_size_plan(np.zeros(10), [f"d{i}" for i in range(10)])
     assert math.isnan(none["questions"]) and none["why"]
     c = {"plan_why": "", "plan_capped": False, "plan_questions": 324.0, "plan_docs": 324.0}
-    assert paired.plan_words(c, 0.05, 0.8) == "about 324 questions (324 documents) for 80% power at alpha 0.05"
+    assert paired.plan_words(c, 0.05, 0.8, "ridge vs always-keep") == (
+        "about 324 questions (324 documents) for 80% power at alpha 0.05 (ridge vs always-keep)")
+    assert paired.plan_words({**c, "plan_why": "no discordant question"}, 0.05, 0.8, "a vs b") == (
+        "no sample-size plan for a vs b: no discordant question")
 
 
 def test_closing_line_counts_the_blind_comparisons_and_names_the_smallest_plan():
@@ -302,4 +305,4 @@ def test_a_plan_beyond_the_cap_says_more_than_and_stays_quick():
     assert paired.sign_test_power(int(mid["docs"]), 0.1, 13 / 24) >= 0.8
     assert time.process_time() - start < 30  # generous: no scan over a million sizes
     c = {"plan_why": "", "plan_capped": True, "plan_questions": plan["questions"], "plan_docs": plan["docs"]}
-    assert paired.plan_words(c, 0.05, 0.8).startswith("more than 100000 questions (100000 documents)")
+    assert paired.plan_words(c, 0.05, 0.8, "a vs b").startswith("more than 100000 questions (100000 documents)")

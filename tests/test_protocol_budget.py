@@ -487,7 +487,7 @@ def test_power_in_summary_and_metrics():
         assert f"minimum detectable {fmt(np.mean(mdd))} (80% power" in text
     else:  # the MDD is never offered when the data could not show it
         assert "no difference is detectable with these questions" in text and "minimum detectable" not in text
-    assert "test questions would give 80% power at alpha 0.05 (exact sign test)" in text
+    assert "test questions would give 80% power at alpha 0.05 for policy vs always-base (exact sign test)" in text
     # the calibration sentence says what the code does: each test fold by its fold model
     assert ("calibration scores: oof (5 document-grouped folds; each test fold scored by the model of its fold, "
             "fitted on the other calibration folds)") in text

@@ -342,6 +342,9 @@ def test_power_statements_by_hand():
         assert "minimum detectable difference" in s
     else:
         assert "no difference is detectable with these questions" in s and "minimum detectable" not in s
+    plan = m["gain/selective/vs_extra/plan_questions"]
+    if plan == plan:  # the plan names its comparison and unit
+        assert (f"(about {plan:.0f} test questions for 80% power at alpha 0.05, policy vs always-extra)") in s
 
 
 # ---- correlations, Williams, planted ordering, continuous gain, determinism ---------------------

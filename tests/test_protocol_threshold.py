@@ -290,7 +290,7 @@ def test_summary_says_what_cannot_be_resolved(tmp_path):
             "inconclusive: neither a difference nor equivalence within +-0.01 is shown; "
             f"largest difference these data could show {largest:.3g}; no difference is detectable with these "
             f"questions (minimum detectable difference {mdd:.3g} is not below it); about {int(plan['questions'])} "
-            f"questions ({int(plan['docs'])} documents) for 80% power at alpha 0.05"
+            f"questions ({int(plan['docs'])} documents) for 80% power at alpha 0.05 (policy vs always-{name})"
         )
 
 
@@ -336,7 +336,7 @@ def test_verdict_follows_the_exact_test_and_the_interval_agrees(tmp_path):
         f"largest difference these data could show {4 / n:.3g}; no difference is detectable with these questions "
         "(4 discordant documents reach p >= 0.125); about "
         f"{int(m[f'{pre}/plan_questions'])} questions ({int(m[f'{pre}/plan_docs'])} documents) for 80% power at "
-        "alpha 0.05"
+        "alpha 0.05 (policy vs always-base)"
     )
     assert "no policy can be shown to differ from always-base in hits on this held-out set at alpha = 0.05" in text
     # the oracle chooses extra exactly where it rescues: the same utility as always-extra everywhere

@@ -18,11 +18,22 @@ DEFAULT_RETRIEVAL_METRIC = "hit@10"
 METRIC_RESOLVER = "route_bench.retrieval_metric"
 
 
-def default_retrieval_metric(loader: Any = None) -> str:
-    """The retrieval pair's default ``arms.metric`` for a dataset loader (see above)."""
+def default_retrieval_metric(loader: Any = None, passages_to_llm: Any = None) -> str:
+    """The retrieval pair's default ``arms.metric`` for a dataset loader (see above); with
+    ``pipeline.passages_to_llm`` set, the same metric at the LLM's k (hit@10 -> hit@5, all@2 ->
+    all@5): the outcome is whether the passages the LLM reads hold the evidence."""
     from harness.data.registry import retrieval_metric
 
-    return retrieval_metric(loader) or DEFAULT_RETRIEVAL_METRIC
+    metric = retrieval_metric(loader) or DEFAULT_RETRIEVAL_METRIC
+    if passages_to_llm is None or "@" not in metric:
+        return metric
+    return f"{metric.split('@', 1)[0]}@{passages_to_llm}"
+
+
+def unless_null(value: Any, default: Any) -> Any:
+    """``value``, or ``default`` while it is null (``${oc.select:...,default}`` returns a null value
+    as it is): conf/arms/*.yaml read ``pipeline.rerank_depth`` through it."""
+    return default if value is None else value
 
 
 def register_metric_resolver() -> None:
@@ -30,6 +41,11 @@ def register_metric_resolver() -> None:
     import of ``harness.config``, as composing conf/ needs that package anyway (it registers the schema)."""
     if not OmegaConf.has_resolver(METRIC_RESOLVER):
         OmegaConf.register_new_resolver(METRIC_RESOLVER, default_retrieval_metric)
+    if not OmegaConf.has_resolver(UNLESS_NULL_RESOLVER):
+        OmegaConf.register_new_resolver(UNLESS_NULL_RESOLVER, unless_null)
+
+
+UNLESS_NULL_RESOLVER = "route_bench.unless_null"
 
 
 ENV_RESOLVER = "route_bench.forwarded_env"

@@ -164,6 +164,19 @@ class LimitsConfig:
 
 
 @dataclass
+class PipelineConfig:
+    """The RAG pipeline the routing question is about, in its own words (``harness.config.pipeline``):
+    ``rerank_depth`` is how many first-stage candidates the reranker sees (it sets
+    ``arms.candidates``), ``passages_to_llm`` how many reranked passages the LLM reads (it sets the
+    outcome metric's k: ``arms.metric`` = hit@k, all@k on a dataset routed on all@). Null (the
+    default): the arms' own settings, as before; left out of the job's config while null
+    (``app.to_plain``), so a default job's config hash is what it was before these keys existed."""
+
+    rerank_depth: Optional[int] = None
+    passages_to_llm: Optional[int] = None
+
+
+@dataclass
 class RootConfig:
     """The whole job config. ``seed`` seeds splits, folds, bootstrap and random policies;
     ``verbose`` only changes what a sweep prints."""
@@ -178,6 +191,7 @@ class RootConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     experiment: Dict[str, Any] = field(default_factory=dict)
     seed: int = 0
     # where the encoder, the reranker and the answer arms' in-process generator run: cpu (the

@@ -10,6 +10,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from harness.config.arm_checks import _check_arms
+from harness.config.pipeline import check_pipeline
 from harness.config.cost import _check_cost, _check_cost_source
 from harness.config.limits import (MAX_BOOTSTRAP, MAX_FOLDS, MAX_GAIN_THRESHOLD, MAX_GRID, MAX_MIN_DISCORDANT,
                                    MAX_CALL_SECONDS, MAX_REPEATS, MAX_RETRIES, MAX_SEED)
@@ -40,6 +41,7 @@ def validate(cfg: Any) -> None:
     _check_tracking(cfg.tracking)
     dataset = _check_dataset(cfg.dataset, p.n_boot)
     synthetic = dataset.get("loader") == "synthetic"
+    check_pipeline(cfg.get("pipeline"), cfg.arms, dataset.get("loader"))  # before the arms keys it sets
     if dataset.get("loader") == "outcomes":  # the file is the table: its columns are the arms
         _check_file_arms(dataset, cfg.arms)
     else:

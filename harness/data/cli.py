@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from harness.conf_files import CONF_DIR
 from harness.data.base import NO_LICENCE
+from harness.data.pool_depth import DEFAULT_RERANK_DEPTH, pool_size_range, question_pool_sizes, same_rerank_set
 from harness.errors import ConfigError, HarnessError, UsageError, argument_parser, debugging, did_you_mean, one_line
 
 def conf_dir() -> Path:
@@ -84,6 +85,7 @@ def stats_rows(ds) -> list[tuple[str, str]]:
         rows.append(("left out", ""))
         rows += [(f"  {reason}", str(n)) for reason, n in left_out]
     rows.append(("pools", str(s["pools"])))
+    rows.append(("  units per question's pool", pool_size_range(ds)))
     rows.append(("evidence strings", str(sum(s["evidence_strings"].values()))))
     rows += [(f"  matched {k}" if k != "unmatched" else "  unmatched", str(v)) for k, v in s["evidence_strings"].items()]
     rows += [(f"option {k}", str(v)) for k, v in sorted(ds.options.items())]
@@ -155,6 +157,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("dataset", help="dataset config name (conf/dataset/<name>.yaml)")
     parser.add_argument("--path", help="dataset file or folder (same as path=...)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--rerank-depth", type=int, default=DEFAULT_RERANK_DEPTH, metavar="N",
+                        help=f"the rerank depth to check the pools against (pipeline.rerank_depth; default "
+                             f"{DEFAULT_RERANK_DEPTH}, arms.candidates)")
     parser.add_argument("overrides", nargs="*", help="key=value config overrides")
     try:
         refuse_unknown_flags(parser, argv)
@@ -164,6 +169,8 @@ def main(argv: list[str]) -> int:
             return int(e.code or 0)
         from harness.data import load_dataset
 
+        if args.rerank_depth < 1:
+            raise UsageError(f"{parser.prog}: --rerank-depth must be a positive integer, got {args.rerank_depth}")
         overrides = list(args.overrides) + ([f"path={args.path}"] if args.path else [])
         cfg = dataset_config(args.dataset, overrides)
         # statistics are shown for a dataset without gold evidence too (the app refuses it)
@@ -173,8 +180,13 @@ def main(argv: list[str]) -> int:
             raise
         print(one_line(e), file=sys.stderr)
         return 2
+    warning = same_rerank_set(ds, args.rerank_depth)
+    if warning:  # before the table is built: the pools alone decide it
+        print(f"warning: {warning}", file=sys.stderr)
     if args.json:
         s = ds.stats()
+        sizes = question_pool_sizes(ds)
+        s["pool_units"] = {"min": min(sizes, default=0), "max": max(sizes, default=0)}
         s["fingerprint"] = ds.fingerprint()
         s["options"] = dict(ds.options)
         s["licence"] = ds.meta.get("licence")

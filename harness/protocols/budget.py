@@ -104,7 +104,8 @@ class BudgetResult:
                      f"{fmt(mdd)} (80% power, alpha 0.05, grouped by document)")
         plan = m.get("budget/power/plan_questions_vs_base", math.nan)
         if plan == plan:
-            line += f"; about {plan:.0f} test questions would give 80% power at alpha 0.05 (exact sign test)"
+            line += (f"; about {plan:.0f} test questions would give 80% power at alpha 0.05 for policy vs always-base "
+                     "(exact sign test)")
         return line
 
     def summary(self) -> str:

@@ -13,7 +13,8 @@ from typing import Callable, TypeVar
 
 import numpy as np
 
-from harness.task import RoutingTask
+from harness.errors import FeatureError
+from harness.task import TEXT_COLUMN, RoutingTask
 from policies.base import Policy, ScoreContext
 from policies.scores import checked_scores
 
@@ -100,6 +101,17 @@ def fit_policy(policy: Policy, task: RoutingTask, seed: int) -> Policy:
     return policy
 
 
+def question_texts(policy: Policy, task: RoutingTask) -> np.ndarray | None:
+    """The questions' text for a policy that declares ``needs_text`` (None for every other); a
+    FeatureError naming the policy and the table when the table has no question text."""
+    if not getattr(policy, "needs_text", False):
+        return None
+    if task.texts is None:
+        raise FeatureError(f"policy {policy_label(policy)} reads the question text (needs_text = True), but "
+                           f"{task.source} has no '{TEXT_COLUMN}' column")
+    return task.texts
+
+
 def score_task(policy: Policy, task: RoutingTask, seed: int) -> np.ndarray:
     """One float score per question of ``task``.
 
@@ -112,7 +124,8 @@ def score_task(policy: Policy, task: RoutingTask, seed: int) -> np.ndarray:
     tau = +inf.
     """
     X = task.feature_matrix(policy.features)
-    ctx = ScoreContext(qids=task.qids, seed=seed, true_delta=task.delta if policy.oracle else None)
+    ctx = ScoreContext(qids=task.qids, seed=seed, true_delta=task.delta if policy.oracle else None,
+                       texts=question_texts(policy, task))
     return checked_scores(policy.score(X, ctx), X.index, task.qids, f"policy {policy_label(policy)}")
 
 

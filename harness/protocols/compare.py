@@ -350,7 +350,8 @@ def format_comparison(table: pd.DataFrame, alpha: float = 0.05, power: float | N
                 f"({int(r.discordant_questions)} discordant questions); {interval_words(c, level)}; "
                 f"{resolution_words(c, alpha, power)}")
         if r.verdict == "cannot be told from reference":
-            line += f"; {equivalence_words({'equivalent': bool(r.equivalent)}, margin)}; {plan_words(c, level, power)}"
+            line += (f"; {equivalence_words({'equivalent': bool(r.equivalent)}, margin)}; "
+                     f"{plan_words(c, level, power, f'{r.policy} vs {ref}')}")
         lines.append(line + ".")
     return "\n".join(lines)
 
@@ -379,7 +380,8 @@ def conclusion(table: pd.DataFrame, where: str, alpha: float, power: float | Non
         more = "more than " if d["plan_capped"] else "about "
         level = float(level) if level == level else alpha
         have = int(table.attrs.get("questions", 0))
-        head += (f"; the closest ({name}) needs {more}{int(q):,} held-out questions ({int(m):,} documents) for "
+        ref = table.attrs.get("reference", table["policy"].iat[0])
+        head += (f"; the closest ({name} vs {ref}) needs {more}{int(q):,} held-out questions ({int(m):,} documents) for "
                  f"{power:.0%} power at its Holm level {level:.2g}")
         if have and q <= have:
             head += f", no more than the {have:,} tested: this sample fell short by chance or its effect is smaller"

@@ -97,7 +97,8 @@ def budget_conclusions(table: pd.DataFrame, part: pd.DataFrame, prefix: str = ""
                 c = {"plan_why": "", "plan_capped": False, "plan_questions": best["plan_questions"],
                      "plan_docs": best["plan_docs"]}
                 level = float(best["level"]) if best["level"] == best["level"] else alpha
-                line += f"; the closest ({best['policy']}) needs {plan_words(c, level, power)}"
+                comparison = f"{best['policy']} vs {best['reference']}"
+                line += f"; the closest ({best['policy']}) needs {plan_words(c, level, power, comparison)}"
                 if best["questions"] == best["questions"] and best["plan_questions"] <= best["questions"]:
                     line += (f", no more than the {int(best['questions']):,} tested: this sample fell short by chance "
                              "or its effect is smaller")

@@ -68,7 +68,8 @@ class GainResult:
                          "questions")
         plan = m.get(s + "vs_extra/plan_questions", math.nan)
         if plan == plan:
-            mdd_line += f" (about {plan:.0f} test questions for {self.power:.0%} power at alpha {self.alpha:g})"
+            mdd_line += (f" (about {plan:.0f} test questions for {self.power:.0%} power at alpha {self.alpha:g}, "
+                         "policy vs always-extra)")
         if m[s + "vs_extra/discordant"] == 0:
             mdd_line = "policy vs always-extra: no discordant questions (the same outcome on every test question)"
         elif not math.isnan(m[s + "vs_extra/min_mcnemar_p"]):

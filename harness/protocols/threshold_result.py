@@ -82,7 +82,7 @@ class ThresholdResult:
             return f"policy - {name}: {ref} is better than the policy {detail}"
         return (f"policy - {name}: cannot be told from {ref} ({test} >= alpha = {a:g}, {on}; {interval_words(c, a)}); "
                 f"{equivalence_words(c, self.equivalence_margin)}; {resolution_words(c, a, self.power)}; "
-                f"{plan_words(c, a, self.power)}")
+                f"{plan_words(c, a, self.power, f'policy vs {ref}')}")
 
     def _heldout_resolution(self) -> str:
         """What the held-out set itself can resolve: always-extra vs always-base."""

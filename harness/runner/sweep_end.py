@@ -110,6 +110,7 @@ class SweepOutcome:
 def table_warnings(runs: list, metric: str) -> list[str]:
     """The sweep's data warnings, once per outcome table its finished jobs read: nothing to route
     (the two arms agree on every question) and a base arm at ceiling (nothing can be rescued)."""
+    from harness.preflight import ROUTING_SETTINGS
     from harness.protocols.ceiling import ceiling_warning
     from harness.tracking.naming import mlflow_name
 
@@ -122,7 +123,7 @@ def table_warnings(runs: list, metric: str) -> list[str]:
         seen.add(key)
         if m["table/rescues"] + m.get("table/harms", 0.0) == 0:
             out.append(f"warning: nothing to route: the arms agree on every question of table {key[:12]} "
-                       "(0 rescues, 0 harms)")
+                       f"(0 rescues, 0 harms); check {ROUTING_SETTINGS}")
         base = m.get(f"table/base/{mlflow_name(metric)}")
         line = ceiling_warning(metric, base, f"table {key[:12]}") if base is not None else None
         if line:
