@@ -46,8 +46,9 @@ def _table(n: int = 120, with_text: bool = True) -> pd.DataFrame:
 def digit_policy(tmp_path, monkeypatch):
     activate(monkeypatch, write_plugin(tmp_path / "site", "digit_ext", DIGITS,
                                        {"rag_route_bench.policies": {"digit_question": "digit_ext:DigitQuestion"}}))
-    from policies.registry import make_policy
+    from policies.registry import make_policy, register_policy_configs
 
+    register_policy_configs()  # policy=digit_question for the in-process CLI, whenever harness.config was imported
     return make_policy({"_target_": "policies.registry.load_entry_point", "plugin": "digit_question"})
 
 
