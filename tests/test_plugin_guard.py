@@ -82,12 +82,14 @@ class _Stop(BaseException):
 @pytest.fixture
 def term_handler():
     """A SIGTERM handler like the harness's (raises an exception carrying the signal's number),
-    without touching the harness's own process-wide state; the previous one back afterwards."""
+    and Python's own SIGINT handler (a suite started in the background inherits SIGINT ignored),
+    without touching the harness's own process-wide state; the previous ones back afterwards."""
     def handler(signum, frame):
         raise _Stop(signum)
 
-    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGUSR1)}
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)}
     signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     yield handler
     for s, h in before.items():
         signal.signal(s, h)
