@@ -17,7 +17,7 @@ import pandas as pd
 
 from harness.arm_set import ArmSetTask, check_arm_list
 from harness.errors import ConfigError
-from harness.protocols.arms_run import ArmsRun, run_arms
+from harness.protocols.arms_run import ArmsRun, overspends, run_arms
 from harness.protocols.outputs import Output
 from harness.protocols.registry import Protocol, ProtocolContext, ProtocolResult, Table
 from harness.protocols.sweep_stage import SweepJob, SweepResult
@@ -47,7 +47,10 @@ class ArmsProtocol(Protocol):
         Output("arms/b{budget}/mix_outcome", "cost-matched mix @ budget {budget}", True, "outcome"),
         Output("arms/b{budget}/gain_vs_mix", "router - mix @ budget {budget}", True, "outcome",
                ci=("arms/b{budget}/ci_low", "arms/b{budget}/ci_high")),
-        Output("arms/b{budget}/violations", "halves over budget @ {budget}", False, "count", report=False),
+        Output("arms/b{budget}/violations", "halves over budget beyond sampling error @ {budget}", False, "count",
+               report=False),
+        Output("arms/b{budget}/overshoots", "halves over budget by more than tol @ {budget}", False, "count",
+               report=False),
         Output("arms/cost/utility", "router utility at cost c", True, "utility"),
         Output("arms/cost/gain_vs_best_arm", "router - best arm, utility at cost c", True, "utility",
                ci=("arms/cost/ci_low", "arms/cost/ci_high")),
@@ -99,8 +102,8 @@ class ArmsProtocol(Protocol):
         return arms_sweep_result(jobs)
 
 
-def _over(row, tol: float, spread: float) -> int:
-    return int(sum(o > tol * spread + 1e-9 * max(1.0, abs(row.budget)) for o in row.over))
+def _over(run: ArmsRun, row, tol: float, spread: float) -> tuple[int, int]:
+    return overspends(row, list(run.halves), run.task.n, tol, spread)
 
 
 def _metrics(run: ArmsRun, tol: float) -> dict[str, float]:
@@ -124,7 +127,8 @@ def _metrics(run: ArmsRun, tol: float) -> dict[str, float]:
                   f"{b}/mix_outcome": r.mix.mean_outcome, f"{b}/random_outcome": r.random.mean_outcome,
                   f"{b}/frontier_outcome": r.frontier, f"{b}/frontier_gap": r.frontier_gap, f"{b}/gain_vs_mix": r.point, f"{b}/p": r.p,
                   f"{b}/ci_low": r.ci[0], f"{b}/ci_high": r.ci[1], f"{b}/discordant": float(r.discordant),
-                  f"{b}/violations": float(_over(r, tol, spread))})
+                  f"{b}/violations": float(_over(run, r, tol, spread)[0]),
+                  f"{b}/overshoots": float(_over(run, r, tol, spread)[1])})
         for j, arm in enumerate(run.task.arms):
             m[f"{b}/usage/{arm}"] = float(r.route.usage[j])
     return m
@@ -184,11 +188,12 @@ def summary_text(run: ArmsRun, tol: float) -> str:
     spread = float(arm_c.max() - arm_c.min())
     for r in run.rows:
         usage = ", ".join(f"{a} {u:.0%}" for a, u in zip(run.task.arms, r.route.usage))
-        over = _over(r, tol, spread)
+        over, beyond_tol = _over(run, r, tol, spread)
         lines.append(f"  budget {r.share:g} ({r.budget:.4g}): router {r.route.mean_outcome:.4f} at "
                      f"{r.route.mean_cost:.4g} [{usage}]; mix {r.mix.mean_outcome:.4f}; "
                      f"{'exact frontier' if r.frontier_exact else 'frontier bound'} {r.frontier:.4f}"
-                     f"{f'; {over} of 2 halves over budget' if over else ''}; {r.verdict}")
+                     f"{f'; {over} of 2 halves over budget beyond sampling error' if over else ''}"
+                     f"{f'; {beyond_tol} of 2 over by more than tol' if beyond_tol else ''}; {r.verdict}")
     return "\n".join(lines)
 
 

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy import stats as sps
 
 from harness.arm_set import ArmSetTask
 from harness.errors import HarnessError
@@ -28,6 +29,7 @@ from harness.protocols.nway_references import (
     route_from_probabilities,
     single_arms,
 )
+from harness.protocols.verdict_stats import OVERSPEND_LEVEL
 from harness.stats import grouped_kfold, sign_flip_test
 from policies.arm_policies import ArmPolicy, ArmScoreContext
 
@@ -85,30 +87,40 @@ class ArmsRun:
     level: float = 0.05  # the per-comparison level (Bonferroni over the job's budgets and its cost row)
     cost_row: CostRow | None = None
     summaries: dict = field(default_factory=dict)  # AIQ, APGR, CPT over the router's operating points
+    halves: tuple = ()  # (idx_a, idx_b): the two halves of documents
 
 
 def cross_fitted_scores(factory, task: ArmSetTask, halves, seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per half h: (the out-of-fold scores of the training half, the scores of the test half) from
-    policies fitted on the training half only (``halves`` = (idx_a, idx_b): train on a, test b, and
-    the other way)."""
+    policies fitted on parts of the training half only (``halves`` = (idx_a, idx_b): train on a,
+    test b, and the other way; ``cross_fit``)."""
     return cross_fit(lambda train, test, s: _fit_score(factory, train, test, s), task, halves, seed)
 
 
 def cross_fit(fit_score, task: ArmSetTask, halves, seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """``cross_fitted_scores`` for any scorer: ``fit_score(train, test, seed)`` fits on the task
-    ``train`` and returns one row of scores per question of ``test`` (the n-way router's, or a
-    cascade's stop scores). Per half: the training half's out-of-fold scores (grouped folds) and
-    the test half's scores from a fit on the whole training half."""
+    """``cross_fitted_scores`` for any scorer: ``fit_score(train, rows, seed)`` fits on the task
+    ``train`` and returns one row of scores per question of ``rows`` (the n-way router's, or a
+    cascade's stop scores).
+
+    Per direction (train on one half, route the other): both halves are cut into the same number
+    K of grouped folds (same seed); fold model k is fitted on the training half without its fold
+    k and scores that fold (the out-of-fold calibration scores) and the test half's fold k. So a
+    calibration score and a test score come from the same K models, each on questions it never
+    saw, as the calibrated lambda assumes (protocol B's cross-fitting, budget_splits); one refit
+    on the whole half would score the test half on another scale than the one lambda was set on."""
     oof_all, test_all = [], []
     for train, test in (halves, halves[::-1]):
-        tr = task.take(train)
-        oof = None
-        for fit_idx, held_idx in grouped_kfold(tr.groups, min(OOF_FOLDS, len(np.unique(tr.groups))), seed):
-            part = np.asarray(fit_score(tr.take(fit_idx), tr.take(held_idx), seed), dtype=float)
-            oof = np.empty((tr.n,) + part.shape[1:]) if oof is None else oof
-            oof[held_idx] = part
+        k = min(OOF_FOLDS, len(np.unique(task.groups[train])), len(np.unique(task.groups[test])))
+        folds = zip(grouped_kfold(task.groups[train], k, seed), grouped_kfold(task.groups[test], k, seed))
+        oof = tst = None
+        for (fit_i, held_i), (_, test_i) in folds:
+            rows = np.r_[train[held_i], test[test_i]]
+            part = np.asarray(fit_score(task.take(train[fit_i]), task.take(rows), seed), dtype=float)
+            if oof is None:
+                oof, tst = np.empty((len(train),) + part.shape[1:]), np.empty((len(test),) + part.shape[1:])
+            oof[held_i], tst[test_i] = part[:len(held_i)], part[len(held_i):]
         oof_all.append(oof)
-        test_all.append(np.asarray(fit_score(tr, task.take(test), seed), dtype=float))
+        test_all.append(tst)
     return oof_all, test_all
 
 
@@ -203,6 +215,23 @@ def verdict_text(row: BudgetRow, level: float, oracle: bool = False, who: str = 
     return f"cannot tell: {row.discordant} questions differ (p={row.p:.3g} >= {level:.3g})"
 
 
+def overspends(row: BudgetRow, tests: list[np.ndarray], n: int, tol: float, spread: float) -> tuple[int, int]:
+    """(violations, overshoots) over the test halves ``tests`` (index arrays, one per direction):
+    a half whose mean cost exceeds the budget beyond its sampling error, z_(1 - 0.05) x sd of its
+    per-question costs x sqrt(1 / n_train + 1 / n_test) (the spread of a rule calibrated on n_train
+    questions and applied to n_test new ones, as protocol B's ``overspent``), and one whose mean
+    cost exceeds it by more than ``tol`` x the cost range (the stated tolerance)."""
+    violations = overshoots = 0
+    eps = 1e-9 * max(1.0, abs(row.budget))
+    for over, test in zip(row.over, tests):
+        cost = row.route.cost[test]
+        sd = float(np.std(cost, ddof=1)) if len(test) > 1 else 0.0
+        allow = float(sps.norm.ppf(1 - OVERSPEND_LEVEL)) * sd * math.sqrt(1 / max(1, n - len(test)) + 1 / len(test))
+        violations += over > allow + eps
+        overshoots += over > tol * spread + eps
+    return int(violations), int(overshoots)
+
+
 def router_summaries(task: ArmSetTask, rows: list[BudgetRow]) -> dict:
     """AIQ, APGR and CPT(50%/80%) over n arms (docs/metrics.md §14) of the router's operating
     points: its expected (mean cost, mean outcome) at every budget, and the rule at lambda = +inf
@@ -291,4 +320,5 @@ def run_arms(factory, task: ArmSetTask, halves, shares, *, alpha: float, n_perm:
         compare_with_mix(row, task, out.level, n_perm, seed, oracle)
         out.rows.append(row)
     out.summaries = router_summaries(task, out.rows)
+    out.halves = (halves[1], halves[0])  # the test half of each direction
     return out

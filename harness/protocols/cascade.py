@@ -22,6 +22,7 @@ import pandas as pd
 from harness.arm_set import ArmSetTask, check_arm_list
 from harness.errors import ConfigError
 from harness.protocols.arms import N_PERM
+from harness.protocols.arms_run import overspends
 from harness.protocols.cascade_eval import incremental_costs
 from harness.protocols.cascade_run import CascadeRun, available_features, run_cascade
 from harness.protocols.cascade_search import MAX_LEVELS
@@ -51,7 +52,8 @@ class CascadeProtocol(Protocol):
         Output("cascade/b{budget}/mix_outcome", "cost-matched mix @ budget {budget}", True, "outcome"),
         Output("cascade/b{budget}/gain_vs_mix", "cascade - mix @ budget {budget}", True, "outcome",
                ci=("cascade/b{budget}/ci_low", "cascade/b{budget}/ci_high")),
-        Output("cascade/b{budget}/violations", "halves over budget @ {budget}", False, "count", report=False),
+        Output("cascade/b{budget}/violations", "halves over budget beyond sampling error @ {budget}", False, "count",
+               report=False),
     )
 
     @dataclass
@@ -123,8 +125,9 @@ def _rule_name(rule: Any) -> str:
     return name + (f"({', '.join(f'{k}={v}' for k, v in sorted(params.items()))})" if params else "")
 
 
-def _over(row, tol: float, spread: float) -> int:
-    return int(sum(o > tol * spread + 1e-9 * max(1.0, abs(row.budget)) for o in row.over))
+def _over(run: CascadeRun, row, tol: float, spread: float) -> tuple[int, int]:
+    """(violations beyond sampling error, overshoots beyond tol x range) over the two test halves."""
+    return overspends(row, [np.flatnonzero(run.half == h) for h in (0, 1)], run.task.n, tol, spread)
 
 
 def cascade_metrics(run: CascadeRun, tol: float) -> dict[str, float]:
@@ -143,7 +146,8 @@ def cascade_metrics(run: CascadeRun, tol: float) -> dict[str, float]:
                   f"{b}/mix_outcome": r.mix.mean_outcome, f"{b}/random_outcome": r.random.mean_outcome,
                   f"{b}/frontier_outcome": r.frontier, f"{b}/gain_vs_mix": r.point, f"{b}/p": r.p,
                   f"{b}/ci_low": r.ci[0], f"{b}/ci_high": r.ci[1], f"{b}/discordant": float(r.discordant),
-                  f"{b}/violations": float(_over(r, tol, spread)),
+                  f"{b}/violations": float(_over(run, r, tol, spread)[0]),
+                  f"{b}/overshoots": float(_over(run, r, tol, spread)[1]),
                   f"{b}/infeasible": float(sum(not s.feasible for s in cb.searches))})
         for k, arm in enumerate(run.task.arms):
             m.update({f"{b}/stops/{arm}": float(st.stops[k]), f"{b}/reached/{arm}": float(st.reached[k]),
@@ -208,10 +212,10 @@ def summary_text(run: CascadeRun, tol: float) -> str:
     for cb in run.rows:
         r, st = cb.row, cb.stages
         stops = ", ".join(f"{a} {int(c)}" for a, c in zip(t.arms, st.stops))
-        over = _over(r, tol, spread)
+        over, _ = _over(run, r, tol, spread)
         lines.append(f"  budget {r.share:g} ({r.budget:.4g}): cascade {r.route.mean_outcome:.4f} at "
                      f"{r.route.mean_cost:.4g} [stops: {stops}]; mix {r.mix.mean_outcome:.4f}"
-                     f"{f'; {over} of 2 halves over budget' if over else ''}; {r.verdict}")
+                     f"{f'; {over} of 2 halves over budget beyond sampling error' if over else ''}; {r.verdict}")
     return "\n".join(lines)
 
 
