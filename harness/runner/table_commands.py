@@ -89,16 +89,17 @@ def export_table(cfg, out: str, fmt: str = "csv", force: bool = False) -> int:
 
 
 def rescued_lost_path(key: str, base: str, extra: str, metric: str) -> Path:
-    """Where ``table build`` keeps the rescued/lost list: under the table's key, next to its
-    ``table.parquet`` (``cache_root()/tables/<key>/``), one file per pair and metric."""
+    """Where ``table build`` keeps the rescued/lost list: under the table's key in a folder of its
+    own (``cache_root()/lists/<key>/``; ``tables/`` holds tables only), one file per pair and
+    metric."""
     from harness.io import cache_root
 
     safe = re.sub(r"[^A-Za-z0-9@_.\-]", "_", metric)
-    return cache_root() / "tables" / key / f"rescued_lost-{base}-vs-{extra}-{safe}.csv"
+    return cache_root() / "lists" / key / f"rescued_lost-{base}-vs-{extra}-{safe}.csv"
 
 
 def write_rescued_lost(table, task) -> tuple[Path, int]:
-    """The rescued/lost list of ``task`` written (verified, atomically) next to ``table``; its
+    """The rescued/lost list of ``task`` written (verified, atomically) under ``table``'s key; its
     path and number of rows."""
     from harness.data.arm_summary import rescued_lost
     from harness.io import atomic_write_verified
@@ -111,7 +112,7 @@ def write_rescued_lost(table, task) -> tuple[Path, int]:
 
 def show_arms_and_changes(table, task, k: int = 10) -> None:
     """``table build``'s per-arm table (``harness.data.arm_summary``) and its rescued/lost list,
-    written next to the table and named in one line."""
+    written under the table's key and named in one line."""
     from harness.data.arm_summary import evidence_rows, format_per_arm, per_arm_means
 
     for line in format_per_arm(per_arm_means(table.frame, k), len(evidence_rows(table.frame)), k):
