@@ -61,7 +61,7 @@ class ArmsProtocol(Protocol):
         route: List[str] = field(default_factory=list)  # the arm set, e.g. [bm25, dense, keep, hybrid]
         cost: Optional[str] = None  # measured cost column <arm>.cost.<cost>, e.g. total_ms or rerank_pairs
         per_arm: Dict[str, float] = field(default_factory=dict)  # or one unit cost per arm
-        tol: float = 0.02  # a half's mean cost may exceed the budget by tol x the cost range
+        tol: float = 0.02  # an overshoot: a half whose mean cost exceeds the budget by more than tol x the cost range
 
         def __post_init__(self):
             check_arm_list(self.route)
