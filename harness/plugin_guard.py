@@ -18,12 +18,19 @@ job's own guard sees one of the two kinds of end it knows:
   when it returns if it took longer than the limit;
 - the signal handlers the harness installed are put back if the plugin changed them.
 
-What no guard can catch: ``os._exit`` and SIGKILL end the process at once; the run is then
-ended by the next sweep of the experiment (``Tracker.end_orphans``), or stays RUNNING.
+- ``os._exit`` called by the plugin's own thread is an error like ``sys.exit`` (``os._exit`` is
+  replaced, while any plugin call runs, by a function that raises in a thread running plugin
+  code and exits as before in every other thread: the harness's own watchers still end the
+  process).
+
+What no guard can catch: SIGKILL, and an exit made in C code (a C extension's ``exit()``), end
+the process at once; the run is then ended by the next sweep of the experiment
+(``Tracker.end_orphans``), or stays RUNNING.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -148,6 +155,37 @@ def _stop_like_sigterm(saved: dict) -> dict:
     return replaced
 
 
+class _OsExit(SystemExit):
+    """``os._exit(code)`` called from plugin code, raised instead of ending the process."""
+
+
+_REAL_OS_EXIT = os._exit
+_EXIT_GUARDED_THREADS: dict[int, int] = {}  # thread id -> plugin calls running in it (nested calls count)
+
+
+def _guarded_os_exit(code: int = 0) -> None:
+    """``os._exit`` while plugin code runs: raises in a thread running plugin code, exits in the others."""
+    if _EXIT_GUARDED_THREADS.get(threading.get_ident()):
+        raise _OsExit(code)
+    _REAL_OS_EXIT(code)
+
+
+@contextmanager
+def _os_exit_guarded() -> Iterator[None]:
+    """``os._exit`` raises in this thread for the block (see the module docstring)."""
+    ident = threading.get_ident()
+    _EXIT_GUARDED_THREADS[ident] = _EXIT_GUARDED_THREADS.get(ident, 0) + 1
+    os._exit = _guarded_os_exit
+    try:
+        yield
+    finally:
+        _EXIT_GUARDED_THREADS[ident] -= 1
+        if not _EXIT_GUARDED_THREADS[ident]:
+            del _EXIT_GUARDED_THREADS[ident]
+        if not _EXIT_GUARDED_THREADS:
+            os._exit = _REAL_OS_EXIT
+
+
 @contextmanager
 def plugin_call(label: str, method: str, limit_s: float | None = None, limit_key: str | None = None,
                 error: Callable[[str], Exception] = PluginError) -> Iterator[None]:
@@ -161,7 +199,7 @@ def plugin_call(label: str, method: str, limit_s: float | None = None, limit_key
     replaced = _stop_like_sigterm(saved) if main else {}
     timer = _Timer(limit_s)
     try:
-        with timer:
+        with timer, _os_exit_guarded():
             yield
     except _TimeUp:
         raise error(_limit_line(label, method, float(limit_s), limit_key)) from None
@@ -173,7 +211,8 @@ def plugin_call(label: str, method: str, limit_s: float | None = None, limit_key
                 exc.plugin_call = f"{label}: {call_name(method)}"  # type: ignore[attr-defined]
             raise
         if isinstance(exc, SystemExit):
-            raise error(f"{label}: {call_name(method)} called sys.exit({exc.code!r}) (SystemExit); a plugin must "
+            how = f"os._exit({exc.code!r})" if isinstance(exc, _OsExit) else f"sys.exit({exc.code!r}) (SystemExit)"
+            raise error(f"{label}: {call_name(method)} called {how}; a plugin must "
                         "return or raise an error, never end the process") from exc
         raise error(f"{label}: {call_name(method)} raised {type(exc).__name__}"
                     + (f": {first_line(exc)}" if first_line(exc) else "")) from exc

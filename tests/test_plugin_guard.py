@@ -56,6 +56,7 @@ class _Escape(BaseException):
 @pytest.mark.parametrize("raise_it, said", [
     (lambda: sys.exit(0), "fit() called sys.exit(0) (SystemExit)"),
     (lambda: sys.exit("bye"), "fit() called sys.exit('bye') (SystemExit)"),
+    (lambda: os._exit(3), "fit() called os._exit(3)"),
     (lambda: (_ for _ in ()).throw(_Escape("out")), "fit() raised _Escape: out"),
 ])
 def test_an_exit_inside_a_plugin_call_is_an_error_naming_it(raise_it, said):
@@ -161,6 +162,7 @@ def test_limits_hold_only_within_their_block():
 # ---- policies --------------------------------------------------------------------------------
 @pytest.mark.parametrize("cls, said", [
     ("ExitInFit", "fit() called sys.exit(0) (SystemExit)"),
+    ("OsExitInFit", "fit() called os._exit(0)"),
     ("BaseExceptionInFit", "fit() raised _Escape: escaping"),
     ("ExitInScore", "score() called sys.exit('bye') (SystemExit)"),
 ])
@@ -361,6 +363,7 @@ def _statuses(folder: Path) -> list[str]:
 
 @pytest.mark.parametrize("cls, extra, said", [
     ("ExitInFit", [], "fit() called sys.exit(0) (SystemExit)"),
+    ("OsExitInFit", [], "fit() called os._exit(0)"),
     ("SlowFit", ["limits.fit_s=0.5"], "fit() ran past its time limit of 0.5 s (limits.fit_s)"),
     ("BadScores", ["+policy.kind=objects"], "returned scores of dtype object"),
 ])
@@ -445,3 +448,24 @@ def test_an_exit_from_plugin_code_no_guard_wraps_still_fails_the_job_naming_it(t
     assert code == 2 and len(lines) == 1, (code, err, out[-2000:])
     assert lines[0].startswith("error: PluginError: sys.exit(0) (SystemExit) raised in version_ext.p.version (line "), lines[0]
     assert "RUNNING" not in _statuses(run)
+
+
+def test_os_exit_raises_only_in_the_plugin_s_thread_and_is_restored_after():
+    """Another thread's os._exit (the harness's watchers) still ends the process; after the call
+    os._exit is Python's own again."""
+    import threading
+
+    from harness import plugin_guard
+
+    seen = []
+    with plugin_call("policy plugin 'p' (m.P)", "fit"):
+        assert os._exit is plugin_guard._guarded_os_exit
+        real, plugin_guard._REAL_OS_EXIT = plugin_guard._REAL_OS_EXIT, seen.append  # stand in for the real exit
+        try:
+            worker = threading.Thread(target=lambda: os._exit(7))
+            worker.start()
+            worker.join()
+        finally:
+            plugin_guard._REAL_OS_EXIT = real
+    assert seen == [7] and os._exit is plugin_guard._REAL_OS_EXIT
+
