@@ -9,6 +9,7 @@ paired comparison and its verdict; the sweep's stage gathers them into one n-way
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
@@ -18,6 +19,7 @@ import pandas as pd
 from harness.arm_set import ArmSetTask, check_arm_list
 from harness.errors import ConfigError
 from harness.protocols.arms_run import ArmsRun, overspends, run_arms
+from harness.protocols.common import shown
 from harness.protocols.outputs import Output
 from harness.protocols.registry import Protocol, ProtocolContext, ProtocolResult, Table
 from harness.protocols.sweep_stage import SweepJob, SweepResult
@@ -27,7 +29,7 @@ BUDGET_KEY = re.compile(r"arms/b([0-9.e+-]+)/outcome")  # a budget's router outc
 N_PERM = 20_000  # sign-flip patterns of each comparison (exact below 17 documents that differ)
 
 
-def _fmt(share: float) -> str:
+def budget_part(share: float) -> str:
     """A budget share as metric keys spell budgets (``0.25``, ``0.50``), as the console expands them."""
     return f"{share:.2f}"
 
@@ -78,7 +80,7 @@ class ArmsProtocol(Protocol):
         questions there, and the mix it is judged against."""
         if not grid:
             return super().job_line(metrics, metric, grid)
-        b = f"arms/b{_fmt(sorted(grid)[len(grid) // 2])}"
+        b = f"arms/b{budget_part(sorted(grid)[len(grid) // 2])}"
         if f"{b}/outcome" not in metrics:
             return None
         shares = " ".join(f"{k.rsplit('/', 1)[1]} {metrics[k]:.0%}" for k in metrics if k.startswith(f"{b}/usage/"))
@@ -122,13 +124,12 @@ def _metrics(run: ArmsRun, tol: float) -> dict[str, float]:
                   "arms/cost/ci_high": cr.ci[1], "arms/cost/discordant": float(cr.discordant)})
         m.update({f"arms/cost/usage/{a}": float(u) for a, u in zip(run.task.arms, cr.route.usage)})
     for r in run.rows:
-        b = f"arms/b{_fmt(r.share)}"
+        b = f"arms/b{budget_part(r.share)}"
         m.update({f"{b}/budget": r.budget, f"{b}/outcome": r.route.mean_outcome, f"{b}/cost": r.route.mean_cost,
                   f"{b}/mix_outcome": r.mix.mean_outcome, f"{b}/random_outcome": r.random.mean_outcome,
                   f"{b}/frontier_outcome": r.frontier, f"{b}/frontier_gap": r.frontier_gap, f"{b}/gain_vs_mix": r.point, f"{b}/p": r.p,
                   f"{b}/ci_low": r.ci[0], f"{b}/ci_high": r.ci[1], f"{b}/discordant": float(r.discordant),
-                  f"{b}/violations": float(_over(run, r, tol, spread)[0]),
-                  f"{b}/overshoots": float(_over(run, r, tol, spread)[1])})
+                  **dict(zip((f"{b}/violations", f"{b}/overshoots"), map(float, _over(run, r, tol, spread))))})
         for j, arm in enumerate(run.task.arms):
             m[f"{b}/usage/{arm}"] = float(r.route.usage[j])
     return m
@@ -154,15 +155,15 @@ def _tables(run: ArmsRun) -> dict[str, Table]:
     for j, arm in enumerate(run.task.arms):
         per_q[f"score_{arm}"] = run.scores[:, j]
     for r in run.rows:
-        per_q[f"outcome_b{_fmt(r.share)}"] = r.route.outcome
-        per_q[f"cost_b{_fmt(r.share)}"] = r.route.cost
+        per_q[f"outcome_b{budget_part(r.share)}"] = r.route.outcome
+        per_q[f"cost_b{budget_part(r.share)}"] = r.route.cost
     return {"arms_budgets": Table(budget_frame(run), preview=True),
             "arms_decisions": Table(per_q, per_question=True)}
 
 
 def _tags(run: ArmsRun) -> dict[str, str]:
     tags = {"arms.route": ",".join(run.task.arms)}
-    tags.update({f"arms.verdict.b{_fmt(r.share)}": r.verdict[:250] for r in run.rows})
+    tags.update({f"arms.verdict.b{budget_part(r.share)}": r.verdict[:250] for r in run.rows})
     if run.cost_row is not None:
         tags["arms.verdict.cost"] = run.cost_row.verdict[:250]
     return tags
@@ -199,11 +200,8 @@ def summary_text(run: ArmsRun, tol: float) -> str:
 
 def _summary_words(summaries: dict) -> str:
     """AIQ, APGR and CPTs in words; an undefined one says so with the reason."""
-    def word(v) -> str:
-        return "undefined" if v is None or v != v else f"{v:.4f}"
-
-    text = (f"AIQ {word(summaries.get('aiq'))}, APGR {word(summaries.get('apgr'))}, "
-            f"CPT(50%) {word(summaries.get('cpt50'))}, CPT(80%) {word(summaries.get('cpt80'))}")
+    text = ", ".join(f"{label} {shown(summaries.get(key, math.nan), '.4f')}" for label, key in
+                     (("AIQ", "aiq"), ("APGR", "apgr"), ("CPT(50%)", "cpt50"), ("CPT(80%)", "cpt80")))
     return text + (f" ({summaries['reason']})" if not summaries.get("defined", True) and summaries.get("reason") else "")
 
 
@@ -216,11 +214,11 @@ def arms_sweep_result(jobs: list[SweepJob]) -> SweepResult | None:
             continue
         shares = sorted({float(m.group(1)) for m in map(BUDGET_KEY.fullmatch, j.metrics) if m})
         for share in shares:
-            b = f"arms/b{_fmt(share)}"
+            b = f"arms/b{budget_part(share)}"
             rows.append({"policy": j.policy, "seed": j.params.get("seed"), "budget": share,
                          "router": j.metrics[f"{b}/outcome"], "cost": j.metrics[f"{b}/cost"],
                          "mix": j.metrics[f"{b}/mix_outcome"], "frontier": j.metrics.get(f"{b}/frontier_outcome"),
-                         "verdict": j.tags.get(f"arms.verdict.b{_fmt(share)}", "")})
+                         "verdict": j.tags.get(f"arms.verdict.b{budget_part(share)}", "")})
         if "arms/cost/utility" in j.metrics:
             costs.append({"policy": j.policy, "seed": j.params.get("seed"), "cost.c": j.params.get("cost.c"),
                           "router_utility": j.metrics["arms/cost/utility"],

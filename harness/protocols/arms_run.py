@@ -186,33 +186,42 @@ def reference_row(task: ArmSetTask, share: float, budget: float, route: Route, o
                      float(front.upper_bound), bool(front.proven), float(front.gap))
 
 
+def paired_at_level(diffs: np.ndarray, groups: np.ndarray, level: float, n_perm: int, seed: int
+                    ) -> tuple[float, float, tuple[float, float], int]:
+    """(mean difference, sign-flip p, the interval that inverts the test at ``level``, questions
+    whose difference is not 0), paired by document: one comparison of a verdict."""
+    point = float(diffs.mean())
+    discordant = int(np.sum(np.abs(diffs) > 1e-12))
+    if not discordant:
+        return point, 1.0, (float("nan"), float("nan")), 0
+    p = float(sign_flip_test(diffs, groups, n_perm=n_perm, seed=seed))
+    return point, p, sign_flip_interval(diffs, groups, alpha=level, n_perm=n_perm, seed=seed, p_at_zero=p), discordant
+
+
 def compare_with_mix(row: BudgetRow, task: ArmSetTask, level: float, n_perm: int, seed: int,
                      oracle: bool = False, who: str = "router") -> None:
     """Router vs the cost-matched mix, paired by document at ``level``: the sign-flip p, the interval
     that inverts it, and the verdict (docs/metrics.md §15)."""
-    diffs = row.route.outcome - row.mix.outcome
-    row.point = float(diffs.mean())
-    row.discordant = int(np.sum(np.abs(diffs) > 1e-12))
-    row.p = float(sign_flip_test(diffs, task.groups, n_perm=n_perm, seed=seed)) if row.discordant else 1.0
-    if row.discordant:
-        row.ci = sign_flip_interval(diffs, task.groups, alpha=level, n_perm=n_perm, seed=seed, p_at_zero=row.p)
-    row.verdict = verdict_text(row, level, oracle, who)
+    row.point, row.p, row.ci, row.discordant = paired_at_level(row.route.outcome - row.mix.outcome, task.groups,
+                                                               level, n_perm, seed)
+    cheap, costly, share = row.mix_arms
+    fixed = cheap if cheap == costly else f"mix {cheap} {share:.0%} / {costly}"
+    row.verdict = verdict_words(fixed, row.point, row.p, row.ci, row.discordant, level, oracle, who)
 
 
-def verdict_text(row: BudgetRow, level: float, oracle: bool = False, who: str = "router") -> str:
+def verdict_words(fixed: str, point: float, p: float, ci: tuple[float, float], discordant: int, level: float,
+                  oracle: bool = False, who: str = "router") -> str:
     """"deploy the router" / "deploy the fixed choice" only when the test rejects at ``level``;
     otherwise "cannot tell" with the questions the comparison rests on. An oracle is never
     deployable: its row says how much a perfect router could gain. ``who``: what is judged
-    (a router, a cascade)."""
-    cheap, costly, share = row.mix_arms
-    fixed = cheap if cheap == costly else f"mix {cheap} {share:.0%} / {costly}"
+    (a router, a cascade); ``fixed``: the choice it is judged against."""
     if oracle:
-        return f"upper bound (oracle, not deployable): {row.point:+.4f} over {fixed}"
-    if row.p < level and row.point > 0:
-        return f"deploy {who}: beats {fixed} by {row.point:+.4f} [{row.ci[0]:+.4f}, {row.ci[1]:+.4f}]"
-    if row.p < level and row.point < 0:
-        return f"deploy {fixed}, no {who}: {who} {row.point:+.4f} [{row.ci[0]:+.4f}, {row.ci[1]:+.4f}]"
-    return f"cannot tell: {row.discordant} questions differ (p={row.p:.3g} >= {level:.3g})"
+        return f"upper bound (oracle, not deployable): {point:+.4f} over {fixed}"
+    if p < level and point > 0:
+        return f"deploy {who}: beats {fixed} by {point:+.4f} [{ci[0]:+.4f}, {ci[1]:+.4f}]"
+    if p < level and point < 0:
+        return f"deploy {fixed}, no {who}: {who} {point:+.4f} [{ci[0]:+.4f}, {ci[1]:+.4f}]"
+    return f"cannot tell: {discordant} questions differ (p={p:.3g} >= {level:.3g})"
 
 
 def overspends(row: BudgetRow, tests: list[np.ndarray], n: int, tol: float, spread: float) -> tuple[int, int]:
@@ -232,13 +241,14 @@ def overspends(row: BudgetRow, tests: list[np.ndarray], n: int, tol: float, spre
     return int(violations), int(overshoots)
 
 
-def router_summaries(task: ArmSetTask, rows: list[BudgetRow]) -> dict:
+def router_summaries(task: ArmSetTask, rows: list[BudgetRow],
+                     singles: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
     """AIQ, APGR and CPT(50%/80%) over n arms (docs/metrics.md §14) of the router's operating
     points: its expected (mean cost, mean outcome) at every budget, and the rule at lambda = +inf
     (every question on its cheapest arm), where every router starts."""
     rows_idx = np.arange(task.n)
     cheapest = np.argmin(task.costs, axis=1)  # the first of equally cheap arms: the earlier one
-    arm_y, arm_c = single_arms(task.outcomes, task.costs)
+    arm_y, arm_c = singles if singles is not None else single_arms(task.outcomes, task.costs)
     # the mean of per-question minima is at most the cheapest arm's mean; min() drops rounding above it
     pc = [min(float(task.costs[rows_idx, cheapest].mean()), float(arm_c.min())), *(r.route.mean_cost for r in rows)]
     pq = [float(task.outcomes[rows_idx, cheapest].mean()), *(r.route.mean_outcome for r in rows)]
@@ -293,15 +303,9 @@ def cost_row(task: ArmSetTask, halves, oof, test_scores, c: float) -> CostRow:
 
 def compare_with_best_arm(row: CostRow, task: ArmSetTask, level: float, n_perm: int, seed: int, oracle: bool) -> None:
     """Router vs the best single arm in utility at penalty c, paired by document at ``level``."""
-    diffs = row.utility - row.best_utility
-    row.point = float(diffs.mean())
-    row.discordant = int(np.sum(np.abs(diffs) > 1e-12))
-    row.p = float(sign_flip_test(diffs, task.groups, n_perm=n_perm, seed=seed)) if row.discordant else 1.0
-    if row.discordant:
-        row.ci = sign_flip_interval(diffs, task.groups, alpha=level, n_perm=n_perm, seed=seed, p_at_zero=row.p)
-    fake = BudgetRow(0.0, 0.0, row.route, [], row.route, (row.best_arm, row.best_arm, 1.0), row.route, 0.0, True, 0.0,
-                     row.point, row.p, row.ci, row.discordant)
-    row.verdict = verdict_text(fake, level, oracle)
+    row.point, row.p, row.ci, row.discordant = paired_at_level(row.utility - row.best_utility, task.groups, level,
+                                                               n_perm, seed)
+    row.verdict = verdict_words(row.best_arm, row.point, row.p, row.ci, row.discordant, level, oracle)
 
 
 def run_arms(factory, task: ArmSetTask, halves, shares, *, alpha: float, n_perm: int, seed: int,
@@ -319,6 +323,6 @@ def run_arms(factory, task: ArmSetTask, halves, shares, *, alpha: float, n_perm:
         row = budget_row(task, halves, oof, test_scores, float(share))
         compare_with_mix(row, task, out.level, n_perm, seed, oracle)
         out.rows.append(row)
-    out.summaries = router_summaries(task, out.rows)
+    out.summaries = router_summaries(task, out.rows, out.singles)
     out.halves = (halves[1], halves[0])  # the test half of each direction
     return out

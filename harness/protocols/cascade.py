@@ -21,7 +21,7 @@ import pandas as pd
 
 from harness.arm_set import ArmSetTask, check_arm_list
 from harness.errors import ConfigError
-from harness.protocols.arms import N_PERM
+from harness.protocols.arms import N_PERM, budget_part
 from harness.protocols.arms_run import overspends
 from harness.protocols.cascade_eval import incremental_costs
 from harness.protocols.cascade_run import CascadeRun, available_features, run_cascade
@@ -34,11 +34,6 @@ from policies.cascade_stages import make_stage, stage_spec
 
 KEY = "protocol.settings.cascade"
 BUDGET_KEY = re.compile(r"cascade/b([0-9.e+-]+)/outcome")
-
-
-def _fmt(share: float) -> str:
-    """A budget share as metric keys spell budgets (``0.25``, ``0.50``), as the console expands them."""
-    return f"{share:.2f}"
 
 
 class CascadeProtocol(Protocol):
@@ -141,13 +136,12 @@ def cascade_metrics(run: CascadeRun, tol: float) -> dict[str, float]:
         m[f"cascade/single/{arm}/outcome"], m[f"cascade/single/{arm}/cost"] = float(arm_y[j]), float(arm_c[j])
     for cb in run.rows:
         r, st = cb.row, cb.stages
-        b = f"cascade/b{_fmt(r.share)}"
+        b = f"cascade/b{budget_part(r.share)}"
         m.update({f"{b}/budget": r.budget, f"{b}/outcome": r.route.mean_outcome, f"{b}/cost": r.route.mean_cost,
                   f"{b}/mix_outcome": r.mix.mean_outcome, f"{b}/random_outcome": r.random.mean_outcome,
                   f"{b}/frontier_outcome": r.frontier, f"{b}/gain_vs_mix": r.point, f"{b}/p": r.p,
                   f"{b}/ci_low": r.ci[0], f"{b}/ci_high": r.ci[1], f"{b}/discordant": float(r.discordant),
-                  f"{b}/violations": float(_over(run, r, tol, spread)[0]),
-                  f"{b}/overshoots": float(_over(run, r, tol, spread)[1]),
+                  **dict(zip((f"{b}/violations", f"{b}/overshoots"), map(float, _over(run, r, tol, spread)))),
                   f"{b}/infeasible": float(sum(not s.feasible for s in cb.searches))})
         for k, arm in enumerate(run.task.arms):
             m.update({f"{b}/stops/{arm}": float(st.stops[k]), f"{b}/reached/{arm}": float(st.reached[k]),
@@ -181,7 +175,7 @@ def _tables(run: CascadeRun) -> dict[str, Table]:
     for k, arm in enumerate(run.task.arms[:-1]):
         per_q[f"stop_score_{arm}"] = run.scores[:, k]
     for cb in run.rows:
-        b = _fmt(cb.row.share)
+        b = budget_part(cb.row.share)
         per_q[f"stage_b{b}"] = np.asarray(run.task.arms, dtype=object)[cb.stages.stop]
         per_q[f"cost_b{b}"] = cb.stages.cost
         per_q[f"outcome_b{b}"] = cb.stages.outcome
@@ -191,7 +185,7 @@ def _tables(run: CascadeRun) -> dict[str, Table]:
 
 def _tags(run: CascadeRun) -> dict[str, str]:
     tags = {"cascade.stages": ",".join(run.task.arms), "cascade.stop": ",".join(_rule_name(s) for s in run.stops)}
-    tags.update({f"cascade.verdict.b{_fmt(cb.row.share)}": cb.row.verdict[:250] for cb in run.rows})
+    tags.update({f"cascade.verdict.b{budget_part(cb.row.share)}": cb.row.verdict[:250] for cb in run.rows})
     return tags
 
 
@@ -228,12 +222,12 @@ def cascade_sweep_result(jobs: list[SweepJob]) -> SweepResult | None:
             continue
         stages = j.tags.get("cascade.stages", "").split(",")
         for share in sorted({float(m.group(1)) for m in map(BUDGET_KEY.fullmatch, j.metrics) if m}):
-            b = f"cascade/b{_fmt(share)}"
+            b = f"cascade/b{budget_part(share)}"
             rows.append({"stop": j.tags.get("cascade.stop", "?"), "seed": j.params.get("seed"), "budget": share,
                          "cascade": j.metrics[f"{b}/outcome"], "cost": j.metrics[f"{b}/cost"],
                          "stops": "/".join(str(int(j.metrics.get(f"{b}/stops/{a}", 0))) for a in stages),
                          "mix": j.metrics[f"{b}/mix_outcome"],
-                         "verdict": j.tags.get(f"cascade.verdict.b{_fmt(share)}", "")})
+                         "verdict": j.tags.get(f"cascade.verdict.b{budget_part(share)}", "")})
         refs.update({k.split("/")[2]: (j.metrics[k], j.metrics[k.replace("/outcome", "/cost")])
                      for k in j.metrics if k.startswith("cascade/single/") and k.endswith("/outcome")})
     if not rows:
