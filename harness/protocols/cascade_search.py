@@ -19,7 +19,8 @@ from harness.errors import ConfigError
 from harness.protocols.cascade_eval import checked_cascade
 from harness.protocols.nway_inputs import checked_budget, sum_tolerance
 
-__all__ = ["EXHAUSTIVE_MAX_STAGES", "threshold_grid", "CascadeThresholds", "search_thresholds"]
+__all__ = ["EXHAUSTIVE_MAX_STAGES", "threshold_grid", "CascadeThresholds", "search_thresholds", "search_key",
+           "coordinate_ascent"]
 
 EXHAUSTIVE_MAX_STAGES = 3  # up to 3 stages (2 thresholds) every vector of the grid is tried
 MAX_ROUNDS = 100  # coordinate ascent: full passes over the stages at most (it stops when none improves)
@@ -70,7 +71,7 @@ class _Judge:
         return out + float(self.y[left, -1].sum()), cost + float(self.c[left, -1].sum())
 
 
-def _key(sums: tuple[float, float], limit: float) -> tuple:
+def search_key(sums: tuple[float, float], limit: float) -> tuple:
     """Larger is better: meets the budget, then outcome, then lower cost (index order: caller)."""
     out, cost = sums
     return (cost <= limit, out if cost <= limit else -cost, -cost)
@@ -79,19 +80,19 @@ def _key(sums: tuple[float, float], limit: float) -> tuple:
 def _exhaustive(judge: _Judge, sizes: list[int], limit: float) -> tuple[tuple[int, ...], tuple]:
     best, best_key = None, None
     for index in itertools.product(*(range(m) for m in sizes)):  # lexicographic: the first of equals stays
-        key = _key(judge.sums(index), limit)
+        key = search_key(judge.sums(index), limit)
         if best_key is None or key > best_key:
             best, best_key = index, key
     return best, best_key
 
 
-def _coordinate_ascent(judge: _Judge, sizes: list[int], limit: float) -> tuple[tuple[int, ...], tuple]:
+def coordinate_ascent(judge: _Judge, sizes: list[int], limit: float) -> tuple[tuple[int, ...], tuple]:
     """From all-zero indices (every question stops at stage 1: the cheapest route), each pass
     sets one stage at a time to its best index given the others; a move is taken only when it
     is strictly better, or equally good with a lexicographically smaller vector; stops after a
     pass without a move."""
     cur = tuple(0 for _ in sizes)
-    cur_key = _key(judge.sums(cur), limit)
+    cur_key = search_key(judge.sums(cur), limit)
     for _ in range(MAX_ROUNDS):
         moved = False
         for k, m in enumerate(sizes):
@@ -99,7 +100,7 @@ def _coordinate_ascent(judge: _Judge, sizes: list[int], limit: float) -> tuple[t
                 if i == cur[k]:
                     continue
                 cand = cur[:k] + (i,) + cur[k + 1:]
-                key = _key(judge.sums(cand), limit)
+                key = search_key(judge.sums(cand), limit)
                 if key > cur_key or (key == cur_key and cand < cur):
                     cur, cur_key, moved = cand, key, True
         if not moved:
@@ -122,7 +123,7 @@ def search_thresholds(scores, outcomes, paid, budget: float, *, levels: int = 20
     judge = _Judge(s, y, c, grid)
     sizes = [len(g) for g in grid]
     exhaustive = y.shape[1] <= EXHAUSTIVE_MAX_STAGES
-    index, key = (_exhaustive if exhaustive else _coordinate_ascent)(judge, sizes, limit)
+    index, key = (_exhaustive if exhaustive else coordinate_ascent)(judge, sizes, limit)
     out, cost = judge.sums(index)
     n = y.shape[0]
     return CascadeThresholds(np.array([g[i] for g, i in zip(grid, index)]), tuple(int(i) for i in index), out / n,

@@ -260,6 +260,7 @@ BUILTIN_PROTOCOLS = {  # the harness's own entry points: name -> "module:Class" 
     "cost": "harness.protocols.cost:CostProtocol",
     "arms": "harness.protocols.arms:ArmsProtocol",
     "cascade": "harness.protocols.cascade:CascadeProtocol",
+    "trigger_cascade": "harness.protocols.trigger_cascade:TriggerCascadeProtocol",
 }
 PROTOCOLS = Kind("protocol", ENTRY_POINT_GROUP, Protocol, BUILTIN_PROTOCOLS, key="protocol.run")
 

@@ -1,6 +1,7 @@
 """Seed 003: budget-aware retrieval triggers (protocol B at the 50% budget): each router family's
 deployable, conservative and exact accuracy, how often nominal thresholds overspend, by
-calibration size, which router to deploy, and what each family pays."""
+calibration size, which router to deploy, what each family pays, and the three-stage trigger
+cascade beside BUR-linear."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from harness.markdown import md_escape
 from harness.published import figure
 from harness.results.answer_tables import RETRIEVAL_RESCUES_MORE, decision_table, memory_vs_rag
 from harness.results.cite import NOT_RUN, Page
+from harness.results.experiments.seed003_cascade import trigger_cascade_section
 from harness.results.spec import ClaimSpec, Experiment
 from harness.results.sweeps import SweepView, metric_value as _m
 from harness.results_summary import share_above
@@ -68,6 +70,7 @@ def render(page: Page, view: SweepView, client: Any) -> None:
     _calibration_sizes(page, [r for r in routers if r is not None], view.param("budget.n_splits", "5"))
     decision_table(page, view, client)
     _cost_by_family(page, view, cost0)
+    trigger_cascade_section(page, view, cost0)
 
 
 def _budget_rows(page: Page, r, policy: str, label: str, dep: str | None, exact: str | None, m: str) -> list:
