@@ -42,6 +42,10 @@ are writing, before a sweep spends an hour on it. Each failed check raises one
     ``get_state()`` is strict JSON (:func:`policies.base.check_json_state`), and a new instance
     given that state through JSON text scores bit-identically and returns the same state.
 
+A policy that scores every arm (``n_way``) is checked by ``policies.arm_checks``, and a cascade
+stage's stop rule (``policies.cascade_stages.CascadeStage``) by ``policies.stage_checks``, each with
+its own named checks.
+
 The check table is the harness's synthetic outcome table (``harness.synthetic``; 40 documents,
 200 questions): even-numbered documents to fit, odd ones to score. Pass ``table=`` for a
 policy that reads features the synthetic table lacks, and ``missing_values=True`` to put NaN
@@ -66,7 +70,9 @@ from harness.retrieval.feature_names import expand
 from harness.task import RoutingTask
 from policies.arm_checks import run_arm_checks
 from policies.base import Policy, ScoreContext, check_json_state
+from policies.cascade_stages import CascadeStage
 from policies.scores import ScoreError, as_numbers
+from policies.stage_checks import run_stage_checks
 
 CHECKS = (
     "is_policy",
@@ -261,10 +267,12 @@ def check_policy(
     """
     from harness.synthetic import synthetic_outcome_table
 
-    if not isinstance(policy, Policy):
-        raise PolicyCheckError(repr(policy), "is_policy", f"{type(policy).__name__} is not a policies.base.Policy")
     if table is None:
         table = synthetic_outcome_table(n_docs=40, questions_per_doc=5, seed=seed)
+    if isinstance(policy, CascadeStage):  # a cascade's stop rule: its own contract (policies.stage_checks)
+        return _report(CheckReport(_label(policy), run_stage_checks(policy, table, seed, _arm_fail(policy))), quiet)
+    if not isinstance(policy, Policy):
+        raise PolicyCheckError(repr(policy), "is_policy", f"{type(policy).__name__} is not a policies.base.Policy")
     if getattr(policy, "n_way", False):  # scores every arm: the n-way contract (policies.arm_checks)
         return _report(CheckReport(_label(policy), run_arm_checks(policy, table, seed, _arm_fail(policy))), quiet)
 
