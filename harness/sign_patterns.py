@@ -17,13 +17,13 @@ from typing import Callable, Hashable
 
 import numpy as np
 
-from harness.sign_stream import float_scratch
+from harness.sign_stream import pack_signs, signed_sums
 from harness.stats import SIGN_FLIP_EXACT_MAX
 
 # The sampled sign patterns of one (documents, patterns, seed): every comparison of a decision
 # table's budget (or of a policy comparison's cell) pairs the same documents under the same seed,
-# so they draw the same patterns; kept once (int8, at most PATTERN_CACHE_CELLS signs) instead of
-# redrawing millions of signs per comparison.
+# so they draw the same patterns; kept once (bit-packed, at most PATTERN_CACHE_CELLS signs)
+# instead of redrawing millions of signs per comparison.
 PATTERN_CACHE_CELLS = 120_000_000
 _PATTERNS: dict[tuple, np.ndarray] = {}
 SUMS_KEPT = 1024  # pattern sums kept (n_perm floats each: 160 kB at 20,000 patterns, 160 MB at most)
@@ -71,48 +71,23 @@ def seed_key(seed) -> Hashable | None:
 
 
 def _sampled_signs(n_docs: int, n_perm: int, seed: int) -> np.ndarray:
-    """The n_perm seeded sign patterns by document (n_docs x n_perm int8, each row one
-    document's signs): the blocks a seeded generator draws (n_perm x n_docs, in the order and
-    block sizes the draws always used: same numbers), kept transposed so that the documents of a
-    comparison are gathered as whole rows."""
+    """The n_perm seeded sign patterns, packed by document (``sign_stream.pack_signs``: chunks
+    of eight documents x patterns): the blocks a seeded generator draws (n_perm x n_docs, in the
+    order and block sizes the draws always used: the same signs)."""
     key = (n_docs, n_perm, seed)
     got = _PATTERNS.get(key)
     if got is not None:
         return got
     rng = np.random.default_rng(seed)
     block = max(1, min(4096, 2_000_000 // n_docs))  # at most ~2 million signs drawn at once
-    signs = np.empty((n_perm, n_docs), dtype=np.int8)
+    packed = np.empty(((n_docs + 7) // 8, n_perm), dtype=np.uint8)
     for start in range(0, n_perm, block):
         m = min(block, n_perm - start)
-        signs[start:start + m] = rng.integers(0, 2, size=(m, n_docs), dtype=np.int8) * 2 - 1
-    by_doc = np.ascontiguousarray(signs.T)
+        packed[:, start:start + m] = pack_signs(rng.integers(0, 2, size=(m, n_docs), dtype=np.int8) * 2 - 1, axis=1)
     if n_perm * n_docs <= PATTERN_CACHE_CELLS:
         _PATTERNS.clear()  # one set kept: the comparisons of one budget or cell run together
-        _PATTERNS[key] = by_doc
-    return by_doc
-
-
-def _signed_sums(by_doc: np.ndarray, docs: np.ndarray | None, values: np.ndarray) -> np.ndarray:
-    """signs @ values over the patterns (``by_doc``: the signs by document; ``docs``: the
-    documents taken, None for all), in blocks of at most ~2 million float signs (memory stays
-    flat). Each block is a float matrix laid out as the sums were always computed, so BLAS sums
-    in the same order (same bits): column-major for some documents (the layout numpy gives
-    ``signs[:, docs]``), row-major for all of them (the layout of ``signs[rows]``)."""
-    n_perm = by_doc.shape[1]
-    n_cols = by_doc.shape[0] if docs is None else len(docs)
-    out = np.empty(n_perm)
-    block = max(1, 2_000_000 // max(1, n_cols))
-    buffer = float_scratch(min(block, n_perm) * n_cols)
-    for start in range(0, n_perm, block):
-        m = min(block, n_perm - start)
-        if docs is None:
-            floats = buffer[:m * n_cols].reshape(m, n_cols)
-            np.copyto(floats, by_doc[:, start:start + m].T)
-        else:
-            floats = buffer[:m * n_cols].reshape(n_cols, m).T
-            np.copyto(floats.T, by_doc[docs, start:start + m])
-        out[start:start + m] = floats @ values
-    return out
+        _PATTERNS[key] = packed
+    return packed
 
 
 def _exact_signs(n_docs: int) -> np.ndarray:
@@ -120,15 +95,13 @@ def _exact_signs(n_docs: int) -> np.ndarray:
 
 
 def _sums_of_totals(totals: np.ndarray, n_perm: int, seed: int) -> np.ndarray:
-    """s @ totals over the patterns s: exact, or sampled with only the documents whose total is
-    not 0 (the others add exact zeros)."""
+    """s @ totals over the patterns s: exact, or the sampled ones (``sign_stream.signed_sums``)."""
     n_docs = len(totals)
     if n_docs <= SIGN_FLIP_EXACT_MAX:
         return _exact_signs(n_docs) @ totals
-    nz = np.flatnonzero(totals != 0)
-    if not len(nz):
+    if not np.any(totals != 0):
         return np.zeros(n_perm)
-    return _signed_sums(_sampled_signs(n_docs, n_perm, seed), nz, np.asarray(totals, dtype=np.float64)[nz])
+    return signed_sums(_sampled_signs(n_docs, n_perm, seed), np.asarray(totals, dtype=np.float64))
 
 
 def _sums_of_sizes(sizes: np.ndarray, n_perm: int, seed: int) -> np.ndarray:
@@ -136,7 +109,7 @@ def _sums_of_sizes(sizes: np.ndarray, n_perm: int, seed: int) -> np.ndarray:
     n_docs = len(sizes)
     if n_docs <= SIGN_FLIP_EXACT_MAX:
         return _exact_signs(n_docs) @ sizes
-    return _signed_sums(_sampled_signs(n_docs, n_perm, seed), None, np.asarray(sizes, dtype=np.float64))
+    return signed_sums(_sampled_signs(n_docs, n_perm, seed), np.asarray(sizes, dtype=np.float64))
 
 
 _SUMS = Memo(SUMS_KEPT)

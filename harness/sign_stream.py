@@ -1,11 +1,14 @@
-"""Random sign patterns shared by every sign-flip computation of a process, and a reused buffer.
+"""Random sign patterns shared by every sign-flip computation of a process, and their sums.
 
 Why a module: a sweep's end runs hundreds of sampled sign-flip tests with one seed; the signs
-of one seed are one stream (see ``sign_stream``), drawn once and read by every test, and their
-float copies go into one reused buffer instead of fresh pages each time.
+of one seed are one stream (see ``sign_stream``), drawn once and read by every test, and every
+test sums its patterns over its document totals the same way (``signed_sums``: bit-packed
+signs, one order of additions on every machine).
 """
 
 from __future__ import annotations
+
+from collections import OrderedDict
 
 import numpy as np
 
@@ -37,6 +40,32 @@ def sign_stream(seed, n: int) -> np.ndarray:
     return kept[:n]
 
 
+_PACKED: "OrderedDict[tuple, np.ndarray]" = OrderedDict()
+PACKED_KEPT = 8  # packed pattern sets of the stream kept (one per document count a sweep's tests meet)
+
+
+def stream_patterns(seed, n_perm: int, k: int) -> np.ndarray:
+    """The first ``n_perm`` patterns over ``k`` documents of seed ``seed``'s stream (pattern i =
+    signs i*k .. (i+1)*k - 1), packed (``pack_signs``: chunks x patterns); kept per (seed,
+    n_perm, k) for a plain integer seed, since a sweep's end tests many totals of one size."""
+    key = (int(seed), int(n_perm), int(k)) if isinstance(seed, (int, np.integer)) and not isinstance(
+        seed, (bool, np.bool_)) else None
+    if key is not None and key in _PACKED:
+        _PACKED.move_to_end(key)
+        return _PACKED[key]
+    stream = sign_stream(seed, n_perm * k)
+    out = np.empty(((k + 7) // 8, n_perm), dtype=np.uint8)
+    for start in range(0, n_perm, 4096):  # 4,096 patterns at a time: memory stays flat
+        m = min(4096, n_perm - start)
+        out[:, start:start + m] = pack_signs(stream[start * k:(start + m) * k].reshape(m, k), axis=1)
+    if key is not None:
+        out.setflags(write=False)
+        _PACKED[key] = out
+        while len(_PACKED) > PACKED_KEPT:
+            _PACKED.popitem(last=False)
+    return out
+
+
 def _draw_signs(rng: np.random.Generator, n: int) -> np.ndarray:
     """``n`` signs drawn from ``rng`` as 0/1 in 32-bit words, in parts of at most 2**22."""
     out = np.empty(n, dtype=np.int8)
@@ -46,14 +75,33 @@ def _draw_signs(rng: np.random.Generator, n: int) -> np.ndarray:
     return out
 
 
-_SCRATCH = [np.empty(0)]
+_BYTE_SIGNS = ((np.arange(256)[:, None] >> np.arange(8)) & 1) * 2.0 - 1.0  # (256 x 8): bit j of byte b as +-1
 
 
-def float_scratch(n: int) -> np.ndarray:
-    """A reused float64 buffer of ``n`` elements, its contents the caller's to overwrite (one
-    caller at a time): the sign-flip sums write millions of float signs per call, and a fresh
-    buffer each time costs a page fault per 4 kB on first touch, more than the arithmetic. It
-    grows to the largest size asked (4,096 patterns x the documents of a test)."""
-    if _SCRATCH[0].size < n:
-        _SCRATCH[0] = np.empty(n)
-    return _SCRATCH[0][:n]
+def pack_signs(signs: np.ndarray, axis: int) -> np.ndarray:
+    """+1/-1 signs packed eight documents to a byte along ``axis`` (the documents' axis of a
+    2-D array): (chunks x patterns) uint8, C-contiguous; bit j of byte c is document 8c + j,
+    set for +1 (a short last chunk is padded with -1 signs on zero values)."""
+    bits = np.packbits(np.asarray(signs) > 0, axis=axis, bitorder="little")
+    return np.ascontiguousarray(bits if axis == 0 else bits.T)
+
+
+def signed_sums(packed: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """s @ values for every pattern s of ``packed`` (``pack_signs``; ``values`` one per document),
+    added in one fixed order: per chunk of eight documents its 256 signed partial sums
+    (+-v_0 +- v_1 ... +- v_7, added in document order), then the chunks' partials in chunk order.
+
+    Why not a matrix product: BLAS adds in an order its CPU kernel chooses (AVX2 and AVX-512
+    builds differ in the last bits), and it needs the signs as a float matrix, eight bytes per
+    sign. This order is the same on every machine, and it reads one byte per eight signs."""
+    n_chunks = packed.shape[0]
+    v = np.zeros(n_chunks * 8)
+    v[:len(values)] = values
+    v = v.reshape(n_chunks, 8)
+    tables = _BYTE_SIGNS[None, :, 0] * v[:, 0:1]
+    for j in range(1, 8):
+        tables = tables + _BYTE_SIGNS[None, :, j] * v[:, j:j + 1]
+    out = tables[0][packed[0]]
+    for c in range(1, n_chunks):
+        out += tables[c][packed[c]]
+    return out

@@ -17,7 +17,7 @@ import numpy as np
 from scipy import stats as sps
 
 from harness.errors import ConfigError, HarnessError
-from harness.sign_stream import float_scratch, sign_stream
+from harness.sign_stream import signed_sums, stream_patterns
 
 # --------------------------------------------------------------------------------------------
 # Document-level bootstrap
@@ -301,17 +301,8 @@ def _sign_flip_p(totals: np.ndarray, n_perm: int, seed) -> float:
     if k <= SIGN_FLIP_EXACT_MAX:
         patterns = ((np.arange(2**k)[:, None] >> np.arange(k)) & 1) * 2 - 1
         return float(np.mean(np.abs(patterns @ totals) >= observed - tol))
-    stream = sign_stream(seed, n_perm * k)  # the signs of pattern i: stream[i*k:(i+1)*k]
-    hits = 0
-    # the signs of 4,096 patterns at a time as a row-major float matrix (the layout numpy gives
-    # int signs it multiplies with float totals, so the same products), written into a reused
-    # buffer.
-    buffer = float_scratch(min(4096, n_perm) * k)
-    for start in range(0, n_perm, 4096):
-        m = min(4096, n_perm - start)
-        signs = buffer[:m * k].reshape(m, k)
-        np.copyto(signs, stream[start * k:(start + m) * k].reshape(m, k))
-        hits += int(np.sum(np.abs(signs @ totals) >= observed - tol))
+    sums = signed_sums(stream_patterns(seed, n_perm, k), totals)  # pattern i: the stream's signs i*k .. (i+1)*k - 1
+    hits = int(np.sum(np.abs(sums) >= observed - tol))
     return float((1 + hits) / (1 + n_perm))
 
 

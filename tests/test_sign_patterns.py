@@ -19,6 +19,7 @@ from harness.sign_patterns import Memo, pattern_sums
 def _forget() -> None:
     stats._kept_sign_flip_p.cache_clear()
     sign_stream._SIGN_STREAMS.clear()
+    sign_stream._PACKED.clear()
     sign_patterns._SUMS.clear()
     sign_patterns._PATTERNS.clear()
     paired._INTERVALS.clear()
@@ -57,26 +58,42 @@ def _reference_sign_flip_p(diffs, groups, n_perm, seed) -> float:
     return float((1 + hits) / (1 + n_perm))
 
 
-def _reference_pattern_sums(totals, sizes, n_perm, seed):
-    """The sampled pattern sums exactly as computed before they were kept: int8 patterns drawn in
-    blocks, then each sum in blocks of float signs (``signs[:, nz]`` is column-major)."""
-    n_docs = len(totals)
+def _reference_signs(n_docs, n_perm, seed):
+    """The sampled patterns as drawn before they were kept: int8, in the same blocks."""
     rng = np.random.default_rng(seed)
     block = max(1, min(4096, 2_000_000 // n_docs))
     signs = np.empty((n_perm, n_docs), dtype=np.int8)
     for start in range(0, n_perm, block):
         m = min(block, n_perm - start)
         signs[start:start + m] = rng.integers(0, 2, size=(m, n_docs), dtype=np.int8) * 2 - 1
+    return signs
 
-    def signed_sums(s, values):
-        out = np.empty(len(s))
-        step = max(1, 2_000_000 // max(1, s.shape[1]))
-        for start in range(0, len(s), step):
-            out[start:start + step] = s[start:start + step].astype(np.float64) @ values
-        return out
 
-    nz = np.flatnonzero(totals != 0)
-    return signed_sums(signs[:, nz], totals[nz]), signed_sums(signs, sizes)
+def _reference_pattern_sums(totals, sizes, n_perm, seed):
+    """The sampled pattern sums by a float matrix product (BLAS: its own order of additions)."""
+    signs = _reference_signs(len(totals), n_perm, seed).astype(np.float64)
+    return signs @ totals, signs @ sizes
+
+
+def _canonical(signs_row, values) -> float:
+    """One pattern's sum in the documented order, by a plain loop: per chunk of eight documents
+    the signed values added in document order, then the chunks in order."""
+    total = None
+    for c in range(0, len(values), 8):
+        part = float(signs_row[c]) * float(values[c])
+        for j in range(c + 1, c + 8):
+            part = part + (float(signs_row[j]) * float(values[j]) if j < len(values) else -0.0)
+        total = part if total is None else total + part
+    return total
+
+
+def _assert_sums(got, values, n_perm, seed, reference):
+    """The kept sums: the plain loop's to the bit on the first patterns, and the matrix
+    product's within float rounding (1e-12 of the sum of |values|) on all of them."""
+    signs = _reference_signs(len(values), n_perm, seed)
+    for i in range(min(64, n_perm)):
+        assert got[i] == _canonical(signs[i], values), i
+    assert np.abs(got - reference).max() <= 1e-12 * max(1.0, float(np.abs(values).sum()))
 
 
 def test_memo_is_bounded_and_least_recently_used():
@@ -105,16 +122,19 @@ def test_pattern_sums_kept_equal_fresh_and_are_read_only():
     totals, sizes = document_totals(d, g)
     a, b, exact = pattern_sums(totals, sizes, 2500, 1)
     ref_a, ref_b = _reference_pattern_sums(totals, sizes, 2500, 1)
-    assert not exact and a.tobytes() == ref_a.tobytes() and b.tobytes() == ref_b.tobytes()
+    assert not exact
+    _assert_sums(a, totals, 2500, 1, ref_a)
+    _assert_sums(b, sizes, 2500, 1, ref_b)
     again = pattern_sums(totals, sizes, 2500, 1)
     assert again[0] is a and again[1] is b and not a.flags.writeable
     other = totals.copy()
     other[np.flatnonzero(totals)[0]] += 1.0
     a2, _, _ = pattern_sums(other, sizes, 2500, 1)
-    assert a2.tobytes() == _reference_pattern_sums(other, sizes, 2500, 1)[0].tobytes()
+    _assert_sums(a2, other, 2500, 1, _reference_pattern_sums(other, sizes, 2500, 1)[0])
     a3, b3, _ = pattern_sums(totals, sizes, 2500, 2)
     ref3 = _reference_pattern_sums(totals, sizes, 2500, 2)
-    assert a3.tobytes() == ref3[0].tobytes() and b3.tobytes() == ref3[1].tobytes()
+    _assert_sums(a3, totals, 2500, 2, ref3[0])
+    _assert_sums(b3, sizes, 2500, 2, ref3[1])
 
 
 def test_interval_tost_and_plan_kept_equal_fresh():
@@ -170,7 +190,8 @@ def test_kept_sums_and_p_equal_the_computation_before_them(n_docs, n_nonzero, n_
     sizes = rng.integers(1, 4, size=n_docs).astype(float)
     a, b, _ = pattern_sums(totals, sizes, n_perm, 7)
     ref_a, ref_b = _reference_pattern_sums(totals, sizes, n_perm, 7)
-    assert a.tobytes() == ref_a.tobytes() and b.tobytes() == ref_b.tobytes()
+    _assert_sums(a, totals, n_perm, 7, ref_a)
+    _assert_sums(b, sizes, n_perm, 7, ref_b)
     groups = np.array([f"d{i:05d}" for i in range(n_docs)])
     assert stats.sign_flip_test(totals, groups, n_perm=n_perm, seed=7) == _reference_sign_flip_p(
         totals, groups, n_perm, 7)
@@ -221,3 +242,15 @@ def test_sign_stream_is_the_generators_draws_and_longer_streams_are_not_kept(mon
     assert np.array_equal(sign_stream.sign_stream(5, 2_000), expected[:2_000])
     assert not sign_stream._SIGN_STREAMS
 
+
+
+def test_stream_patterns_are_the_streams_signs_packed_and_kept_per_size():
+    k, n_perm = 21, 5000
+    got = sign_stream.stream_patterns(3, n_perm, k)
+    signs = sign_stream.sign_stream(3, n_perm * k).reshape(n_perm, k)
+    unpacked = np.unpackbits(got, axis=0, bitorder="little")[:k].T.astype(np.int8) * 2 - 1
+    assert np.array_equal(unpacked, signs)
+    assert sign_stream.stream_patterns(3, n_perm, k) is got and not got.flags.writeable
+    assert sign_stream.stream_patterns(3, n_perm, k + 1) is not got
+    sign_stream.stream_patterns(None, 100, k)
+    assert all(key[0] == 3 for key in sign_stream._PACKED)  # an unseeded draw is never kept
