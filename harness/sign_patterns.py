@@ -17,7 +17,7 @@ from typing import Callable, Hashable
 
 import numpy as np
 
-from harness.sign_stream import pack_signs, signed_sums
+from harness.sign_stream import exact_patterns, pack_signs, signed_sums
 from harness.stats import SIGN_FLIP_EXACT_MAX
 
 # The sampled sign patterns of one (documents, patterns, seed): every comparison of a decision
@@ -90,15 +90,11 @@ def _sampled_signs(n_docs: int, n_perm: int, seed: int) -> np.ndarray:
     return packed
 
 
-def _exact_signs(n_docs: int) -> np.ndarray:
-    return ((np.arange(2**n_docs)[:, None] >> np.arange(n_docs)) & 1) * 2 - 1
-
-
 def _sums_of_totals(totals: np.ndarray, n_perm: int, seed: int) -> np.ndarray:
     """s @ totals over the patterns s: exact, or the sampled ones (``sign_stream.signed_sums``)."""
     n_docs = len(totals)
     if n_docs <= SIGN_FLIP_EXACT_MAX:
-        return _exact_signs(n_docs) @ totals
+        return signed_sums(exact_patterns(n_docs), np.asarray(totals, dtype=np.float64))
     if not np.any(totals != 0):
         return np.zeros(n_perm)
     return signed_sums(_sampled_signs(n_docs, n_perm, seed), np.asarray(totals, dtype=np.float64))
@@ -108,7 +104,7 @@ def _sums_of_sizes(sizes: np.ndarray, n_perm: int, seed: int) -> np.ndarray:
     """s @ sizes over the patterns s (exact, or the sampled ones)."""
     n_docs = len(sizes)
     if n_docs <= SIGN_FLIP_EXACT_MAX:
-        return _exact_signs(n_docs) @ sizes
+        return signed_sums(exact_patterns(n_docs), np.asarray(sizes, dtype=np.float64))
     return signed_sums(_sampled_signs(n_docs, n_perm, seed), np.asarray(sizes, dtype=np.float64))
 
 

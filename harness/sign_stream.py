@@ -8,6 +8,7 @@ signs, one order of additions on every machine).
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 
 import numpy as np
@@ -38,6 +39,16 @@ def sign_stream(seed, n: int) -> np.ndarray:
             _SIGN_STREAMS.clear()
         _SIGN_STREAMS[key] = (rng, kept)
     return kept[:n]
+
+
+@functools.lru_cache(maxsize=20)
+def exact_patterns(k: int) -> np.ndarray:
+    """All 2^k sign patterns over k documents, packed (``pack_signs``' layout): pattern i gives
+    document j the sign of bit j of i (+1 when set), so byte c of pattern i is bits 8c..8c+7 of i."""
+    i = np.arange(2 ** int(k), dtype=np.int64)
+    out = np.stack([(i >> (8 * c)) & 0xFF for c in range((int(k) + 7) // 8)]).astype(np.uint8)
+    out.setflags(write=False)
+    return out
 
 
 _PACKED: "OrderedDict[tuple, np.ndarray]" = OrderedDict()

@@ -17,7 +17,7 @@ import numpy as np
 from scipy import stats as sps
 
 from harness.errors import ConfigError, HarnessError
-from harness.sign_stream import signed_sums, stream_patterns
+from harness.sign_stream import exact_patterns, signed_sums, stream_patterns
 
 # --------------------------------------------------------------------------------------------
 # Document-level bootstrap
@@ -299,8 +299,7 @@ def _sign_flip_p(totals: np.ndarray, n_perm: int, seed) -> float:
     observed = abs(float(totals.sum()))
     tol = 1e-12 * max(1.0, float(np.abs(totals).sum()))
     if k <= SIGN_FLIP_EXACT_MAX:
-        patterns = ((np.arange(2**k)[:, None] >> np.arange(k)) & 1) * 2 - 1
-        return float(np.mean(np.abs(patterns @ totals) >= observed - tol))
+        return float(np.mean(np.abs(signed_sums(exact_patterns(k), totals)) >= observed - tol))
     sums = signed_sums(stream_patterns(seed, n_perm, k), totals)  # pattern i: the stream's signs i*k .. (i+1)*k - 1
     hits = int(np.sum(np.abs(sums) >= observed - tol))
     return float((1 + hits) / (1 + n_perm))

@@ -254,3 +254,13 @@ def test_stream_patterns_are_the_streams_signs_packed_and_kept_per_size():
     assert sign_stream.stream_patterns(3, n_perm, k + 1) is not got
     sign_stream.stream_patterns(None, 100, k)
     assert all(key[0] == 3 for key in sign_stream._PACKED)  # an unseeded draw is never kept
+
+
+@pytest.mark.parametrize("k", [1, 7, 8, 13, 16])
+def test_exact_patterns_are_every_sign_pattern_once_in_binary_order(k):
+    got = np.unpackbits(sign_stream.exact_patterns(k), axis=0, bitorder="little")[:k].T.astype(int) * 2 - 1
+    expected = ((np.arange(2 ** k)[:, None] >> np.arange(k)) & 1) * 2 - 1
+    assert np.array_equal(got, expected)
+    values = np.random.default_rng(k).normal(size=k)
+    assert np.allclose(sign_stream.signed_sums(sign_stream.exact_patterns(k), values), expected @ values,
+                       rtol=0, atol=1e-12 * np.abs(values).sum())
