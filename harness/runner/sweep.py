@@ -28,7 +28,9 @@ Order of ``on_multirun_start``, and why:
    the table lacks ends the sweep in one line (exit 2); such jobs of the preset's policy list
    create no run and are listed as not applicable at the end (their own lines say why);
 4. RUNNING job runs of this sweep id whose process is provably gone (kill -9) are ended FAILED
-   with a reason; the parent run is found or created under the store's lock.
+   with a reason; the parent run is found or created under the store's lock, and gets the
+   table's rescued/lost list (``rescued_lost-<base>-vs-<extra>-<metric>.csv``, as ``table build``
+   writes it).
 5. the sweep's state file is written and named in every job's environment.
 
 Every start failure is one line ``error: <Kind>: <message>`` on stderr (exit 2 for bad input
@@ -197,6 +199,7 @@ class SweepTrackingCallback(Callback):
         stale = self._open_parent(config)
         n_jobs, swept = _plan(config)
         self._describe_parent(config, plain, n_jobs, swept)
+        self._log_rescued_lost(table, task)
         job.print_preflight(task)
         if preflight_tags(task):
             self.tracker.set_tags(self.parent_run_id, preflight_tags(task))
@@ -243,6 +246,21 @@ class SweepTrackingCallback(Callback):
                        "overrides (command line):", *[f"  {o}" for o in config.hydra.overrides.task]]),
         ))
         self.tracker.set_tags(self.parent_run_id, {TAG_GIT_COMMIT: naming.git_commit(), TAG_DATASET: plain["dataset"]["name"]})
+
+    def _log_rescued_lost(self, table, task) -> None:
+        """The table's rescued/lost list (questions where the pair's arms differ: text, each
+        arm's top 3; ``harness.data.arm_summary``), as ``table build`` writes it, on the parent run."""
+        import tempfile
+        from pathlib import Path
+
+        from harness.data.arm_summary import rescued_lost
+        from harness.runner.table_commands import rescued_lost_path
+
+        rows = rescued_lost(table.frame, task.qids, task.base_arm, task.extra_arm, task.metric)
+        name = rescued_lost_path(table.key, task.base_arm, task.extra_arm, task.metric).name
+        with tempfile.TemporaryDirectory(prefix="route-bench-sweep-list-") as tmp:
+            rows.to_csv(Path(tmp) / name, index=False)
+            self.tracker.log_artifacts(self.parent_run_id, tmp)
 
     def _hand_state(self, config: DictConfig, handle_file, n_jobs: int | None, swept: list[str] | None) -> None:
         """Write the sweep's state file (``harness.runner.sweep_state``) into a fresh folder that
