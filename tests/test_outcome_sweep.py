@@ -21,8 +21,8 @@ from harness.runner.sweep_end import collect, count_line, not_applicable_lines, 
 from harness.store_schema import TAG_ROLE
 from harness.task import RoutingTask
 from policies.registry import make_policy
+from tests.helpers.routerbench import routerbench
 from tests.helpers.sweeps import run_cli
-from tests.test_outcome_tables import routerbench
 
 BASE, EXTRA = "mistralai_mixtral-8x7b-chat", "gpt-4-1106-preview"
 PAIR = ["arms.metric=correct", f"arms.base={BASE}", f"arms.extra={EXTRA}"]
@@ -112,9 +112,11 @@ def test_the_sweep_skips_the_presets_policies_and_refuses_a_named_one(rb_csv):
     # a job of another table (a swept dataset) checks itself when it runs
     assert check_applicable(_sweep(), jobs, keep, task) == {("policy=ridge",): not_applicable(
         make_policy(ridge["policy"]), task, "ridge")}
-    with pytest.raises(ConfigError) as named:  # the user named the policies: one that cannot run is refused
-        check_applicable(_sweep("policy=always_keep,ridge"), jobs, keep, task)
-    assert named.value.key == "policy" and "a policy named on the command line must run on the table" in str(named.value)
+    for given in ("policy=always_keep,ridge", "policy.features=baseline"):  # the user named or configured it
+        with pytest.raises(ConfigError) as named:
+            check_applicable(_sweep("cost.c=0", given), jobs, keep, task)
+        assert named.value.key == "policy" and "a policy named on the command line must run on the table" in str(
+            named.value)
     with pytest.raises(ConfigError, match="no job of the sweep can run on this table: policy ridge reads baseline"):
         check_applicable(_sweep(), {("policy=ridge",): ridge}, ridge, task)
 

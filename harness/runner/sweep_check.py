@@ -234,8 +234,10 @@ def skip_hydra_revalidation() -> None:
 
 
 def _named_on_command_line(config: DictConfig) -> bool:
-    """Whether the command line chose the policy (``policy=...``), not the experiment's preset."""
-    return any(str(o).partition("=")[0].lstrip("+~") == "policy" for o in config.hydra.overrides.task)
+    """Whether the command line chose or configured the policy (``policy=...``,
+    ``policy.features=...``), not only the experiment's preset."""
+    keys = [str(o).partition("=")[0].lstrip("+~") for o in config.hydra.overrides.task]
+    return any(k == "policy" or k.startswith("policy.") for k in keys)
 
 
 def check_applicable(config: DictConfig, jobs: dict[tuple[str, ...], dict], plain: dict, task) -> dict[tuple, str]:
@@ -243,9 +245,9 @@ def check_applicable(config: DictConfig, jobs: dict[tuple[str, ...], dict], plai
     from ``plain``), before anything is tracked (``harness.preflight.not_applicable``).
 
     The rule (docs/own_arms.md): a job of the preset's policy list (``experiment``) whose policy
-    reads what the table lacks is skipped and listed; a policy named on the command line that
-    cannot run is a ConfigError naming ``policy`` (the user asked for it), and so is a sweep in
-    which no job applies. Jobs of another table (a swept dataset) check themselves when they run."""
+    reads what the table lacks is skipped and listed; when the command line names or configures
+    the policy (``policy=...``, ``policy.features=...``) such a job is a ConfigError naming
+    ``policy`` (the user asked for it), and so is a sweep in which no job applies. Jobs of another table (a swept dataset) check themselves when they run."""
     from harness.app import table_config_digest
     from harness.errors import ConfigError
     from harness.io import digest_of
