@@ -39,6 +39,12 @@ class ConfigError(HarnessError):
         super().__init__(f"config key {key!r}: {problem}")
 
 
+class NotApplicable(ConfigError):
+    """The job's policy reads what its outcome table does not have (features, the question
+    text): in a sweep the job is reported as not applicable to the table, not as a failure
+    (``harness.preflight.not_applicable``); in a single run it is the config error it says."""
+
+
 class UsageError(HarnessError):
     """Bad command line (unknown option, missing argument): names the option."""
 

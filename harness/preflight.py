@@ -13,16 +13,28 @@ Each protocol says what it needs (``Protocol.min_documents``, ``Protocol.smalles
 the held-out / test sets are its own splits, drawn with its own functions and seeds (protocol A's
 development / held-out splits, B's test halves, C's test half), so a plugin protocol gets the
 same pre-flight with no edit here.
+
+(3) The job's policy reads features (or the question text) its outcome table does not have:
+an outcome file of logged answers holds no retrieval, QPP or uncertainty feature. The query
+features (docs/metrics.md §3) are computed from the question text where the table has the text
+but not the columns (``with_text_features``); anything else missing makes the job not
+applicable to the table (``not_applicable``): one line naming the policy and the missing
+feature set. A single run refuses it (exit 2); a sweep reports the job and goes on
+(docs/own_arms.md, "Policies a table cannot feed").
 """
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 
 from harness.errors import DataSizeError
 from harness.protocols.registry import PlannedProtocol
+from harness.retrieval.feature_names import FEATURE_SETS, QUERY, expand
+from harness.retrieval.features import query_features
 from harness.stats import check_bootstrap_size
 from harness.store_schema import TAG_PREFLIGHT
 
@@ -97,3 +109,48 @@ def check_sizes(task, planned: Sequence[PlannedProtocol], cfg: Mapping, trainabl
     """Both pre-flight size checks of a job, in order: documents to split, then questions to judge."""
     check_documents(task, planned, cfg, trainable)
     check_heldout_size(task, planned, cfg)
+
+
+# ---- does the policy apply to the table? ---------------------------------------------------------
+# the feature sets a missing feature is named by (the composites "all" and "probe" left out)
+NAMED_SETS = ("baseline", "bm25", "qpp", "query", "uncertainty", "option_uncertainty", "probe_memory", "probe_rag",
+              "query_embedding")
+
+
+def _text_derivable(task) -> set[str]:
+    """The features computed from the question text when the table has the text (the query set)."""
+    return set(QUERY) if task.texts is not None else set()
+
+
+def not_applicable(policy: Any, task, label: str) -> str | None:
+    """Why ``policy`` (named ``label``) cannot run on ``task``'s table, in one line, else None:
+    it reads the question text the table lacks, or declared features that are neither columns
+    of the table nor computable from its text (``with_text_features``)."""
+    from harness.task import TEXT_COLUMN
+
+    if getattr(policy, "needs_text", False) and task.texts is None:
+        return (f"policy {label} reads the question text (needs_text = True); the outcome table has no "
+                f"'{TEXT_COLUMN}' column")
+    declared = [str(n) for n in (getattr(policy, "features", ()) or ())]
+    _, missing = expand(declared, [*task.features.columns, *_text_derivable(task)])
+    if not missing:
+        return None
+    sets = [s for s in NAMED_SETS if any(n in FEATURE_SETS[s] for n in missing)]
+    others = [n for n in missing if not any(n in FEATURE_SETS[s] for s in NAMED_SETS)]
+    what = "/".join(sets + (["other"] if sets and others else [])) + " features" if sets else "features"
+    names = missing[0] + (f" and {len(missing) - 1} more" if len(missing) > 1 else "")
+    has = "has none" if len(missing) == len(declared) else f"lacks {len(missing)} of {len(declared)}"
+    hint = f", or a '{TEXT_COLUMN}' column to compute the query features from" if "query" in sets else ""
+    return f"policy {label} reads {what} ({names}); the outcome table {has} (give feat.<name> columns{hint})"
+
+
+def with_text_features(task, names: Sequence[str]):
+    """``task`` with the query features among ``names`` that its table lacks computed from the
+    question text (``harness.retrieval.features.query_features``, as a retrieval table's are):
+    an outcome file with a ``question`` column feeds a query-feature policy. Unchanged when
+    nothing is missing or the table has no text."""
+    wanted = [n for n in QUERY if n in set(map(str, names)) and n not in task.features.columns]
+    if not wanted or task.texts is None:
+        return task
+    derived = pd.DataFrame([query_features(str(t)) for t in task.texts])[wanted].astype(float)
+    return replace(task, features=pd.concat([task.features, derived], axis=1))

@@ -1,6 +1,7 @@
 """End-to-end sweeps through the real CLI (``python -m harness -m``) on a small synthetic table,
 checked through ``MlflowClient``: the tracking layout, frontier series, artifacts, rerun skip,
-joblib == basic, and a failing job. Also single runs in-process (env URI, FAILED on error)."""
+joblib == basic, and a failing job. Also single runs in-process (env URI, FAILED on error, no
+run for a policy the table cannot feed)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from mlflow.tracking import MlflowClient
 from harness import app
 from harness.runner import job as runner
 from harness.store_schema import TAG_CONFIG_HASH, TAG_ERROR, TAG_PARENT, TAG_POLICY, TAG_ROLE, TAG_SWEEP_ID
-from harness.errors import FeatureError
+from harness.errors import ConfigError
+from harness.plugin_guard import PluginError
 from tests.helpers.mlflow_layout import same_metrics
 from tests.helpers.sweeps import EXPERIMENT, SMALL, run_cli, runs_by_role, store_uri
 
@@ -126,17 +128,20 @@ def test_joblib_gives_identical_metrics(basic_sweep, tmp_path):
         assert same_metrics(job.data.metrics, by_hash[job.data.tags[TAG_CONFIG_HASH]])
 
 
+BOOM = "tests.bad_plugins.BoomInScore"  # a policy that fails while it runs (scores)
+
+
 def test_failing_job_is_failed_and_sweep_continues(tmp_path):
-    args = SMALL + ["policy=ridge", "policy.features=baseline,[no_such_feature]", "protocol=threshold"]
+    args = SMALL + ["policy=always_keep", f"policy._target_=policies.builtin.AlwaysBase,{BOOM}", "protocol=threshold"]
     proc = run_cli(["-m", *args], tmp_path, tmp_path / "cache")
     assert proc.returncode == 1
     client, parents, jobs = runs_by_role(store_uri(tmp_path))
     assert [p.info.status for p in parents] == ["FAILED"]
-    status = {j.data.params["policy.features"]: j for j in jobs}
-    assert status["baseline"].info.status == "FINISHED"
-    bad = status["[no_such_feature]"]
+    status = {j.data.params["policy._target_"]: j for j in jobs}
+    assert status["policies.builtin.AlwaysBase"].info.status == "FINISHED"
+    bad = status[BOOM]
     assert bad.info.status == "FAILED"
-    assert "no_such_feature" in bad.data.tags[TAG_ERROR]
+    assert "boom in score" in bad.data.tags[TAG_ERROR]
     assert "error.txt" in {a.path for a in client.list_artifacts(bad.info.run_id)}
     assert "1 failed" in proc.stdout and "FAILED" in proc.stdout
 
@@ -162,11 +167,15 @@ def test_single_run_respects_env_uri_and_is_parentless(tmp_path, monkeypatch, is
     out2 = runner.run_job(_job_cfg("policy=always_keep", f"tracking.uri={other}"))
     assert MlflowClient(tracking_uri=other).get_run(out2["run_id"]).info.status == "FINISHED"
     # a single run that fails re-raises and leaves a FAILED run with the error
-    with pytest.raises(FeatureError):
-        runner.run_job(_job_cfg("policy=ridge", "policy.features=[no_such_feature]"))
+    with pytest.raises(PluginError):
+        runner.run_job(_job_cfg("policy=always_keep", f"policy._target_={BOOM}"))
     exp = client.get_experiment_by_name(EXPERIMENT)
     failed = client.search_runs([exp.experiment_id], "attributes.status = 'FAILED'")
-    assert len(failed) == 1 and "no_such_feature" in failed[0].data.tags[TAG_ERROR]
+    assert len(failed) == 1 and "boom in score" in failed[0].data.tags[TAG_ERROR]
+    # a policy that reads a feature the table lacks is refused before any run exists (docs/own_arms.md)
+    with pytest.raises(ConfigError, match=r"policy ridge reads features \(no_such_feature\)"):
+        runner.run_job(_job_cfg("policy=ridge", "policy.features=[no_such_feature]"))
+    assert len(client.search_runs([exp.experiment_id])) == 2  # always_extra and the FAILED one
 
 
 def test_bad_value_in_one_sweep_job_stops_the_sweep_before_any_run(tmp_path):

@@ -10,22 +10,8 @@ import pytest
 
 from harness.data.outcome_table import check_pair, from_routerbench, read_outcome_table
 from harness.errors import DataError
+from tests.helpers.routerbench import routerbench
 from tests.helpers.sweeps import run_cli
-
-MODELS = (("gpt-4-1106-preview", 1.5, 0.01), ("mistralai/mixtral-8x7b-chat", 0.5, 0.0006),
-          ("meta/llama-2-70b-chat", 0.0, 0.0009))
-
-
-def routerbench(n: int = 200, seed: int = 0) -> pd.DataFrame:
-    """RouterBench's column convention: ``<model>`` score, ``<model>|total_cost``, sample_id, prompt."""
-    rng = np.random.default_rng(seed)
-    hard = rng.normal(size=n)
-    rows = {"sample_id": [f"mmlu.{i}" for i in range(n)], "prompt": [f"q {i}" for i in range(n)],
-            "eval_name": [f"task{i % 10}" for i in range(n)]}
-    for model, skill, price in MODELS:
-        rows[model] = (rng.random(n) < 1 / (1 + np.exp(hard - skill))).astype(int)
-        rows[f"{model}|total_cost"] = price * (1 + rng.random(n))
-    return pd.DataFrame(rows)
 
 
 def test_routerbench_columns_become_arms_with_outcome_and_cost():

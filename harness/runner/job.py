@@ -80,7 +80,7 @@ from harness.runner.process import (  # noqa: F401 - Terminated, signal_name: im
     signal_name,
     start_parent_watchdog,
 )
-from harness.runner.sweep_state import SweepState
+from harness.runner.sweep_state import NOT_APPLICABLE, SweepState
 from policies.registry import display_name
 
 # Bump when a code change changes any job's numbers: runs of the older code are then not reused
@@ -219,7 +219,8 @@ def prepare(plain: dict, config_hash: str, table_handle: str | None = None) -> P
     policy factory and skip key. With ``cost.unit`` set, ``plain["cost"]["c"]`` becomes the
     derived cost (``resolve_cost``) before the job logs its params; ``config_hash``, computed
     before, holds unit and price and the table fingerprint in the skip key holds the costs."""
-    from harness.preflight import check_sizes
+    from harness.errors import NotApplicable
+    from harness.preflight import check_sizes, not_applicable, with_text_features
     from harness.protocols.registry import plan_protocols
 
     planned = plan_protocols(plain)  # each protocol made once: sizes, compute and console lines use these
@@ -228,9 +229,15 @@ def prepare(plain: dict, config_hash: str, table_handle: str | None = None) -> P
     given_cost = dict(plain["cost"])
     cost_metrics = resolve_cost(plain, table, task)
     factory = policy_factory(plain["policy"])
+    policy = factory()
+    # a policy that reads what the table lacks: before any run exists (a sweep reports the job)
+    reason = not_applicable(policy, task, display_name(plain["policy"]))
+    if reason is not None:
+        raise NotApplicable("policy", reason)
+    task = with_text_features(task, policy.features)  # query features from an outcome file's text
     # a dataset too small for the protocols' folds is a data-size problem, said with counts; a
     # held-out / test set too small for any significant outcome is refused, naming protocol.min_heldout
-    check_sizes(task, planned, plain, trainable=bool(getattr(factory(), "trainable", True)))
+    check_sizes(task, planned, plain, trainable=bool(getattr(policy, "trainable", True)))
     key = skip_key(config_hash, table, protocol_versions(planned))
     return Prepared(table=table, task=task, factory=factory, given_cost=given_cost, cost_metrics=cost_metrics, key=key,
                     planned=planned)
@@ -307,6 +314,9 @@ def compute(plain: Mapping, prepared: Prepared, art: Path, where: str) -> RunOut
 # ---- the job -----------------------------------------------------------------------------------
 def run_job(cfg: DictConfig | Mapping, *, sweep: SweepState | None = None, job: Any = None) -> dict:
     """One job, tracked. Returns ``{"status", "run_id", "metrics"}``; re-raises in single runs.
+    A sweep job whose policy reads what its table lacks (``harness.preflight.not_applicable``)
+    creates no run: status ``NOT_APPLICABLE``, one line saying why; a single run's is a
+    ConfigError naming ``policy``.
 
     ``sweep``: the state of the sweep the job belongs to (``SweepState``), None for a single
     run. ``job``: the Hydra job's config (``HydraConfig.get()``, passed by ``main``): its number
@@ -320,20 +330,23 @@ def run_job(cfg: DictConfig | Mapping, *, sweep: SweepState | None = None, job: 
     """
     install_signal_handlers()
     ctx = job_context(cfg, sweep, job)
-    outputs = None
+    outputs = prepared = None
     with tempfile.TemporaryDirectory(prefix="route-bench-run-") as tmp, tracked_run(ctx, Path(tmp)) as run:
         run.open_store()  # the store first: an unreachable server or a broken file fails before any table work
         if sweep is not None and not sweep.jobs_validated:
             validate(ctx.checked)  # a job the sweep could not expand and check first checks itself
-        prepared = prepare(ctx.plain, ctx.config_hash, sweep.table_handle if sweep is not None else None)
-        if sweep is None:  # a sweep says it once, before its jobs (harness.runner.sweep)
-            print_preflight(prepared.task)
-        ctx.result["skip_key"] = prepared.key
-        if run.start(prepared.key):
-            outputs = compute(ctx.plain, prepared, run.artifacts, where=f"run {run.run_id}")
-            run.log(outputs)
+        prepared = _prepare_or_not_applicable(ctx)
+        if isinstance(prepared, Prepared):
+            if sweep is None:  # a sweep says it once, before its jobs (harness.runner.sweep)
+                print_preflight(prepared.task)
+            ctx.result["skip_key"] = prepared.key
+            if run.start(prepared.key):
+                outputs = compute(ctx.plain, prepared, run.artifacts, where=f"run {run.run_id}")
+                run.log(outputs)
     if run.failure is not None:
         return run.failure
+    if isinstance(prepared, str):
+        return _not_applicable(ctx, prepared)
     if run.reused is not None:
         return _skipped(ctx, run.reused)
     return _finished(ctx, run.run_id, outputs)
@@ -347,6 +360,26 @@ def _finished(ctx: JobContext, run_id: str | None, outputs: RunOutputs) -> dict:
     if ctx.verbose or not ctx.in_sweep:  # a single run: a person asked for this one job
         print(f"[route-bench] {ctx.name} -> run {run_id}\n{outputs.summary}", flush=True)
     return {"status": "FINISHED", "run_id": run_id, "metrics": outputs.metrics}
+
+
+def _prepare_or_not_applicable(ctx: JobContext) -> "Prepared | str":
+    """``prepare``; a sweep job whose policy reads what its table lacks gets the reason instead
+    (no run is created for it), a single run the ConfigError naming ``policy``."""
+    from harness.errors import ConfigError, NotApplicable
+
+    sweep = ctx.sweep
+    try:
+        return prepare(ctx.plain, ctx.config_hash, sweep.table_handle if sweep is not None else None)
+    except NotApplicable as exc:
+        if sweep is None:
+            raise ConfigError(exc.key, exc.problem) from None
+        return exc.problem
+
+
+def _not_applicable(ctx: JobContext, reason: str) -> dict:
+    """A sweep job whose policy cannot run on the table: one line, a record, no run."""
+    ctx.finish(NOT_APPLICABLE, None, f"not applicable: {reason}", reason, reason=reason)
+    return {"status": NOT_APPLICABLE, "run_id": None, "metrics": {}}
 
 
 def _skipped(ctx: JobContext, claim: Any) -> dict:

@@ -23,9 +23,14 @@ Order of ``on_multirun_start``, and why:
    (``policy=ridge,ridgee``) ends the sweep in one line naming the key and value, exit 2,
    before any run exists (Hydra only composes a job when it launches it);
 2. the store is opened (``Tracker``: an unreachable server or a corrupt file fails in seconds);
-3. the outcome table is built;
+3. the outcome table is built, and every job's policy checked against it
+   (``sweep_check.check_applicable``): a policy named on the command line that reads features
+   the table lacks ends the sweep in one line (exit 2); such jobs of the preset's policy list
+   create no run and are listed as not applicable at the end (their own lines say why);
 4. RUNNING job runs of this sweep id whose process is provably gone (kill -9) are ended FAILED
-   with a reason; the parent run is found or created under the store's lock.
+   with a reason; the parent run is found or created under the store's lock, and gets the
+   table's rescued/lost list (``rescued_lost-<base>-vs-<extra>-<metric>.csv``, as ``table build``
+   writes it).
 5. the sweep's state file is written and named in every job's environment.
 
 Every start failure is one line ``error: <Kind>: <message>`` on stderr (exit 2 for bad input
@@ -48,7 +53,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from harness.io import digest_of
 from harness.store_schema import TAG_DATASET, TAG_END_REASON, TAG_GIT_COMMIT
-from harness.runner.sweep_check import skip_hydra_revalidation, sweeper_params, validate_sweep_jobs
+from harness.runner.sweep_check import check_applicable, skip_hydra_revalidation, sweeper_params, validate_sweep_jobs
 
 JOB_RECORDS = "jobs"  # the sweep folder's subfolder where each job leaves its record
 
@@ -175,7 +180,8 @@ class SweepTrackingCallback(Callback):
         from harness.runner import job
 
         validate(config)  # before any work
-        self.jobs_validated = validate_sweep_jobs(config) is not None
+        jobs = validate_sweep_jobs(config)
+        self.jobs_validated = jobs is not None
         if self.jobs_validated:  # every job composes and validates: no parent for a typo
             skip_hydra_revalidation()
         plain = app.to_plain(config)
@@ -186,11 +192,14 @@ class SweepTrackingCallback(Callback):
         # a held-out set too small to decide anything, is refused (exit 2); arms that agree on
         # every question are said once here and tagged on the parent run
         check_sizes(task, plan_protocols(plain), plain, trainable=False)
+        # policies that read what the table lacks: a named one refused now, the preset's skipped by their jobs
+        check_applicable(config, jobs or {}, plain, task)
         handle_file = app.write_table_handle(plain, table)
         self.sweep_id = sweep_id_of(config)
         stale = self._open_parent(config)
         n_jobs, swept = _plan(config)
         self._describe_parent(config, plain, n_jobs, swept)
+        self._log_rescued_lost(table, task)
         job.print_preflight(task)
         if preflight_tags(task):
             self.tracker.set_tags(self.parent_run_id, preflight_tags(task))
@@ -237,6 +246,21 @@ class SweepTrackingCallback(Callback):
                        "overrides (command line):", *[f"  {o}" for o in config.hydra.overrides.task]]),
         ))
         self.tracker.set_tags(self.parent_run_id, {TAG_GIT_COMMIT: naming.git_commit(), TAG_DATASET: plain["dataset"]["name"]})
+
+    def _log_rescued_lost(self, table, task) -> None:
+        """The table's rescued/lost list (questions where the pair's arms differ: text, each
+        arm's top 3; ``harness.data.arm_summary``), as ``table build`` writes it, on the parent run."""
+        import tempfile
+        from pathlib import Path
+
+        from harness.data.arm_summary import rescued_lost
+        from harness.runner.table_commands import rescued_lost_path
+
+        rows = rescued_lost(table.frame, task.qids, task.base_arm, task.extra_arm, task.metric)
+        name = rescued_lost_path(table.key, task.base_arm, task.extra_arm, task.metric).name
+        with tempfile.TemporaryDirectory(prefix="route-bench-sweep-list-") as tmp:
+            rows.to_csv(Path(tmp) / name, index=False)
+            self.tracker.log_artifacts(self.parent_run_id, tmp)
 
     def _hand_state(self, config: DictConfig, handle_file, n_jobs: int | None, swept: list[str] | None) -> None:
         """Write the sweep's state file (``harness.runner.sweep_state``) into a fresh folder that

@@ -80,8 +80,9 @@ def validate_sweep_jobs(config: DictConfig) -> int | None:
     a bad value (``experiment=smoke,nonexistent``) is refused after a few jobs, not after all of
     them. The first job that fails raises ConfigError naming the key and value
     (``policy=ridgee``); two jobs whose configs are equal (``seed=0,00``) raise one naming the key.
-    Returns the number of distinct jobs checked, or None when the sweep cannot be expanded here
-    (another sweeper's syntax: each job then validates itself).
+    Returns each distinct job's resolved config by its override list (``check_applicable``
+    reads them), or None when the sweep cannot be expanded here (another sweeper's syntax: each
+    job then validates itself).
     """
     check_workers(config)
     jobs = _sweep_job_lists(config)
@@ -93,7 +94,7 @@ def validate_sweep_jobs(config: DictConfig) -> int | None:
         for job in batch:
             checked.compose(job)
         checked.raise_first_bad(batch)
-    return len(checked.outcome)
+    return checked.plains
 
 
 def _first_of_each_value(jobs: list[list[str]]) -> list[list[str]]:
@@ -118,6 +119,7 @@ class _JobCheck:
         self.loader = GlobalHydra.instance().config_loader()
         self.outcome: dict[tuple[str, ...], BaseException | None] = {}
         self.digests: dict[str, tuple[str, ...]] = {}
+        self.plains: dict[tuple[str, ...], dict] = {}  # each good job's resolved config
         self.progress = _ValidationProgress(n_jobs)
 
     def compose(self, job: list[str]) -> None:
@@ -136,6 +138,7 @@ class _JobCheck:
             self.outcome[tuple(job)] = exc
             return
         self.outcome[tuple(job)] = None
+        self.plains[tuple(job)] = plain
         twin = self.digests.setdefault(digest_of(plain), tuple(job))
         if twin != tuple(job):
             raise _same_job_twice(list(twin), job)
@@ -228,3 +231,45 @@ def skip_hydra_revalidation() -> None:
     from hydra.plugins.sweeper import Sweeper
 
     Sweeper.validate_batch_is_legal = lambda self, batch: None  # type: ignore[method-assign]
+
+
+def _named_on_command_line(config: DictConfig) -> bool:
+    """Whether the command line chose or configured the policy (``policy=...``,
+    ``policy.features=...``), not only the experiment's preset."""
+    keys = [str(o).partition("=")[0].lstrip("+~") for o in config.hydra.overrides.task]
+    return any(k == "policy" or k.startswith("policy.") for k in keys)
+
+
+def check_applicable(config: DictConfig, jobs: dict[tuple[str, ...], dict], plain: dict, task) -> dict[tuple, str]:
+    """{job: why it is not applicable} over the sweep's jobs that read its table (``task``, built
+    from ``plain``), before anything is tracked (``harness.preflight.not_applicable``).
+
+    The rule (docs/own_arms.md): a job of the preset's policy list (``experiment``) whose policy
+    reads what the table lacks is skipped and listed; when the command line names or configures
+    the policy (``policy=...``, ``policy.features=...``) such a job is a ConfigError naming
+    ``policy`` (the user asked for it), and so is a sweep in which no job applies. Jobs of another table (a swept dataset) check themselves when they run."""
+    from harness.app import table_config_digest
+    from harness.errors import ConfigError
+    from harness.io import digest_of
+    from harness.preflight import not_applicable
+    from policies.registry import display_name, make_policy
+
+    digest = table_config_digest(plain)
+    reasons: dict[str, str | None] = {}  # by the policy config's digest: each policy made once
+    out: dict[tuple, str] = {}
+    mine = [(job, cfg) for job, cfg in jobs.items() if table_config_digest(cfg) == digest]
+    for job, cfg in mine:
+        key = digest_of(cfg["policy"])
+        if key not in reasons:
+            try:
+                reasons[key] = not_applicable(make_policy(dict(cfg["policy"])), task, display_name(cfg["policy"]))
+            except Exception:  # noqa: BLE001 - a policy that cannot be made says so in its own job
+                reasons[key] = None
+        if reasons[key] is not None:
+            out[job] = str(reasons[key])
+    if out and _named_on_command_line(config):
+        raise ConfigError("policy", f"{next(iter(out.values()))}; a policy named on the command line must run on the "
+                                    "table (only the preset sweep's policies are skipped)")
+    if mine and len(out) == len(mine) == len(jobs):
+        raise ConfigError("policy", f"no job of the sweep can run on this table: {next(iter(out.values()))}")
+    return out

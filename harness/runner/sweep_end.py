@@ -12,6 +12,10 @@ What the console gets (``print_outcome``): the count of jobs and failures, the r
 the full tables are and the command that serves the store, every line at most 100 characters;
 ``verbose=true`` prints the job table and every protocol's full text first.
 
+Jobs whose policy reads what the table lacks (``harness.preflight.not_applicable``) have no run:
+they are counted (``N jobs, F failed, K not applicable``), listed once per reason on the console
+and in the description, and named in ``not_applicable.csv``; they fail nothing.
+
 What the parent run gets: a description (the page's first lines) with the verdict tables and
 every protocol's conclusions, also as ``summary.txt``; the results' params (``verdict/...``); ``comparison.csv`` / ``.txt`` (one row per job: policy,
 cost, seed, status, headline metrics) and, per protocol result, ``<table>.csv``, ``<table>.json`` (an MLflow
@@ -27,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.runner.sweep_state import NOT_APPLICABLE
 from harness.store_schema import TAG_POLICY, TAG_TABLE_KEY
 from harness.tracking.sweep_jobs import sweep_stages
 
@@ -103,6 +108,7 @@ class SweepOutcome:
     failed: int
     status: str
     results: dict = field(default_factory=dict)  # protocol -> SweepResult
+    not_applicable: list[dict] = field(default_factory=list)  # records of jobs whose policy the table cannot feed
     notes: list[str] = field(default_factory=list)  # what could not be logged
     warnings: list[str] = field(default_factory=list)  # what the tables themselves cannot show
 
@@ -139,7 +145,34 @@ def collect(runs: list, records: list[dict], metric: str, configured: list[str] 
     failed = (int((frame["status"] == "FAILED").sum()) if len(frame) else 0) + len(runless)
     unfinished = int((~frame["status"].isin(["FINISHED", "FAILED"])).sum()) if len(frame) else 0
     return SweepOutcome(frame, runless, failed, "FAILED" if failed or unfinished else "FINISHED",
-                        warnings=table_warnings(runs, metric))
+                        warnings=table_warnings(runs, metric),
+                        not_applicable=[rec for rec in records if rec.get("status") == NOT_APPLICABLE])
+
+
+def count_line(outcome: SweepOutcome) -> str:
+    """``N jobs, F failed`` and, when some job's policy could not run on the table, ``, K not
+    applicable``: every job of the sweep counted once."""
+    n = len(outcome.frame) + len(outcome.runless) + len(outcome.not_applicable)
+    na = f", {len(outcome.not_applicable)} not applicable" if outcome.not_applicable else ""
+    return f"{n} jobs, {outcome.failed} failed{na}"
+
+
+def not_applicable_lines(outcome: SweepOutcome) -> list[str]:
+    """One line per reason (each names the policy and the feature set it lacks) with its count
+    of jobs, in the order the jobs ran."""
+    counts: dict[str, int] = {}
+    for rec in outcome.not_applicable:
+        reason = str(rec.get("reason") or "?")
+        counts[reason] = counts.get(reason, 0) + 1
+    return [f"not applicable ({n} job{'s' if n > 1 else ''}): {reason}" for reason, n in counts.items()]
+
+
+def not_applicable_frame(outcome: SweepOutcome) -> Any:
+    """``not_applicable.csv``: run name and reason of each job not applicable to the table."""
+    import pandas as pd
+
+    return pd.DataFrame([{"run_name": rec.get("run_name"), "reason": rec.get("reason")} for rec in outcome.not_applicable],
+                        columns=["run_name", "reason"])
 
 
 def conclusions(outcome: SweepOutcome) -> str:
@@ -152,6 +185,8 @@ def conclusions(outcome: SweepOutcome) -> str:
     closing = conclusion_lines(outcome.results)  # what the console ends with: the description leads with it
     if closing:
         parts.insert(0, "\n".join(closing))
+    if outcome.not_applicable:  # what the verdicts leave out, said before them
+        parts.insert(0, "\n".join(not_applicable_lines(outcome)))
     heads = [r.headline for r in outcome.results.values() if r.headline]
     return "\n\n".join(heads + parts) or "(no protocol of this sweep has a sweep-level result)"
 
@@ -182,6 +217,8 @@ def write_results(outcome: SweepOutcome, folder: Path) -> None:
     outcome.frame.to_csv(folder / "comparison.csv", index=False)
     (folder / "comparison.txt").write_text(frame_text(outcome.frame) + "\n", encoding="utf-8")
     (folder / "summary.txt").write_text(conclusions(outcome) + "\n", encoding="utf-8")
+    if outcome.not_applicable:
+        not_applicable_frame(outcome).to_csv(folder / "not_applicable.csv", index=False)
     for result in outcome.results.values():
         for name, table in result.tables.items():
             table.to_csv(folder / f"{name}.csv", index=False)
@@ -199,8 +236,7 @@ def log_results(tracker: Any, run_id: str, outcome: SweepOutcome, title: str) ->
     with tempfile.TemporaryDirectory(prefix="route-bench-sweep-end-") as tmp:
         write_results(outcome, Path(tmp))
         tracker.log_artifacts(run_id, tmp)
-    tracker.set_note(run_id, description(f"{title}: {len(outcome.frame) + len(outcome.runless)} jobs, {outcome.failed} "
-                                         f"failed -> {outcome.status}", conclusions(outcome)))
+    tracker.set_note(run_id, description(f"{title}: {count_line(outcome)} -> {outcome.status}", conclusions(outcome)))
     tracker.set_experiment_note(run_id, experiment_description(title, run_id, experiment_lines(outcome)))
     params = {k: v for r in outcome.results.values() for k, v in r.params.items()}
     if params:
@@ -246,8 +282,9 @@ def print_outcome(outcome: SweepOutcome, sweep_id: str, uri: str | None, *, verb
     ``verbose``: the job table and every protocol's full text first, as before."""
     from harness.protocols.verdict_render import wrap
 
-    print(f"\n[route-bench] sweep {sweep_id}: {len(outcome.frame) + len(outcome.runless)} jobs, {outcome.failed} "
-          f"failed -> parent run {outcome.status}")
+    print(f"\n[route-bench] sweep {sweep_id}: {count_line(outcome)} -> parent run {outcome.status}")
+    for line in not_applicable_lines(outcome):
+        print("\n".join(wrap("  " + line)))
     if verbose:
         _print_full_texts(outcome)
     elif len(outcome.frame):

@@ -11,8 +11,9 @@ The file's fields (all JSON):
 - ``sweep_id``: the sweep's id (``harness.runner.sweep.sweep_id_of``), a tag of every job run;
 - ``parent_run_id``: the sweep's parent run, the parent of every job run;
 - ``sweep_pid``: the launching process (a joblib worker's watchdog exits when it dies);
-- ``records_dir``: a folder where each job leaves ``<job number>.json`` (status, run id, error):
-  the sweep counts jobs that failed without a run and shows runs reused from other sweeps;
+- ``records_dir``: a folder where each job leaves ``<job number>.json`` (status, run id, error,
+  the reason of a job not applicable to the table): the sweep counts jobs that failed without
+  a run, lists the jobs not applicable and shows runs reused from other sweeps;
 - ``start``: epoch seconds when the jobs began (the ``(eta ...)`` of each job's line);
 - ``table_handle``: the built outcome table's handle file (``harness.app.write_table_handle``),
   null when the table has no file (synthetic: each job rebuilds it);
@@ -36,7 +37,11 @@ from harness.io import atomic_write_text
 
 ENV_SWEEP_STATE = "ROUTE_BENCH_SWEEP_STATE"
 STATE_FILE = "sweep.json"
-RECORD_KEYS = ("status", "run_id", "run_name", "error", "config_hash", "skip_key", "reused_sweep_id", "store_error")
+RECORD_KEYS = ("status", "run_id", "run_name", "error", "config_hash", "skip_key", "reused_sweep_id", "store_error",
+               "reason")
+# a job's status when its policy reads what the table lacks (harness.preflight.not_applicable):
+# no run, the reason in its record; the sweep lists it apart and does not fail for it
+NOT_APPLICABLE = "NOT_APPLICABLE"
 
 
 @dataclass
