@@ -49,7 +49,12 @@ def digit_policy(tmp_path, monkeypatch):
     from policies.registry import make_policy, register_policy_configs
 
     register_policy_configs()  # policy=digit_question for the in-process CLI, whenever harness.config was imported
-    return make_policy({"_target_": "policies.registry.load_entry_point", "plugin": "digit_question"})
+    yield make_policy({"_target_": "policies.registry.load_entry_point", "plugin": "digit_question"})
+    from hydra.core.config_store import ConfigStore
+
+    # the plugin leaves with the test: so does its config node (a later policy=glob(*) in this
+    # process must not meet a policy whose entry point is gone)
+    ConfigStore.instance().repo.get("policy", {}).pop("digit_question.yaml", None)
 
 
 def test_the_policy_reads_the_text_and_routes_the_digit_questions(digit_policy):
