@@ -22,7 +22,7 @@ from scipy.special import expit
 
 from harness.errors import ConfigError, HarnessError
 from policies.base import FLOAT, INT, JSON, MATRIX, NAMES, STR, FLOATS, Policy, ScoreContext
-from policies.builtin import resolve_features
+from policies.builtin import resolve_features, uniform_from_seed
 from policies.learned import MAX_BOOST_ROUNDS, MAX_PENALTY, _positive
 from policies.preprocess import column_medians, count_missing, feature_array, impute, linear_predictor
 
@@ -304,5 +304,9 @@ class ArmRandom(ArmPolicy):
         self.seed_offset = seed_offset
 
     def score_arms(self, X, ctx: ArmScoreContext) -> np.ndarray:
-        rng = np.random.default_rng([int(ctx.seed), int(self.seed_offset), len(ctx.arms)])
-        return rng.random((len(X), len(ctx.arms)))
+        """Each (question, arm) its own draw (``uniform_from_seed`` of "<qid>\x00<arm>"): the same
+        score in whichever fold, subset or order the question is scored, as the binary random."""
+        if len(ctx.qids) != len(X):
+            raise HarnessError(f"arm_random: {len(X)} rows but {len(ctx.qids)} question ids")
+        return np.column_stack([uniform_from_seed(int(ctx.seed), [f"{q}\x00{arm}" for q in ctx.qids],
+                                                  stream=self.seed_offset) for arm in ctx.arms])

@@ -300,3 +300,24 @@ def test_router_summaries_use_the_cheapest_route_and_the_budget_points():
     flat.outcomes[:, 0] = 1.0
     s = router_summaries(flat, run.rows)
     assert s["apgr"] != s["apgr"] and "not better than the cheapest" in s["reason"]
+
+
+def test_a_router_that_beats_the_mix_by_overspending_is_over_budget_not_deployed():
+    """The mix keeps to the budget; a router compared with it while spending twice the budget on
+    both halves gets no deploy verdict, while the same gain within the budget does."""
+    from harness.protocols.arms_run import compare_with_mix, reference_row
+    from harness.protocols.nway_references import route_from_probabilities
+
+    n = 40
+    y = np.c_[np.zeros(n), (np.arange(n) < 20).astype(float)]  # the costly arm helps questions 0-19
+    c = np.c_[np.zeros(n), np.ones(n)]
+    task = ArmSetTask(np.array([f"q{i:02d}" for i in range(n)]), np.array([f"d{i:02d}" for i in range(n)]),
+                      ("cheap", "costly"), y, c, pd.DataFrame(index=range(n)), "hit@1", "unit")
+    tests = [np.arange(0, n, 2), np.arange(1, n, 2)]
+    for costly, expected in ((np.arange(n) < 20, "deploy router"), (np.ones(n, dtype=bool), "over budget")):
+        probs = np.c_[~costly, costly].astype(float)
+        route = route_from_probabilities(probs, y, c)
+        row = reference_row(task, 0.5, 0.5, route, [float(route.cost[t].mean()) - 0.5 for t in tests])
+        compare_with_mix(row, task, 0.05, 2000, 0, tests)
+        assert row.point == pytest.approx(0.25) and row.p < 0.05
+        assert row.verdict.startswith(expected), row.verdict

@@ -198,15 +198,23 @@ def paired_at_level(diffs: np.ndarray, groups: np.ndarray, level: float, n_perm:
     return point, p, sign_flip_interval(diffs, groups, alpha=level, n_perm=n_perm, seed=seed, p_at_zero=p), discordant
 
 
-def compare_with_mix(row: BudgetRow, task: ArmSetTask, level: float, n_perm: int, seed: int,
+def compare_with_mix(row: BudgetRow, task: ArmSetTask, level: float, n_perm: int, seed: int, tests: list[np.ndarray],
                      oracle: bool = False, who: str = "router") -> None:
     """Router vs the cost-matched mix, paired by document at ``level``: the sign-flip p, the interval
-    that inverts it, and the verdict (docs/metrics.md §15)."""
+    that inverts it, and the verdict (docs/metrics.md §15). ``tests``: each half's test questions,
+    in the order of ``row.over``. A router that beats the mix while overspending the budget
+    beyond sampling error on more than half of the halves gets "over budget", not "deploy": it
+    was compared with a mix that kept to the budget (protocol B's rule, docs/metrics.md §9)."""
     row.point, row.p, row.ci, row.discordant = paired_at_level(row.route.outcome - row.mix.outcome, task.groups,
                                                                level, n_perm, seed)
     cheap, costly, share = row.mix_arms
     fixed = cheap if cheap == costly else f"mix {cheap} {share:.0%} / {costly}"
     row.verdict = verdict_words(fixed, row.point, row.p, row.ci, row.discordant, level, oracle, who)
+    violations, _ = overspends(row, tests, task.n, 0.0, 0.0)
+    if row.verdict.startswith(f"deploy {who}") and 2 * violations > len(tests):
+        row.verdict = (f"over budget: {who} {row.point:+.4f} [{row.ci[0]:+.4f}, {row.ci[1]:+.4f}] over {fixed}, but it "
+                       f"spent {row.route.mean_cost:.4g} against the budget {row.budget:.4g} ({violations} of "
+                       f"{len(tests)} halves beyond sampling error): no deploy verdict")
 
 
 def verdict_words(fixed: str, point: float, p: float, ci: tuple[float, float], discordant: int, level: float,
@@ -319,9 +327,10 @@ def run_arms(factory, task: ArmSetTask, halves, shares, *, alpha: float, n_perm:
     if cost is not None:
         out.cost_row = cost_row(task, halves, oof, test_scores, float(cost))
         compare_with_best_arm(out.cost_row, task, out.level, n_perm, seed, oracle)
+    tests = [halves[1], halves[0]]  # the test half of each direction, as row.over
     for share in shares:
         row = budget_row(task, halves, oof, test_scores, float(share))
-        compare_with_mix(row, task, out.level, n_perm, seed, oracle)
+        compare_with_mix(row, task, out.level, n_perm, seed, tests, oracle)
         out.rows.append(row)
     out.summaries = router_summaries(task, out.rows, out.singles)
     out.halves = (halves[1], halves[0])  # the test half of each direction

@@ -125,6 +125,6 @@ def run_cascade(task: ArmSetTask, paid: np.ndarray, stops: Sequence[Any], availa
                      level=alpha / max(1, len(shares)))
     for share in shares:
         row = cascade_budget(task, paid, halves, oof, test_scores, float(share), levels)
-        compare_with_mix(row.row, task, out.level, n_perm, seed, who="cascade")
+        compare_with_mix(row.row, task, out.level, n_perm, seed, [halves[1], halves[0]], who="cascade")
         out.rows.append(row)
     return out

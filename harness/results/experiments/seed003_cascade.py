@@ -73,6 +73,8 @@ def _verdict_words(run, b: str, last: str) -> str:
     verdict = run.data.tags.get(f"{PREFIX}.verdict_vs_last.b{b}", "")
     if verdict.startswith("deploy cascade"):
         return "deploy the cascade"
+    if verdict.startswith("over budget"):
+        return "over budget: no verdict"
     if verdict.startswith("deploy "):
         return f"deploy `{md_escape(last)}` alone"
     return "cannot tell" if verdict else ""
