@@ -154,3 +154,17 @@ def with_text_features(task, names: Sequence[str]):
         return task
     derived = pd.DataFrame([query_features(str(t)) for t in task.texts])[wanted].astype(float)
     return replace(task, features=pd.concat([task.features, derived], axis=1))
+
+
+def frame_with_text_features(frame: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
+    """The outcome table with the query features among ``names`` that it lacks computed from its
+    question text, as ``feat.`` columns: the protocols that read the table itself (n-way,
+    cascades) see what ``with_text_features`` gives the task. Unchanged when nothing is missing
+    or the table has no text."""
+    from harness.task import FEATURE_PREFIX, TEXT_COLUMN
+
+    wanted = [n for n in QUERY if n in set(map(str, names)) and f"{FEATURE_PREFIX}{n}" not in frame.columns]
+    if not wanted or TEXT_COLUMN not in frame.columns:
+        return frame
+    derived = pd.DataFrame([query_features(str(t)) for t in frame[TEXT_COLUMN]], index=frame.index)[wanted]
+    return pd.concat([frame, derived.astype(float).add_prefix(FEATURE_PREFIX)], axis=1)

@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from harness.data.outcome_table import from_routerbench, read_outcome_table
 from harness.errors import ConfigError
-from harness.preflight import not_applicable, with_text_features
+from harness.preflight import frame_with_text_features, not_applicable, with_text_features
 from harness.runner.sweep_check import check_applicable
 from harness.runner.sweep_end import collect, count_line, not_applicable_lines, write_results
 from harness.store_schema import TAG_ROLE
@@ -90,6 +90,22 @@ def test_query_features_are_computed_from_the_question_text():
     assert X.to_numpy().tolist() == [[5, 1, 0, 1, 0, 0, 0], [4, 0, 2, 0, 1, 0, 0], [5, 0, 3, 0, 0, 1, 0],
                                      [1, 0, 0, 0, 0, 0, 1]]
     assert task.features.shape[1] == 12 and with_text_features(task, policy.features) is task  # nothing left to add
+
+
+def test_the_table_protocols_read_gets_the_same_query_features_from_the_text():
+    """Protocols that read the outcome table itself (n-way, cascades) see the features the task's
+    policies see: the same values, aligned by row, added only where missing."""
+    frame = pd.DataFrame({"qid": ["b", "a"], "doc_id": ["b", "a"], "question": ["Is Paris in France", "What is 2 plus 2?"],
+                          f"{BASE}.correct": [1.0, 0.0], f"{EXTRA}.correct": [1.0, 1.0]})
+    names = ("q_len_words", "q_has_digit", "q_n_capitalised", "bm25_top1")
+    got = frame_with_text_features(frame, names)
+    assert got[["feat.q_len_words", "feat.q_has_digit", "feat.q_n_capitalised"]].to_numpy().tolist() == [
+        [4, 0, 2], [5, 1, 0]]
+    assert "feat.bm25_top1" not in got  # not computable from text: left to the not-applicable rule
+    task = with_text_features(_task(frame), names)  # the task's rows are sorted by qid
+    assert task.features["q_len_words"].tolist() == [5, 4]
+    assert frame_with_text_features(got, names) is got and frame_with_text_features(frame.drop(columns="question"),
+                                                                                     names).shape == (2, 4)
 
 
 def _plain(policy: str, target: str, path: str = "rb.csv", **kw) -> dict:

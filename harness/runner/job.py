@@ -212,6 +212,7 @@ class Prepared:
     cost_metrics: dict  # ``cost/...`` when cost.c is derived from the table ({} for an abstract c)
     key: str  # the skip key
     planned: tuple = ()  # the job's protocols, made once (``harness.protocols.registry.plan_protocols``)
+    features: tuple = ()  # the policy's declared features (query features an outcome file's text gives)
 
 
 def prepare(plain: dict, config_hash: str, table_handle: str | None = None) -> Prepared:
@@ -240,7 +241,7 @@ def prepare(plain: dict, config_hash: str, table_handle: str | None = None) -> P
     check_sizes(task, planned, plain, trainable=bool(getattr(policy, "trainable", True)))
     key = skip_key(config_hash, table, protocol_versions(planned))
     return Prepared(table=table, task=task, factory=factory, given_cost=given_cost, cost_metrics=cost_metrics, key=key,
-                    planned=planned)
+                    planned=planned, features=tuple(map(str, getattr(policy, "features", ()) or ())))
 
 
 # ---- step 2: compute ---------------------------------------------------------------------------
@@ -290,7 +291,10 @@ def compute(plain: Mapping, prepared: Prepared, art: Path, where: str) -> RunOut
     table, task = prepared.table, prepared.task
     (art / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(redact_secrets({**plain, "cost": prepared.given_cost}))),
                                      encoding="utf-8")
-    out = compute_job(plain, task, prepared.factory, art, where=where, table=table.frame, planned=prepared.planned)
+    from harness.preflight import frame_with_text_features
+
+    frame = frame_with_text_features(table.frame, prepared.features)  # protocols reading the table (n-way) too
+    out = compute_job(plain, task, prepared.factory, art, where=where, table=frame, planned=prepared.planned)
     metrics = {**table_facts(task, table), **prepared.cost_metrics, **out.metrics()}
     series = [(k, v, 0) for k, v in metrics.items()]
     for done in out.results.values():
