@@ -48,7 +48,8 @@ def test_sweep_creates_parent_and_children_with_layout(basic_sweep):
     assert len(parents) == 1 and len(jobs) == 4
     parent = parents[0]
     sweep_id = parent.data.tags[TAG_SWEEP_ID]
-    assert parent.info.run_name == f"sweep {sweep_id}" and parent.info.status == "FINISHED"
+    # the id first (what tells two sweeps apart when the UI cuts a name), 8 of its 12 digits
+    assert parent.info.run_name == f"{sweep_id[:8]} sweep" and parent.info.status == "FINISHED"
     # a sweep's run names carry the policy and every swept key (here cost.c), nothing unswept
     assert {j.info.run_name for j in jobs} == {f"{p} c={c}" for p in ("always_keep", "ridge") for c in ("0", "0.02")}
     for job in jobs:
@@ -92,7 +93,12 @@ def test_sweep_creates_parent_and_children_with_layout(basic_sweep):
     assert f"Parent run: http://127.0.0.1:5000/#/experiments/{parent.info.experiment_id}/runs/{parent.info.run_id}" \
         in first.stdout
     assert "Serve it:   mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db" in first.stdout
-    assert "comparison.csv" in {a.path for a in client.list_artifacts(parent.info.run_id)}
+    # the sweep's picture and report on the parent run, said once on the console
+    assert {"comparison.csv", "frontier.png", "report.html", "report.md"} <= {
+        a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert "Full tables and the frontier figure: report.html on the parent run" in first.stdout
+    assert (f"Experiment: http://127.0.0.1:5000/#/experiments/{parent.info.experiment_id}"
+            "?workflowType=machine_learning") in first.stdout
 
 
 def test_decisions_artifact_matches_logged_metric(basic_sweep):

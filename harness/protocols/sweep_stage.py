@@ -157,8 +157,9 @@ def failed_result(name: str, exc: BaseException) -> SweepResult:
                                                            f"{type(exc).__name__}: {exc}")
 
 
-# names the sweep's end writes itself on the parent run
-RESERVED_SWEEP_ARTIFACTS = ("comparison.csv", "comparison.txt", "summary.txt")
+# names the sweep's end writes itself on the parent run (the report's: harness.report.parent_files)
+RESERVED_SWEEP_ARTIFACTS = ("comparison.csv", "comparison.txt", "summary.txt", "report.html", "report.md",
+                            "frontier.png")
 
 
 def check_sweep_results(results: Mapping[str, SweepResult]) -> None:

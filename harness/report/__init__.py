@@ -34,14 +34,16 @@ Choices (docs/metrics.md is silent on reporting):
 - Warnings (report and stdout): the base arm at ceiling on held-out (``heldout/base/<metric>``
   >= 0.999 in a job), and a held-out set that cannot resolve any hit difference vs always-base
   (``heldout/extra_vs_base/min_p`` > the job's ``protocol.alpha``).
-- Layout (the first screen answers): title, one line of context, the contents, then the
-  verdicts (each sweep stage's ``lead``: protocol B's verdict per cost and budget) with the
-  warnings; then one section per protocol that has a sweep stage (``Protocol.aggregate``,
-  ``harness.protocols.sweep_stage``), recomputed from the jobs' artifacts, those with a lead
-  first (B's decision table: one short table per budget, every column folded), then in the
-  sweep's order (A's "Policy vs policy", C's gain comparison, a plugin protocol's table); the
-  conclusions; the frontiers; the per-job table last, folded (``<details>``); where the report
-  came from. The HTML has a small inline stylesheet (wide tables scroll sideways) and embeds
+- Layout (the first screen answers): title, three sentences (``harness.report.summary``: what
+  was compared, the verdicts counted by kind, what to do next or what cannot be told), one line
+  of context, the contents, then the verdicts (each sweep stage's ``lead``: protocol B's verdict
+  per cost and budget) with the warnings; then one section per protocol that has a sweep stage
+  (``Protocol.aggregate``, ``harness.protocols.sweep_stage``), recomputed from the jobs'
+  artifacts, those with a lead first and open (B's decision table: one short table per budget,
+  every column folded), then in the sweep's order, each folded under its heading (A's "Policy
+  vs policy", C's gain comparison, a plugin protocol's table); the conclusions, folded; the
+  frontiers; the per-job table last, folded (``<details>``); where the report came from.
+- The sweep's end writes the same files on the sweep's parent run (``harness.report.parent_files``). The HTML has a small inline stylesheet (wide tables scroll sideways) and embeds
   the PNG as a data URI (one self-contained file to share); the Markdown links the PNG.
 - ``--budget`` and / or ``--cost`` restrict the decision table to those values (the fixed
   decisions of the selected cost stay, as references) and print it to stdout, every column as

@@ -1,6 +1,8 @@
 """The report as one self-contained HTML page (``report.html``): a small inline stylesheet (wide
 tables scroll sideways), the frontier PNG as a data URI, in the order of the Markdown
-(``harness.report.markdown_page``); every name and value escaped."""
+(``harness.report.markdown_page``): the three-sentence summary first, the verdicts, the answer's
+own section open and every other section's text folded (``<details>``); every name and value
+escaped."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from harness.report.model import SweepReport
 from harness.report.page_content import (
     JOBS_NOTE, NO_VERDICT, about_rows, best_values, job_cells, job_head, ordered_results,
 )
+from harness.report.summary import summary_sentences
 
 STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;font-size:15px;
@@ -30,7 +33,8 @@ tr.deploy td:nth-child(3){color:#116329;font-weight:600}tr.cannot-tell td:nth-ch
 pre{overflow-x:auto;background:#f6f8fa;padding:8px 10px;font-size:.85em}
 p.warning{background:#fff3cd;border-left:4px solid #d4a72c;padding:5px 9px}p.legend{font-size:.85em;color:#57606a}
 details{margin:.5em 0}details>summary{cursor:pointer;font-weight:600}img{max-width:100%;height:auto}
-code{font-size:.9em}
+code{font-size:.9em}p.summary{font-size:1.05em;max-width:980px;margin:.35em 0 .5em}
+details.fold>summary>h2{display:inline-block;border-bottom:none;margin:.9em 0 .3em}
 """.strip()
 
 
@@ -45,11 +49,13 @@ def render_html(rep: SweepReport, plot_bytes: bytes | None) -> str:
            *([("conclusions", "Conclusions")] if concluded else []), ("frontiers", "Frontiers"), ("jobs", "Jobs"),
            ("about", "About this report")]
     out = _head(rep, toc) + _verdicts(rep, results)
-    for name, result in results:
-        out += [f'<section id="{ids[name]}">', result.as_html(), "</section>"]
+    for name, result in results:  # the answer's own section open, the others' text folded
+        page = result.as_html() if result.lead_as_html() else fold(result.title, result.as_html())
+        out += [f'<section id="{ids[name]}">', page, "</section>"]
     if concluded:
-        out += ['<section id="conclusions">', "<h2>Conclusions</h2>", "<ul>",
-                *[f"<li>{e(x)}</li>" for x in concluded], "</ul>", "</section>"]
+        out += ['<section id="conclusions">',
+                fold("Conclusions", "\n".join(["<ul>", *[f"<li>{e(x)}</li>" for x in concluded], "</ul>"])),
+                "</section>"]
     out += _frontiers(plot_bytes) + _jobs(rep)
     out += ['<section id="about">', "<h2>About this report</h2>", "<ul>",
             *[f"<li>{e(k)}: <code>{e(v)}</code></li>" if k != "picked" else f"<li>{e(v)}</li>" for k, v in about_rows(rep)],
@@ -71,10 +77,20 @@ def _head(rep: SweepReport, toc: list[tuple[str, str]]) -> list[str]:
         "</head>",
         "<body>",
         f"<h1>Sweep {e(rep.sweep_id)}</h1>",
+        f'<p class="summary">{e(" ".join(summary_sentences(rep, NO_VERDICT)))}</p>',
         f'<p class="meta">experiment <code>{e(rep.experiment)}</code> · {len(rep.rows)} jobs · parent run '
         f"<code>{e(rep.parent_run_id or '(none)')}</code></p>",
         '<nav aria-label="contents">Contents: ' + "".join(f'<a href="#{i}">{e(t)}</a>' for i, t in toc) + "</nav>",
     ]
+
+
+def fold(title: str, page: str) -> str:
+    """``page`` (a section's HTML) folded under its heading: ``<details>`` whose summary is the
+    section's ``<h2>`` (taken from the page when it opens with it, so it is not shown twice)."""
+    head = f"<h2>{html.escape(title)}</h2>"
+    body = page.lstrip()
+    body = body[len(head):] if body.startswith(head) else body
+    return f'<details class="fold"><summary>{head}</summary>\n{body.strip()}\n</details>'
 
 
 def _verdicts(rep: SweepReport, results: list) -> list[str]:

@@ -35,23 +35,32 @@ def load_sweep(
     parents, children = _sweep_runs(client, exp_ids, sweep_id, experiment, tracking_uri)
     exp_names = {e.experiment_id: e.name for e in exps}
     picked = pick_runs(children)
+    first = picked[0].data.params
+    results = sweep_results(client, picked, alpha=float(first.get("protocol.alpha", 0.05)),
+                            n_boot=int(first.get("protocol.n_boot", 1000)),
+                            metric=first.get("arms.metric", "hit@10"))
+    return build_report(client, picked, results, sweep_id=sweep_id, tracking_uri=tracking_uri,
+                        experiment=exp_names.get(picked[0].info.experiment_id, "?"),
+                        parent_run_id=parents[0].info.run_id if parents else None, picked_why=picked_why)
+
+
+def build_report(client, picked: list, results: dict, *, sweep_id: str, tracking_uri: str, experiment: str,
+                 parent_run_id: str | None, picked_why: str = "") -> SweepReport:
+    """The report of the job runs ``picked`` (one per job config, ``pick_runs``; at least one) with
+    their sweep stages' ``results``: what ``load_sweep`` reads, and what the sweep's end builds from
+    the runs and results it already holds (``harness.report.parent_files``)."""
     all_keys: set[str] = set()
     for r in picked:
         all_keys |= set(r.data.metrics) if r.info.status == "FINISHED" else set()
     outcome = outcome_metric_of(all_keys)
-    rows = [_job_row(client, r) for r in picked]
-    first = picked[0].data.params
-    alpha = float(first.get("protocol.alpha", 0.05))
-    results = sweep_results(client, picked, alpha=alpha, n_boot=int(first.get("protocol.n_boot", 1000)),
-                            metric=first.get("arms.metric", "hit@10"))
     rep = SweepReport(
         results=results,
-        alpha=alpha,
+        alpha=float(picked[0].data.params.get("protocol.alpha", 0.05)),
         sweep_id=sweep_id,
         tracking_uri=tracking_uri,
-        experiment=exp_names.get(picked[0].info.experiment_id, "?"),
-        parent_run_id=parents[0].info.run_id if parents else None,
-        rows=rows,
+        experiment=experiment,
+        parent_run_id=parent_run_id,
+        rows=[_job_row(client, r) for r in picked],
         columns=build_columns(all_keys, outcome),
         outcome_metric=outcome,
         picked=picked_why,

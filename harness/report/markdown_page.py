@@ -1,6 +1,7 @@
-"""The report as Markdown (``report.md``): the verdicts first, then each protocol's section
-(decision tables first), the conclusions, the frontiers, the per-job table folded at the end,
-where the report came from. Every name and value escaped (``harness.markdown``)."""
+"""The report as Markdown (``report.md``): the three-sentence summary, the verdicts, then each
+protocol's section (decision tables first, open; the others' text folded), the conclusions
+(folded), the frontiers, the per-job table folded at the end, where the report came from. Every
+name and value escaped (``harness.markdown``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from harness.report.model import SweepReport
 from harness.report.page_content import (
     JOBS_NOTE, NO_VERDICT, about_rows, best_values, job_cells, job_head, ordered_results,
 )
+from harness.report.summary import summary_sentences
 
 
 def _slug(title: str) -> str:
@@ -25,10 +27,10 @@ def render_markdown(rep: SweepReport, plot_name: str | None) -> str:
     results = ordered_results(rep)
     concluded = conclusion_lines(rep.results)
     lines = _title(rep, results, concluded) + _verdicts(rep, results)
-    for _, result in results:  # each protocol's sweep stage: the ones with a verdict first
-        lines += [result.as_markdown()]
+    for _, result in results:  # each protocol's sweep stage: the ones with a verdict first, open
+        lines += [result.as_markdown() if result.lead_as_markdown() else fold(result.title, result.as_markdown())]
     if concluded:
-        lines += ["## Conclusions", "", *[f"- {md_escape(x)}" for x in concluded], ""]
+        lines += [fold("Conclusions", "\n".join(f"- {md_escape(x)}" for x in concluded))]
     lines += ["## Frontiers", ""]
     lines += [f"![frontiers]({plot_name})", ""] if plot_name else ["No frontier series were logged for this sweep.", ""]
     lines += _jobs(rep)
@@ -44,11 +46,22 @@ def _title(rep: SweepReport, results: list, concluded: list[str]) -> list[str]:
     return [
         f"# Sweep {md_escape(rep.sweep_id)}",
         "",
+        md_escape(" ".join(summary_sentences(rep, NO_VERDICT))),
+        "",
         f"experiment {md_code(rep.experiment)} · {len(rep.rows)} jobs · parent run {md_code(rep.parent_run_id or '(none)')}",
         "",
         "Contents: " + " · ".join(f"[{md_escape(t)}](#{_slug(t)})" for t in toc),
         "",
     ]
+
+
+def fold(title: str, text: str) -> str:
+    """A section's Markdown folded under its heading: the ``## title`` line stays (the contents
+    link to it), the rest goes into ``<details>`` (GitHub renders the Markdown inside)."""
+    head = f"## {md_escape(title)}"
+    body = text.strip()
+    body = body[len(head):].strip() if body.startswith(head + "\n") or body == head else body
+    return "\n".join([head, "", "<details><summary>Show</summary>", "", body, "", "</details>", ""])
 
 
 def _verdicts(rep: SweepReport, results: list) -> list[str]:

@@ -18,14 +18,19 @@ def write_report(rep: SweepReport, out_dir: str | os.PathLike) -> dict[str, Path
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     plot_path = out / PLOT_NAME
-    has_plot = plot_report_frontiers(rep, plot_path)
-    plot_bytes = plot_path.read_bytes() if has_plot else None
+    return write_pages(rep, out, plot_path if plot_report_frontiers(rep, plot_path) else None)
+
+
+def write_pages(rep: SweepReport, out: Path, plot_path: Path | None) -> dict[str, Path]:
+    """report.md (linking the frontier PNG ``plot_path`` by name) and report.html (embedding it);
+    without ``plot_path`` both say no frontier was drawn."""
+    plot_bytes = plot_path.read_bytes() if plot_path is not None else None
     paths = {
         "markdown": atomic_write_text(
-            out / "report.md", render_markdown(rep, PLOT_NAME if has_plot else None)
+            out / "report.md", render_markdown(rep, plot_path.name if plot_path is not None else None)
         ),
         "html": atomic_write_text(out / "report.html", render_html(rep, plot_bytes)),
     }
-    if has_plot:
+    if plot_path is not None:
         paths["plot"] = plot_path
     return paths

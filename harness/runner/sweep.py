@@ -352,7 +352,7 @@ class SweepTrackingCallback(Callback):
                 alpha=float(OmegaConf.select(config, "protocol.alpha", default=0.05)),
                 n_boot=int(OmegaConf.select(config, "protocol.n_boot", default=1000)),
                 metric=str(OmegaConf.select(config, "arms.metric", default="hit@10")),
-                title=f"Sweep {self.sweep_id}",
+                title=f"Sweep {self.sweep_id}", sweep_id=str(self.sweep_id),
             )
         except TrackingStoreError as exc:  # the store itself failed (a full disk): one line, exit 2
             self._store_failed(str(exc))

@@ -20,7 +20,9 @@ What the parent run gets: a description (the page's first lines) with the verdic
 every protocol's conclusions, also as ``summary.txt``; the results' params (``verdict/...``); ``comparison.csv`` / ``.txt`` (one row per job: policy,
 cost, seed, status, headline metrics) and, per protocol result, ``<table>.csv``, ``<table>.json`` (an MLflow
 table for the UI's table view, where the protocol asks for it), ``<table>.txt`` and its other
-files, and its metrics. It ends FINISHED when every job finished, FAILED otherwise.
+files, and its metrics; the sweep's ``report.html`` / ``.md`` and ``frontier.png`` (the ``report``
+command's files, ``harness.report.parent_files``; a figure or report that cannot be made is a
+note, never the sweep's end). It ends FINISHED when every job finished, FAILED otherwise.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from harness.runner.sweep_state import NOT_APPLICABLE
 from harness.store_schema import TAG_POLICY, TAG_TABLE_KEY
@@ -111,6 +113,7 @@ class SweepOutcome:
     not_applicable: list[dict] = field(default_factory=list)  # records of jobs whose policy the table cannot feed
     notes: list[str] = field(default_factory=list)  # what could not be logged
     warnings: list[str] = field(default_factory=list)  # what the tables themselves cannot show
+    report: bool = False  # report.html (every table and the frontier figure) is on the parent run
 
 
 def table_warnings(runs: list, metric: str) -> list[str]:
@@ -228,13 +231,19 @@ def write_results(outcome: SweepOutcome, folder: Path) -> None:
             (folder / name).write_text(text, encoding="utf-8")
 
 
-def log_results(tracker: Any, run_id: str, outcome: SweepOutcome, title: str) -> None:
+def log_results(tracker: Any, run_id: str, outcome: SweepOutcome, title: str,
+                report: Callable[[Path], list[str]] | None = None) -> None:
     """Files, MLflow tables (the UI's table view) and metrics of the results on the parent run,
-    and its description: ``title`` and the conclusions, the first thing its page shows."""
+    and its description: ``title`` and the conclusions, the first thing its page shows.
+    ``report`` writes the sweep's report and frontier figure into the same folder (``parent_report``)
+    and returns its notes."""
     from harness.tracking.run_notes import description, experiment_description
 
     with tempfile.TemporaryDirectory(prefix="route-bench-sweep-end-") as tmp:
         write_results(outcome, Path(tmp))
+        if report is not None:
+            outcome.notes += report(Path(tmp))
+            outcome.report = (Path(tmp) / "report.html").is_file()
         tracker.log_artifacts(run_id, tmp)
     tracker.set_note(run_id, description(f"{title}: {count_line(outcome)} -> {outcome.status}", conclusions(outcome)))
     tracker.set_experiment_note(run_id, experiment_description(title, run_id, experiment_lines(outcome)))
@@ -259,15 +268,30 @@ def log_results(tracker: Any, run_id: str, outcome: SweepOutcome, title: str) ->
             tracker.log_metrics(run_id, [(k, float(v), 0) for k, v in result.metrics.items()])
 
 
+def parent_report(tracker: Any, parent_run_id: str, runs: list, outcome: SweepOutcome,
+                  sweep_id: str) -> Callable[[Path], list[str]]:
+    """What writes the sweep's ``report.html`` / ``.md`` and ``frontier.png`` into a folder
+    (``harness.report.parent_files``: the ``report`` command's files, from these runs and results)."""
+    from harness.report.parent_files import write_parent_report
+
+    def write(folder: Path) -> list[str]:
+        return write_parent_report(tracker.client, runs, outcome.results, folder, sweep_id=sweep_id,
+                                   tracking_uri=tracker.uri, parent_run_id=parent_run_id)
+
+    return write
+
+
 def close(tracker: Any, parent_run_id: str, runs: list, records: list[dict], *, configured: list[str],
-          alpha: float, n_boot: int, metric: str, title: str = "Sweep") -> SweepOutcome:
-    """Compute and log the sweep's end on the parent run, then end it (always, also when the
-    logging fails: the exception propagates after the run is ended)."""
+          alpha: float, n_boot: int, metric: str, title: str = "Sweep", sweep_id: str | None = None) -> SweepOutcome:
+    """Compute and log the sweep's end on the parent run (with ``sweep_id``: its report and frontier
+    figure too), then end it (always, also when the logging fails: the exception propagates after
+    the run is ended)."""
     outcome = collect(runs, records, metric, configured)
     try:
         with tempfile.TemporaryDirectory(prefix="route-bench-sweep-jobs-") as tmp:
             outcome.results = sweep_stages(tracker.client, runs, configured, alpha, n_boot, metric, Path(tmp))
-        log_results(tracker, parent_run_id, outcome, title)
+        report = parent_report(tracker, parent_run_id, runs, outcome, sweep_id) if sweep_id else None
+        log_results(tracker, parent_run_id, outcome, title, report)
     finally:
         tracker.end_run(parent_run_id, outcome.status)
     return outcome
@@ -278,7 +302,8 @@ def print_outcome(outcome: SweepOutcome, sweep_id: str, uri: str | None, *, verb
     """The sweep's last lines, each at most 100 characters (``harness.protocols.verdict_render.WIDTH``):
     the count of jobs and failures, the verdict table(s) (every result's ``headline``; a sweep
     without one: the protocols' conclusions), the closing power line and the notes, then where
-    the full tables are, the parent run's address and the one command that serves it.
+    the full tables are, the experiment's runs table, the parent run's address and the one
+    command that serves it.
     ``verbose``: the job table and every protocol's full text first, as before."""
     from harness.protocols.verdict_render import wrap
 
@@ -297,7 +322,7 @@ def print_outcome(outcome: SweepOutcome, sweep_id: str, uri: str | None, *, verb
         print("\n" + "\n".join(lines))
     for note in outcome.notes:
         print("\n".join(wrap(note)))
-    print_where(uri, experiment_id, parent_run_id, _table_files(outcome.results))
+    print_where(uri, experiment_id, parent_run_id, _table_files(outcome.results), report=outcome.report)
     sys.stdout.flush()
 
 
@@ -380,16 +405,24 @@ def _table_files(results: dict) -> list[str]:
     return names
 
 
-def print_where(uri: str | None, experiment_id: str | None, parent_run_id: str | None, tables: list[str]) -> None:
-    """Where to look: the full tables, the parent run's address and the command that serves it."""
+def print_where(uri: str | None, experiment_id: str | None, parent_run_id: str | None, tables: list[str],
+                report: bool = False) -> None:
+    """Where to look: the full tables (``report``: report.html on the parent run holds them all,
+    with the frontier figure), the experiment's runs table, the parent run's address and the
+    command that serves it."""
     from harness.protocols.verdict_render import wrap
+    from harness.tracking.naming import experiment_ui_path
 
     print()
-    if tables:
+    if report:
+        print("Full tables and the frontier figure: report.html on the parent run; verbose=true prints the tables.")
+    elif tables:
         print("\n".join(wrap(f"Full tables: {', '.join(tables)} on the parent run, and `python -m harness report "
                              "--latest --out report/`; verbose=true prints them here.")))
     serve = serve_command(uri)
     base = "http://127.0.0.1:5000" if serve else (uri or "").rstrip("/")
+    if experiment_id:
+        print(f"Experiment: {base}/{experiment_ui_path(experiment_id)}")
     if experiment_id and parent_run_id:
         print(f"Parent run: {base}/#/experiments/{experiment_id}/runs/{parent_run_id}")
     if serve:

@@ -4,7 +4,7 @@ skip-if-finished claims of jobs (``Tracker``).
 Layout (shared with the report command; see docs/sweeps.md; names and params:
 ``harness.tracking.naming``):
 
-- Experiment ``<dataset.name>/<base>-vs-<extra>``; one parent run per sweep (``sweep <id>``,
+- Experiment ``<dataset.name>/<base>-vs-<extra>``; one parent run per sweep (``<id[:8]> sweep``,
   tags ``route_bench.sweep_id``, ``route_bench.role=sweep``); one child run per job (tags
   ``mlflow.parentRunId``, ``route_bench.sweep_id``, ``route_bench.role=job``,
   ``route_bench.config_hash``, ``route_bench.policy``). A single run (no -m) has role ``single``
@@ -73,10 +73,12 @@ from harness.errors import HarnessError
 from harness.store_schema import (
     TAG_CONFIG_HASH, TAG_END_REASON, TAG_ERROR, TAG_HOST, TAG_PARENT, TAG_PID, TAG_ROLE, TAG_SKIP_KEY, TAG_SWEEP_ID,
 )
+from harness.tracking.naming import sweep_run_name
 from harness.tracking.processes import process_alive, process_identity
 from harness.tracking.run_logging import RunLogging
 
-# MLflow's experiment kind (its UI's "custom model development": the runs table first) and the
+# MLflow's experiment kind ("custom model development": the runs table first, for the 3.x UIs
+# that read it; 3.17 decides by the address instead, ``naming.experiment_ui_path``) and the
 # metric its UI treats as the experiment's primary one
 EXPERIMENT_TAGS = {
     "mlflow.experimentKind": "custom_model_development",
@@ -111,8 +113,9 @@ class Tracker(RunLogging):
     # ---- experiments and runs -------------------------------------------------------------
     def ensure_experiment(self, name: str, artifact_location: str | None = None) -> str:
         """Id of experiment ``name``, created if missing (safe when two processes race), with
-        ``EXPERIMENT_TAGS``: the MLflow UI (3.x) then opens it on its runs table, not on the
-        GenAI views (traces, evaluation runs) it guesses for an experiment of unknown kind."""
+        ``EXPERIMENT_TAGS``: the MLflow UIs that read the kind then open it on its runs table,
+        not on the GenAI views (traces, evaluation runs) they guess for an experiment of unknown
+        kind. MLflow 3.17's UI ignores the tag: the address does it (``experiment_ui_path``)."""
         from mlflow.exceptions import MlflowException
 
         from harness.tracking.artifact_root import ROOT_NAME, ROOT_TAG, own_root, relocate
@@ -175,7 +178,7 @@ class Tracker(RunLogging):
             run = self._retry(
                 lambda: self.client.create_run(
                     experiment_id,
-                    run_name=f"sweep {sweep_id}",
+                    run_name=sweep_run_name(sweep_id),
                     tags={TAG_SWEEP_ID: sweep_id, TAG_ROLE: "sweep", **ident},
                 )
             )

@@ -10,6 +10,9 @@ docs/sweeps.md):
   ``PARAM_MAX_CHARS``; ``config_hash``: same job, same hash; ``git_commit``: the code's version.
 - The store: ``resolve_tracking_uri`` (explicit > $MLFLOW_TRACKING_URI > a SQLite file in the
   launch folder) and its artifact root (``artifact_location``).
+- A sweep's parent run: ``sweep_run_name`` (its id first: the part that tells two sweeps apart
+  is what the UI shows when it cuts a name). The experiment's page in the MLflow UI:
+  ``experiment_ui_path`` (it opens on the runs table, see there).
 
 Why one module: the naming rules are a contract; writing them once keeps the app, the sweep
 callback and the report command from drifting apart.
@@ -38,6 +41,25 @@ _BAD_NAME_CHARS = re.compile(r"[^/\w.\- :]")
 def mlflow_name(name: str) -> str:
     """A metric/param/tag name MLflow accepts: ``@`` -> ``_at_``, other bad characters -> ``_``."""
     return _BAD_NAME_CHARS.sub("_", str(name).replace("@", "_at_"))
+
+
+def sweep_run_name(sweep_id: str) -> str:
+    """``<first 8 hex digits of the id> sweep``: the MLflow UI's runs table shows about 18
+    characters of a top-level run's name (its default column width) and its chart legends fewer,
+    so the part that tells two sweeps apart comes first; the full id is the run's tag."""
+    return f"{str(sweep_id)[:8]} sweep"
+
+
+# MLflow 3.17's UI decides an experiment's view (GenAI traces or the runs table) from the
+# ``workflowType`` of the address, else the browser's own choice (the "GenAI / Model training"
+# switch, kept in its localStorage, GenAI when never chosen); it no longer reads the experiment's
+# ``mlflow.experimentKind`` tag (tests/test_mlflow_ui_browser.py shows both).
+UI_WORKFLOW_QUERY = "workflowType=machine_learning"
+
+
+def experiment_ui_path(experiment_id: str) -> str:
+    """The experiment's page in the MLflow UI, opening on its runs table (``UI_WORKFLOW_QUERY``)."""
+    return f"#/experiments/{experiment_id}?{UI_WORKFLOW_QUERY}"
 
 
 def resolve_tracking_uri(tracking: Mapping[str, Any], launch_dir: str | os.PathLike) -> str:
