@@ -192,3 +192,11 @@ def test_a_plugin_policy_is_a_stage_beside_the_built_ins(tmp_path, monkeypatch):
     assert dec["score_short_first"].tolist() == _table(120, 2).sort_values("qid")["feat.q_len_words"].tolist()
     assert sum(res.metrics[f"trigger_cascade/b0.50/stage/{s}/{w}"] for s in run.stages
                for w in ("memory", "retrieve")) == task.n
+
+
+def test_its_size_requirement_applies_only_to_the_job_it_runs_in():
+    proto = TriggerCascadeProtocol()
+    cfg = {"protocol": {"settings": {"trigger_cascade": {"stages": ["query_ridge", "bur_gbm"]}}}}
+    assert proto.min_documents({**cfg, "policy": {"name": "bur_gbm"}}, True)[0] == 10
+    assert proto.min_documents({**cfg, "policy": {"name": "bur_linear"}}, True) is None
+    assert proto.min_documents({"policy": {"name": "bur_linear"}}, True)[0] == 10  # the default stages end there

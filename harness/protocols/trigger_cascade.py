@@ -90,6 +90,10 @@ class TriggerCascadeProtocol(Protocol):
                                               f"RAG (arms=noret_rag: no_retrieval vs rag_<arm>), got {base} vs {extra}")
 
     def min_documents(self, cfg, trainable):
+        node = ((cfg.get("protocol") or {}).get("settings") or {}).get(self.name) or {}
+        stages = list(node.get("stages") or self.Config().stages)
+        if str((cfg.get("policy") or {}).get("name", "")) != str(stages[-1]):
+            return None  # it does not run in this job
         return 2 * 5, "two halves of documents, each split into grouped folds to fit the stage routers"
 
     def run(self, task, factory, ctx: ProtocolContext) -> ProtocolResult:
