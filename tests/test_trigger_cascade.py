@@ -162,7 +162,7 @@ def test_bad_settings_are_one_error_naming_the_key(node, key):
 def test_an_oracle_stage_and_a_retrieval_pair_are_refused():
     with pytest.raises(ConfigError, match="oracle cannot be a trigger stage"):
         _run(_table(60), stages=["oracle", "bur_linear"])
-    with pytest.raises(ConfigError, match="memory and RAG"):
+    with pytest.raises(ConfigError, match="needs an answer pair, memory vs RAG"):
         TriggerCascadeProtocol().check({"arms": {"base": "keep", "extra": "hybrid"}})
 
 

@@ -110,17 +110,23 @@ def answer_pair_costs(table: pd.DataFrame, base: str, extra: str, qids) -> dict[
     return out
 
 
+def check_answer_pair(cfg, protocol: str, hint: str = "") -> None:
+    """A ConfigError on ``protocol.run`` unless the job routes between answering from memory and
+    RAG (arms.base = no_retrieval, arms.extra = rag_<arm>): what the cost families are defined on."""
+    arms = cfg.get("arms") or {}
+    base, extra = str(arms.get("base", "keep")), str(arms.get("extra", "hybrid"))
+    if base != "no_retrieval" or not extra.startswith("rag_"):
+        raise ConfigError("protocol.run", f"protocol '{protocol}' needs an answer pair, memory vs RAG "
+                                          f"(arms=noret_rag: no_retrieval vs rag_<arm>), got {base} vs {extra}{hint}")
+
+
 class CostProtocol(Protocol):
     """Expected cost per question of the policy's budget rules, by its router family."""
 
     name = "cost"
 
     def check(self, cfg) -> None:
-        arms = cfg.get("arms") or {}
-        base, extra = str(arms.get("base", "keep")), str(arms.get("extra", "hybrid"))
-        if base != "no_retrieval" or not extra.startswith("rag_"):
-            raise ConfigError("protocol.run", f"protocol 'cost' needs an answer pair (arms=noret_rag: no_retrieval "
-                                              f"vs rag_<arm>), got {base} vs {extra}; use protocol=all for this pair")
+        check_answer_pair(cfg, "cost", "; use protocol=all for this pair")
 
     def run(self, task, factory, ctx: ProtocolContext) -> ProtocolResult:
         from harness.protocols.builtin import BudgetProtocol

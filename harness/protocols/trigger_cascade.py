@@ -23,7 +23,7 @@ from harness.errors import ConfigError, did_you_mean
 from harness.protocols.arms import N_PERM, budget_part
 from harness.protocols.arms_run import overspends
 from harness.protocols.cascade_search import MAX_LEVELS
-from harness.protocols.cost import UNITS, answer_pair_costs, router_family
+from harness.protocols.cost import UNITS, answer_pair_costs, check_answer_pair, router_family
 from harness.protocols.outputs import Output
 from harness.protocols.registry import Protocol, ProtocolContext, ProtocolResult, Table
 from harness.protocols.sweep_stage import SweepJob, SweepResult
@@ -83,11 +83,7 @@ class TriggerCascadeProtocol(Protocol):
                 raise ConfigError(f"{KEY}.tol", f"must be in [0, 1], got {self.tol!r}")
 
     def check(self, cfg) -> None:
-        arms = cfg.get("arms") or {}
-        base, extra = str(arms.get("base", "keep")), str(arms.get("extra", "hybrid"))
-        if base != "no_retrieval" or not extra.startswith("rag_"):
-            raise ConfigError("protocol.run", f"protocol 'trigger_cascade' decides between answering from memory and "
-                                              f"RAG (arms=noret_rag: no_retrieval vs rag_<arm>), got {base} vs {extra}")
+        check_answer_pair(cfg, self.name)
 
     def min_documents(self, cfg, trainable):
         node = ((cfg.get("protocol") or {}).get("settings") or {}).get(self.name) or {}
