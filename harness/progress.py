@@ -1,28 +1,59 @@
-"""Remaining-time lines for long builds, from the throughput measured on this machine.
+"""Progress lines with a time left measured on this machine, for every long stage of a build.
 
-Why: a constant rate ("expect roughly 5m00s") was off by 8x on a loaded 2-core machine. The
-estimate here comes from the work this build has done so far: items computed per second of
-computing, applied to the items still to do. Items found finished on disk (reused shards or
-chunks) count as done but not towards the rate, so a resumed build does not look faster than
-it is. Until something was computed there is no estimate, and the line says so.
+Why: a constant rate ("expect roughly 5m00s") was off by 8x on a loaded 2-core machine, and a
+global pool is one shard: a 6,180-passage build printed nothing for 5 minutes when lines came
+only after whole shards. One reporter (``Progress``) serves every long stage: a build (the
+outcome table's shards, an arm block's chunks) is the root, and the stages inside a shard
+(encoding passages, encoding questions, the BM25 index, searching, reranking) are its children.
 
-Before the first item is computed, a short warm-up on this machine (``warm_up_rate``: a small
-piece of the same work, timed on its second run so that loading models is not counted) gives the
-up-front estimate and the rate of the first lines, named as such; the measured rate replaces it
-as soon as items are computed.
+The estimate: time left = work left / work done per second of computing, over the whole of the
+current stage so far. Why not a moving average: batches differ in size and length, so a recent
+rate jumps with them. On the lines of a SciFact global build (5,183 passages, 2 cores shared
+with other jobs whose load rose during the run), from the first minute on, the whole-stage rate
+gave between 42% too short and 11% too long, exponentially weighted rates (60 s, 120 s) between
+52% too short and 68% too long, and 46% and 62% (docs/large_corpora.md). A change of load moves
+the whole-stage rate only as the work after it accumulates. Only work
+measured in this process, in the stage being reported, gives a rate: nothing is carried over
+from another stage, a warm-up or an earlier run, and before the first measured batch there is no
+estimate (no line, or one saying so). Items found finished (reused shards or chunks, cached
+embeddings) count as done, not towards the rate, so a resumed build does not look faster than
+it is.
 
-A line is printed at most every ``interval_s`` seconds, after each part when asked
-(``force``), and at the end; where it goes is the caller's choice (``emit``), e.g. only when
-stdout is not a terminal (a terminal has tqdm's bars).
+Work: an item (a text, a question, a unit) is one unit of work unless the stage declares other
+work as it learns it (``expect``: the reranking stage declares each block's pairs, which a
+cross-encoder counts batch by batch) and counts it as done (``tick(n, work=...)``); items not
+declared yet count at the mean work of those declared. The encoder counts texts, not tokens:
+it runs its longest texts first, but on that machine a forward pass cost far more than its
+tokens (0.6 s a pass besides 0.4 ms a token), and token weights said up to 59% too short.
+
+Printing: one line per interval (``INTERVAL_S``, 30 s, or the ``HARNESS_PROGRESS_INTERVAL_S``
+environment variable, seconds) across a root and its stages, besides the root's forced ones
+(after a part when asked, and at the end); the first line comes right after the first measured
+batch. A line can only go out when work is counted, so it goes at the last batch predicted to
+end within the interval (the stage's mean time per batch): with regular batches shorter than
+the interval, lines come at most an interval apart, and more than half of one apart.
+
+Deep code takes no reporter as an argument: ``root.active()`` makes a reporter current in this
+context (``contextvars``: a worker of an executor sees none), ``stage()`` opens a child of the
+current one, and ``current(unit)`` is what the encoder, the reranker or an answer loop tick (a
+silent stand-in when no stage counting ``unit`` is current). Progress never changes a number,
+a cache key or a file.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
-from typing import Callable
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Callable, Iterator
 
-INTERVAL_S = 30.0  # at most one line per interval, besides the forced ones
+from harness.errors import HarnessError
+
+INTERVAL_S = 30.0  # one line per interval, besides the forced ones
+INTERVAL_ENV = "HARNESS_PROGRESS_INTERVAL_S"
+_CURRENT: ContextVar["Progress | None"] = ContextVar("harness_progress", default=None)
 
 
 def duration(seconds: float) -> str:
@@ -33,90 +64,218 @@ def duration(seconds: float) -> str:
     return f"{s}s" if s < 60 else f"{s // 60}m{s % 60:02d}s" if s < 3600 else f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
+def line_interval_s() -> float:
+    """Seconds between lines: ``HARNESS_PROGRESS_INTERVAL_S`` when set (a number >= 0), else 30."""
+    raw = os.environ.get(INTERVAL_ENV, "").strip()
+    if not raw:
+        return INTERVAL_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not (math.isfinite(value) and value >= 0):
+        raise HarnessError(f"environment variable {INTERVAL_ENV}: must be a number of seconds >= 0, got {raw!r}")
+    return value
+
+
+def _rate_text(rate: float) -> str:
+    return f"{rate:,.0f}" if rate >= 1000 else f"{rate:.3g}"
+
+
+class _Lines:
+    """What a root and its stages share: the clock, where lines go, when the last one went."""
+
+    def __init__(self, clock: Callable[[], float], out: Callable[[str], None], interval: float, stages: bool):
+        self.clock, self.out, self.interval, self.stages = clock, out, interval, stages
+        self.last = clock()
+        self.printed = False
+
+
 class Progress:
-    """Progress of ``total`` items of one build (``label``): done, elapsed, rate, time left."""
+    """Progress of ``total`` items (``unit``) of one build or stage (``label``): done, elapsed,
+    rate and time left. A root is built directly; ``stage`` makes its children."""
 
     def __init__(self, label: str, total: int, unit: str, *, emit: bool = True, interval_s: float | None = None,
                  clock: Callable[[], float] = time.perf_counter, out: Callable[[str], None] | None = None,
-                 warm_up_rate: float | None = None):
+                 stages: bool | None = None, work_unit: str | None = None, parent: "Progress | None" = None):
         self.label, self.total, self.unit, self.emit = label, int(total), unit, bool(emit)
-        self.warm_up_rate = warm_up_rate if warm_up_rate and math.isfinite(warm_up_rate) else None
-        self.interval_s = INTERVAL_S if interval_s is None else float(interval_s)
-        self.clock = clock
-        self.out = out or (lambda line: print(line, flush=True))
-        self.start = self.last = clock()
+        self.work_unit = work_unit or unit
+        self.parent = parent
+        if parent is None:
+            out = out or (lambda line: print(line, flush=True))
+            gap = line_interval_s() if interval_s is None else float(interval_s)
+            self.lines = _Lines(clock, out, gap, self.emit if stages is None else bool(stages))
+        else:
+            self.lines = parent.lines
+        self.clock = self.lines.clock
+        self.where = ""  # what part of the build runs now (``shard 2/5``), shown in its stages' lines
+        self.start = self._mark = self.clock()
         self.done = self.reused = self.computed = 0
-        self.compute_s = 0.0  # seconds spent on computed items (reused ones are not timed)
-        self._mark = self.start
+        self.work_done = self.work_declared = 0.0
+        self.items_declared = 0
+        self.compute_s = 0.0  # seconds spent on measured work (reused items are not timed)
+        self.counts = 0  # calls that counted work (batches, questions, parts): their mean spacing
+        self._counted_at = -math.inf  # when the last of them came
+        self._ahead = 0  # items ticked inside a part that a later ``advance`` of the whole part includes
+        self._timing = False  # a stage's clock starts at its first work (``start_timing``)
 
+    @property
+    def interval_s(self) -> float:
+        return self.lines.interval
+
+    # ---- counting --------------------------------------------------------------------------
     def skip(self, n: int) -> None:
-        """``n`` items found finished on disk."""
+        """``n`` items found finished (on disk, in a cache): done, not timed."""
         self.done += int(n)
         self.reused += int(n)
         self._mark = self.clock()
 
-    def advance(self, n: int) -> None:
-        """``n`` items computed since the last call."""
+    def advance(self, n: int, work: float | None = None) -> None:
+        """``n`` items computed since the last call (``work``: their work, default ``n``). Items
+        already ticked inside them are not counted twice (a chunk's answers, then the chunk)."""
+        extra = max(0, int(n) - self._ahead)
+        self._ahead = max(0, self._ahead - int(n))
+        self._count(extra, extra if work is None else work)
+
+    def tick(self, n: int = 0, work: float | None = None) -> None:
+        """Finer progress inside a part (a batch, a question), then a line if one is due (not the
+        "done" one: the part's owner ends the build)."""
+        self._count(int(n), n if work is None else work)
+        self._ahead += int(n)
+        if self.done < self.total:
+            self.report()
+
+    def _count(self, n: int, work: float) -> None:
         now = self.clock()
         self.compute_s += now - self._mark
         self._mark = now
-        self.done += int(n)
-        self.computed += int(n)
+        self.counts += 1
+        self._counted_at = now
+        self.done += n
+        self.computed += n
+        self.work_done += float(work)
 
+    def expect(self, work: float, items: int = 0) -> None:
+        """``items`` of the total amount to ``work`` (declared as soon as it is known)."""
+        self.work_declared += float(work)
+        self.items_declared += int(items)
+
+    def start_timing(self) -> None:
+        """The stage's measured time starts now, once: what came before its first work (loading a
+        model, tokenising) is not its rate."""
+        if not self._timing and not self.measured:
+            self._timing = True
+            self._mark = self.clock()
+
+    # ---- the estimate ---------------------------------------------------------------------
     @property
     def measured(self) -> bool:
-        return bool(self.computed and self.compute_s > 0)
+        return bool(self.work_done > 0 and self.compute_s > 0)
 
     @property
     def rate(self) -> float | None:
-        """Items computed per second of computing; before any was, the warm-up's rate (or None)."""
-        return self.computed / self.compute_s if self.measured else self.warm_up_rate
+        """Work per second of computing in this stage, None before any was measured."""
+        return self.work_done / self.compute_s if self.measured else None
+
+    def work_left(self) -> float:
+        """Declared work not done, plus the items not declared yet at the declared mean."""
+        if not self.items_declared:
+            return float(max(0, self.total - self.done))
+        undeclared = max(0, self.total - self.reused - self.items_declared)
+        return max(0.0, self.work_declared - self.work_done) + undeclared * self.work_declared / self.items_declared
 
     def remaining_s(self) -> float | None:
         rate = self.rate
-        return None if rate is None else max(0, self.total - self.done) / rate
+        return None if rate is None else self.work_left() / rate
+
+    # ---- lines -----------------------------------------------------------------------------
+    def full_label(self) -> str:
+        if self.parent is None:
+            return self.label
+        where = f", {self.parent.where}" if self.parent.where else ""
+        return f"{self.parent.full_label()}{where}, {self.label}"
 
     def line(self) -> str:
         now = self.clock()
         pct = 100.0 * self.done / self.total if self.total else 100.0
-        head = (f"[route-bench] {self.label}: {self.done:,}/{self.total:,} {self.unit} ({pct:.0f}%), "
+        head = (f"[route-bench] {self.full_label()}: {self.done:,}/{self.total:,} {self.unit} ({pct:.0f}%), "
                 f"{duration(now - self.start)} elapsed")
         if self.done >= self.total:
             return f"{head}, done"
         left = self.remaining_s()
         if left is None:
             return f"{head}; time left: measured once the first {self.unit} are computed"
-        how = "measured here" if self.measured else "in a warm-up here"
-        return f"{head}, about {duration(left)} left ({self.rate:.3g} {self.unit}/s {how})"
+        if self.parent is None:
+            return f"{head}, about {duration(left)} left ({_rate_text(self.rate)} {self.work_unit}/s measured here)"
+        return (f"{head}, about {duration(left)} left in this stage "
+                f"({_rate_text(self.rate)} {self.work_unit}/s measured in it)")
+
+    def _interval_over(self) -> bool:
+        """The interval has passed since the last line, or the next batch would end after it (at
+        this stage's mean time per batch): with regular batches, lines at most an interval apart
+        (when a batch takes less) and more than half an interval apart."""
+        last, interval = self.lines.last, self.lines.interval
+        gap = self.compute_s / self.counts if self.counts else math.inf
+        ended = self._counted_at  # the next batch would end at ended + gap
+        return self.clock() - last >= interval or (ended > last and ended + gap - last > interval)
+
+    def _due(self, force: bool) -> bool:
+        lines = self.lines
+        if self.parent is not None:  # a stage: only with a measured rate and work left (no "done" line)
+            return lines.stages and self.measured and self.done < self.total and (
+                not lines.printed or self._interval_over())
+        first = not lines.printed and self.measured
+        return self.emit and (force or first or self.done >= self.total or self._interval_over())
 
     def report(self, force: bool = False) -> str | None:
-        """Print the line when ``force``, at the end, or ``interval_s`` after the last one."""
-        now = self.clock()
-        if not self.emit or not (force or self.done >= self.total or now - self.last >= self.interval_s):
+        """Print the line when due: forced (a root), at a root's end, the first measured work,
+        or ``interval_s`` after the last line of this root or any of its stages."""
+        if not self._due(force):
             return None
-        self.last = now
+        self.lines.last = self.clock()
+        self.lines.printed = True
         text = self.line()
-        self.out(text)
+        self.lines.out(text)
         return text
 
+    # ---- the current reporter --------------------------------------------------------------
+    @contextmanager
+    def active(self) -> Iterator["Progress"]:
+        """This reporter is current inside the block; the time outside it is not its work."""
+        token = _CURRENT.set(self)
+        self._mark = self.clock()
+        try:
+            yield self
+        finally:
+            _CURRENT.reset(token)
 
-def warm_up_rate(work: Callable[[], object], units: int, *,
-                 clock: Callable[[], float] = time.perf_counter) -> float | None:
-    """``units`` per second of ``work`` on this machine now: run once untimed (what loads lazily,
-    models and their first-call setup, is not the rate), then once timed. None when ``units`` is
-    0 or the run took no measurable time."""
-    if units <= 0:
-        return None
-    work()
-    t0 = clock()
-    work()
-    seconds = clock() - t0
-    return units / seconds if seconds > 0 else None
+    def stage(self, label: str, total: int, unit: str, work_unit: str | None = None) -> "Progress":
+        """A child counting ``total`` ``unit`` (its work in ``work_unit``), sharing the lines."""
+        return Progress(label, total, unit, work_unit=work_unit, parent=self)
 
 
-def expect_text(total: int, unit: str, rate: float | None) -> str:
-    """The up-front estimate: "expect about 4m10s (2.0 units/s in a warm-up here)", or what
-    there is instead of one."""
-    if rate is None or not math.isfinite(rate) or rate <= 0:
-        return "the time left is measured as the work is done"
-    return f"expect about {duration(total / rate)} ({rate:.3g} {unit}/s in a warm-up here)"
+def _silent(unit: str = "items") -> Progress:
+    return Progress("", 0, unit, emit=False, stages=False, interval_s=INTERVAL_S)
+
+
+@contextmanager
+def stage(label: str, total: int, unit: str, work_unit: str | None = None) -> Iterator[Progress]:
+    """A stage of the current reporter, current inside the block (silent without one)."""
+    parent = _CURRENT.get()
+    child = parent.stage(label, total, unit, work_unit) if parent is not None else _silent(unit)
+    with child.active():
+        yield child
+
+
+def child_of_current(label: str, total: int, unit: str, work_unit: str | None = None) -> Progress:
+    """A stage of the current reporter to activate part by part (``with s.active():``), e.g.
+    one per block of questions; silent without a current reporter."""
+    parent = _CURRENT.get()
+    return parent.stage(label, total, unit, work_unit) if parent is not None else _silent(unit)
+
+
+def current(unit: str) -> Progress:
+    """The current reporter when it counts ``unit`` (its items or its work), else a silent one:
+    an encoder ticks "texts", a reranker "pairs", an answer loop "questions"."""
+    here = _CURRENT.get()
+    return here if here is not None and unit in (here.unit, here.work_unit) else _silent(unit)

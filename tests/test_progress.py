@@ -1,10 +1,14 @@
-"""Remaining-time lines (harness.progress) from measured throughput, on a fake clock; and a real
-table build whose output is not a terminal prints them with the time left."""
+"""Remaining-time lines (harness.progress) from measured throughput, on a fake clock: the root of a
+build and the stages inside it (throttle, time left from the measured work, no estimate before
+measured work); table builds whose output is not a terminal print them, with fakes and with the
+real MiniLM (slow)."""
 
 from __future__ import annotations
 
 import pytest
 
+from harness import progress
+from harness.errors import HarnessError
 from harness.progress import Progress, duration
 
 
@@ -48,55 +52,161 @@ def test_quiet_when_not_emitting_and_durations():
     assert duration(float("nan")) == duration(-1) == "?"
 
 
+def test_a_stage_prints_its_first_line_after_its_first_measured_batch_then_at_most_every_interval():
+    clock, lines = Clock(), []
+    root = Progress("outcome table k", 100, "units", clock=clock, out=lines.append, interval_s=30, emit=False,
+                    stages=True)
+    root.where = "shard 1/1"
+    with root.active(), progress.stage("encoding passages", 1000, "texts") as enc:
+        assert progress.current("texts") is enc and progress.current("pairs") is not enc
+        clock.t += 8.0  # loading the model and tokenising: not the stage's rate
+        enc.start_timing()
+        assert lines == []  # nothing measured yet: no line, no estimate
+        times = []
+        for _ in range(60):  # 60 batches of 10 texts, 5 s each
+            clock.t += 5.0
+            before = len(lines)
+            progress.current("texts").tick(10)
+            if len(lines) > before:
+                times.append(clock.t)
+        clock.t += 1.0  # then batches of 7 s: the line goes at the last batch that ends within 30 s
+        enc.tick(10)
+        at = [clock.t]
+        for _ in range(30):
+            clock.t += 7.0
+            before = len(lines)
+            enc.tick(10)
+            if len(lines) > before:
+                at.append(clock.t)
+    assert progress.current("texts").total == 0  # outside the block: a silent stand-in
+    assert [b - a for a, b in zip(at, at[1:])] == [28.0] * 7, at  # 4 batches: 28 s; a 5th would end at 35 s
+    assert times[0] == 113.0  # right after the first measured batch (started at 100 + 8 s of loading)
+    assert all(b - a >= 30 for a, b in zip(times, times[1:])) and len(times) == 10  # then every 30 s
+    # 10 texts per 5 s = 2 texts/s; after the first batch 990 texts are left: 495 s
+    assert lines[0] == ("[route-bench] outcome table k, shard 1/1, encoding passages: 10/1,000 texts (1%), "
+                        "13s elapsed, about 8m15s left in this stage (2 texts/s measured in it)")
+
+
+def test_time_left_counts_undeclared_items_at_the_declared_mean_and_reused_items_as_done():
+    clock = Clock()
+    root = Progress("t", 10, "units", clock=clock, out=lambda line: None, interval_s=30)
+    enc = root.stage("encoding passages", 100, "texts")
+    enc.skip(20)  # read from the embedding cache: done, no rate
+    assert enc.rate is None and enc.remaining_s() is None and enc._due(False) is False
+    st = root.stage("reranking", 100, "questions", "pairs")
+    st.skip(20)  # (as if) finished elsewhere: done, not timed
+    st.expect(1000, items=40)  # the first block of 40 questions: 1,000 pairs (mean 25 a question)
+    clock.t += 10.0
+    st.tick(0, work=400)  # a cross-encoder batch: 400 pairs in 10 s: 40 pairs/s
+    # left: 600 declared pairs + 40 undeclared questions x 25 pairs = 1,600 pairs -> 40 s
+    assert st.work_left() == pytest.approx(1600.0)
+    assert st.remaining_s() == pytest.approx(40.0)
+    st.advance(40, work=0)  # the block's questions done (their pairs were counted by the ticks)
+    assert st.done == 60 and st.computed == 40 and st.remaining_s() == pytest.approx(40.0)
+
+
+def test_ticks_inside_a_part_are_not_counted_twice_and_the_interval_setting():
+    clock, lines = Clock(), []
+    root = Progress("arm block a", 32, "questions", clock=clock, out=lines.append, interval_s=30)
+    with root.active():
+        for _ in range(16):  # one chunk of 16 answers, 2 s each
+            clock.t += 2.0
+            progress.current("questions").tick(1)
+        root.advance(16)  # the chunk written: its 16 questions are already counted
+    assert root.done == 16 and root.rate == pytest.approx(0.5)
+    assert lines[0].startswith("[route-bench] arm block a: 1/32 questions (3%), 2s elapsed, about 1m02s left")
+    assert len(lines) == 2  # the first answer, then 30 s later
+    clock.t += 4.0
+    root.advance(16)  # a chunk computed without ticks counts whole
+    assert root.done == 32 and root.report().endswith(", done")
+
+
+def test_the_interval_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv(progress.INTERVAL_ENV, "0.5")
+    assert Progress("t", 1, "u").interval_s == 0.5
+    monkeypatch.delenv(progress.INTERVAL_ENV)
+    assert Progress("t", 1, "u").interval_s == progress.INTERVAL_S == 30.0
+    monkeypatch.setenv(progress.INTERVAL_ENV, "soon")
+    with pytest.raises(HarnessError, match="^environment variable HARNESS_PROGRESS_INTERVAL_S: must be a number of "
+                                           "seconds >= 0, got 'soon'$"):
+        Progress("t", 1, "u")
+
+
+def _root_and_stage_lines(out: list[str]) -> tuple[list[str], list[str]]:
+    import re
+
+    root = [line for line in out if re.match(r"\[route-bench\] outcome table [0-9a-f]{12}: ", line)]
+    stages = [line for line in out if re.match(r"\[route-bench\] outcome table [0-9a-f]{12}, shard ", line)]
+    return root, stages
+
+
 def test_table_build_off_a_terminal_prints_the_time_left(tmp_path, capsys):
     from harness.retrieval.table import build_outcome_table
     from tests.helpers.retrieval import ARMS_CFG, MAXSIM, FakeEncoder, tiny_dataset
 
-    build_outcome_table(tiny_dataset(extra_docs=3), ARMS_CFG, MAXSIM, cache_dir=tmp_path, encoder=FakeEncoder())  # 4 shards
+    enc = FakeEncoder()
+    build_outcome_table(tiny_dataset(extra_docs=3), ARMS_CFG, MAXSIM, cache_dir=tmp_path, encoder=enc)  # 4 shards
     out = capsys.readouterr().out.splitlines()  # stdout is not a terminal under pytest
-    progress = [line for line in out if line.startswith("[route-bench] outcome table ")]
-    assert len(progress) >= 2, out
-    assert all(" left (" in line and "units/s measured here" in line for line in progress[:-1])
-    assert progress[-1].endswith(", done")
+    assert out[0].endswith("(shards already on disk are reused); the time left is measured as the work is done")
+    assert enc.calls == 2 * 4  # units and questions once per shard: no warm-up run
+    root, stages = _root_and_stage_lines(out)
+    assert len(root) >= 2, out
+    assert all(" left (" in line and "units/s measured here" in line for line in root[:-1])
+    assert root[-1].endswith(", done")
+    assert all(" left in this stage (" in line and "/s measured in it)" in line for line in stages), stages
 
 
-def test_the_warm_up_times_its_second_run_and_gives_the_first_estimate():
-    from harness.progress import expect_text, warm_up_rate
+def test_an_arm_block_that_ticks_its_questions_reports_inside_a_chunk(tmp_path, capsys, monkeypatch):
+    """As the answer arms do: one tick per answered question, lines inside a chunk (interval 0),
+    and the chunk's questions counted once."""
+    import numpy as np
+    import pandas as pd
 
-    clock, runs = Clock(), []
+    from harness.arm_blocks import ArmBlock
+    from harness.arm_blocks.build import add_blocks
+    from harness.synthetic import synthetic_outcome_table
 
-    def work():  # the first run also loads the models: 10 s; then 2 s for 50 units
-        clock.t += 10.0 if not runs else 2.0
-        runs.append(1)
+    class Ticking(ArmBlock):
+        name, arms, version, chunk_size = "ticking", ("ticking",), "1", 50
 
-    assert warm_up_rate(work, 50, clock=clock) == pytest.approx(25.0) and len(runs) == 2
-    assert warm_up_rate(work, 0, clock=clock) is None
-    assert expect_text(1000, "units", 25.0) == "expect about 40s (25 units/s in a warm-up here)"
-    assert expect_text(1000, "units", None) == "the time left is measured as the work is done"
-    lines = []
-    p = Progress("table x", 1000, "units", clock=clock, out=lines.append, warm_up_rate=25.0)
-    assert p.line().endswith("about 40s left (25 units/s in a warm-up here)")  # before anything is computed
-    clock.t += 10.0
-    p.advance(100)  # then the rate measured by the build itself: 10 units/s
-    assert p.line().endswith("about 1m30s left (10 units/s measured here)")
+        def compute(self, rows, dataset):
+            for _ in range(len(rows)):
+                progress.current("questions").tick(1)
+            return pd.DataFrame({"qid": rows["qid"], "ticking.hit@10": np.ones(len(rows), dtype=np.int8)})
+
+    monkeypatch.setenv(progress.INTERVAL_ENV, "0")
+    table = synthetic_outcome_table(n_docs=20, questions_per_doc=5, seed=3)  # 100 questions: 2 chunks
+    add_blocks(table, [Ticking()], None, base_key="base-1", cache_dir=tmp_path)
+    lines = [line for line in capsys.readouterr().out.splitlines()
+             if line.startswith("[route-bench] arm block ticking: ") and " questions (" in line]
+    # a line per answer (interval 0) and the one after chunk 1, counted once: the chunk's own count
+    # adds nothing; the last answer ends the block, whose summary line follows (no "done" from a tick)
+    counts = [*range(1, 51), 50, *range(51, 100)]
+    assert [line.split(": ")[1].split(" ")[0] for line in lines] == [f"{i}/100" for i in counts]
+    assert all("questions/s measured here)" in line for line in lines)
 
 
-def test_a_cold_table_build_warms_up_on_one_pool_and_keeps_the_same_table(tmp_path, capsys):
+@pytest.mark.slow
+def test_a_real_global_pool_encode_prints_progress_inside_its_one_shard(tmp_path, capsys, monkeypatch):
+    """The packaged MiniLM over a 40-passage global pool (one shard), lines at every batch
+    (interval 0): the passages' encoding reports batch by batch with a measured time left, and
+    the table equals one built without any line."""
+    from harness.data.schema import Dataset, Question, Unit
     from harness.retrieval.table import build_outcome_table
-    from harness.retrieval.warm_up import warm_up_pool
-    from tests.helpers.retrieval import ARMS_CFG, MAXSIM, FakeEncoder, tiny_dataset
 
-    data = tiny_dataset(extra_docs=60)  # 304 units: a 5-unit pool is under the warm-up's share
-    pool = warm_up_pool(data, [[p] for p in sorted(data.pools)], tmp_path / "none", 304)
-    assert pool == ["d0"]  # the median pool of the first shard to compute (one pool per shard here)
-    warm = build_outcome_table(data, ARMS_CFG, MAXSIM, cache_dir=tmp_path / "a", encoder=FakeEncoder())
-    first = capsys.readouterr().out.splitlines()[0]
-    assert first.startswith("[route-bench] building outcome table ") and "units/s in a warm-up here)" in first
-    assert "expect about " in first
-    quiet = build_outcome_table(data, ARMS_CFG, MAXSIM, cache_dir=tmp_path / "b", encoder=FakeEncoder(), progress=False)
-    assert capsys.readouterr().out == ""  # progress=False: no warm-up, no line
-    same = [c for c in warm.frame.columns if not c.endswith("_ms") and "seconds" not in c]
-    assert warm.key == quiet.key and warm.frame[same].equals(quiet.frame[same])  # the warm-up's rows are discarded
-    # a pool too large for a warm-up (the tiny table: 19 units, pools of 4-5): measured as shards are done
-    build_outcome_table(tiny_dataset(), ARMS_CFG, MAXSIM, cache_dir=tmp_path / "c", encoder=FakeEncoder())
-    assert capsys.readouterr().out.splitlines()[0].endswith("the time left is measured as the work is done")
+    words = "retrieval passages are encoded in batches of one token length".split()
+    units = [Unit(f"g#{i}", "g", i, "paragraph", " ".join(words[: 1 + i % len(words)]) + f" number {i}")
+             for i in range(40)]
+    qs = [Question(f"q{j}", "g", "g", f"which passage has number {j}?", gold_unit_ids=(f"g#{j}",)) for j in range(6)]
+    ds = Dataset("global40", {"g": units}, qs, {"g": [u.unit_id for u in units]})
+    cfg = {"k": 3, "candidates": 5, "precision": "fp32", "encoder": {"batch_size": 4}}
+    monkeypatch.setenv(progress.INTERVAL_ENV, "0")
+    shown = build_outcome_table(ds, cfg, {"name": "maxsim"}, cache_dir=tmp_path / "a")
+    _, stages = _root_and_stage_lines(capsys.readouterr().out.splitlines())
+    encoding = [line for line in stages if ", shard 1/1, encoding passages: " in line]
+    assert len(encoding) >= 5, stages  # 40 texts of 12 lengths: at least 12 batches
+    assert all("texts/s measured in it)" in line and "about " in line for line in encoding)
+    quiet = build_outcome_table(ds, cfg, {"name": "maxsim"}, cache_dir=tmp_path / "b", progress=False)
+    assert capsys.readouterr().out == ""
+    same = [c for c in shown.frame.columns if not c.endswith("_ms") and "seconds" not in c]
+    assert shown.key == quiet.key and shown.frame[same].equals(quiet.frame[same])

@@ -98,11 +98,12 @@ def build_block(block: ArmBlock, inputs: pd.DataFrame, dataset: Any, *, base_key
     # build (two terminals, or machines sharing the cache folder) split the chunks between them; a
     # chunk another process holds is left to it and read once it is written (or computed here if
     # that process stopped without writing it).
-    if executor is not None and executor.name != "local":
-        elsewhere = build.claim_for(executor)
-    else:
-        elsewhere = build.claim_here()
-    build.take_elsewhere(elsewhere)
+    with build.eta.active():  # a block that ticks its questions (answers) reports inside a chunk too
+        if executor is not None and executor.name != "local":
+            elsewhere = build.claim_for(executor)
+        else:
+            elsewhere = build.claim_here()
+        build.take_elsewhere(elsewhere)
     return build.assemble(path)
 
 
@@ -134,9 +135,9 @@ class _ChunkedBuild:
         self.parts: dict[int, pd.DataFrame] = {}
         self.counts = {"computed": 0, "reused": 0}
         self.built_with: dict[str, Any] = {}
+        self.eta = Progress(f"arm block {block.name}", len(rows), "questions")  # a bad interval: before any line
         print(f"[route-bench] arm block {block.name} ({key[:12]}): {len(rows)} questions in {self.n_chunks} chunks "
               "(chunks already on disk are reused; the time left is measured as chunks are computed)", flush=True)
-        self.eta = Progress(f"arm block {block.name}", len(rows), "questions")
 
     def chunk_lock(self, i: int) -> Path:
         return self.folder / "chunks" / f"chunk-{i:05d}.lock"

@@ -45,6 +45,7 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
+from harness import progress
 from harness.arm_blocks import BASE, ArmBlock
 from harness.errors import ConfigError, HarnessError
 from harness.generation.answers import score_answer
@@ -56,8 +57,7 @@ from harness.generation.options import YES_NO, choice_letters
 from harness.generation.prompts import EvidenceUnit, no_retrieval_messages, rag_messages
 from harness.generation.uncertainty import uncertainty_features
 from harness.io import sha256_file
-from harness.retrieval.feature_names import OPTION_UNCERTAINTY as OPTION_FEATURES
-from harness.retrieval.feature_names import UNCERTAINTY as UNCERTAINTY_FEATURES
+from harness.retrieval.feature_names import OPTION_UNCERTAINTY as OPTION_FEATURES, UNCERTAINTY as UNCERTAINTY_FEATURES
 from harness.retrieval.precision import resolve_device
 
 PROMPT_VERSION = 1  # bump when harness.generation.prompts changes what a prompt says
@@ -398,6 +398,7 @@ class AnswerArm(ArmBlock):
                 boolean = q.answer_type == "yes_no"
                 prompt = self.prompt(q, row, units, boolean)
                 out.append(self._record(q, prompt, self._answer(gen, q, prompt, boolean)))
+                progress.current("questions").tick(1)  # the block build's time left, inside a chunk too
         return pd.DataFrame(out)
 
     def derive(self, frame: pd.DataFrame, dataset: Any) -> pd.DataFrame | None:

@@ -41,6 +41,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from harness import progress
 from harness.data.schema import Dataset, Question
 from harness.retrieval.bm25 import BM25Params, BM25Pool
 from harness.retrieval.dense_index import DenseIndexParams, HNSWIndex, exact_scores, recall_at
@@ -119,14 +120,19 @@ class PairScores:
         self.calls = 0
         self.scored = 0  # pairs scored over the shard (scores of finished questions are forgotten)
 
-    def ensure(self, pairs: Sequence[tuple[int, int]]) -> int:
-        """Score the pairs not yet cached in ONE reranker call; returns how many were new."""
+    def ensure(self, pairs: Sequence[tuple[int, int]], questions: int = 0) -> int:
+        """Score the pairs not yet cached in ONE reranker call; returns how many were new.
+        ``questions``: the questions whose pairs these are first (the stage's declared work)."""
         new = list(dict.fromkeys(p for p in pairs if p not in self.score))
+        eta = progress.current("pairs")
+        eta.expect(len(new), items=questions)
         if not new:
             return 0
         t0 = time.perf_counter()
+        ticked = eta.work_done
         s = self.reranker.score(self.inputs, new)
         per_pair = (time.perf_counter() - t0) * 1000.0 / len(new)
+        eta.tick(0, work=max(0.0, len(new) - (eta.work_done - ticked)))  # the pairs the reranker did not tick
         self.calls += 1
         for p, v in zip(new, s):
             self.score[p] = float(v)
@@ -364,12 +370,14 @@ def compute_shard(
     stats = ShardStats(units=len(units), questions=len(questions))
 
     # 1. encode units once, questions once; apportion encode time (see module docstring)
-    enc_u = encoder.encode([u.text for u in units])
+    with progress.stage("encoding passages", len(units), "texts"):  # lines only: no number moves
+        enc_u = encoder.encode([u.text for u in units])
     unit_ms = _apportioned_ms(enc_u, len(units))
     if on_pools_encoded:
         on_pools_encoded(len(pool_ids))
     n_pools_of_unit, q_per_pool = _pool_counts(dataset, pool_ids, questions, uidx, len(units))
-    enc_q = encoder.encode([q.text for q in questions])
+    with progress.stage("encoding questions", len(questions), "texts"):
+        enc_q = encoder.encode([q.text for q in questions])
     q_ms = _apportioned_ms(enc_q, len(questions))
     stats.encoder_calls = 2
 
@@ -386,17 +394,23 @@ def compute_shard(
     largest = max((len(v) for v in pool_pos.values()), default=1)
     block = max(16, min(512, QUESTION_BLOCK_CELLS // max(1, largest)))
     rows: list[dict] = []
+    search = progress.child_of_current("dense and BM25 search", len(questions), "questions")
+    rerank = progress.child_of_current("reranking", len(questions), "questions", "pairs")
     for start in range(0, len(questions), block):
-        states = [_question_state(qi, questions[qi], pool_pos, enc_u.vectors, enc_q.vectors[qi], pool_bm25,
-                                  pool_encode_ms, pool_bm25_ms, float(q_ms[qi]), hnsw)
-                  for qi in range(start, min(start + block, len(questions)))]
-        _rerank_block(states, arm_objs, pairs, params)  # 4.
-        # 5. rows
-        for s in states:
-            row = _row(s, arm_objs, pairs, params, unit_ids, units, uidx)
-            if hnsw:
-                row["dense.recall@10_vs_exact"] = _recall_vs_exact(s, enc_u.vectors, enc_q.vectors, step)
-            rows.append(row)
+        states = []
+        with search.active():
+            for qi in range(start, min(start + block, len(questions))):
+                states.append(_question_state(qi, questions[qi], pool_pos, enc_u.vectors, enc_q.vectors[qi],
+                                              pool_bm25, pool_encode_ms, pool_bm25_ms, float(q_ms[qi]), hnsw))
+                search.tick(1)
+        with rerank.active():
+            _rerank_block(states, arm_objs, pairs, params)  # 4.
+            for s in states:  # 5. rows
+                row = _row(s, arm_objs, pairs, params, unit_ids, units, uidx)
+                if hnsw:
+                    row["dense.recall@10_vs_exact"] = _recall_vs_exact(s, enc_u.vectors, enc_q.vectors, step)
+                rows.append(row)
+            rerank.advance(len(states), work=0)
         pairs.forget({s.qi for s in states})
     stats.reranker_calls = pairs.calls
     stats.rerank_pairs_scored = pairs.scored
@@ -418,7 +432,8 @@ def _rerank_block(states: Sequence[QuestionState], arm_objs: dict, pairs: PairSc
     rerank nothing, and a pair is scored once)."""
     for name in ("keep", "hybrid"):
         arm = arm_objs[name]
-        pairs.ensure([(s.qi, int(s.pool_units[c])) for s in states for c in arm.candidates(s, params)])
+        pairs.ensure([(s.qi, int(s.pool_units[c])) for s in states for c in arm.candidates(s, params)],
+                     questions=len(states) if name == "keep" else 0)
 
 
 def _apportioned_ms(enc, n: int) -> np.ndarray:
@@ -450,15 +465,16 @@ def _index_pools(dataset: Dataset, pool_ids: Sequence[str], units: Sequence, uid
     pool_bm25: dict[str, BM25Pool] = {}
     pool_encode_ms: dict[str, float] = {}
     pool_bm25_ms: dict[str, float] = {}
-    for p in pool_ids:
-        if p not in q_per_pool:
-            continue
-        pos = np.array([uidx[u] for u in dataset.pools[p]], dtype=np.int64)
-        pool_pos[p] = pos
-        pool_encode_ms[p] = float((unit_ms[pos] / n_pools_of_unit[pos]).sum()) / q_per_pool[p] if len(pos) else 0.0
-        t0 = time.perf_counter()
-        pool_bm25[p] = BM25Pool([units[i].text for i in pos], params.bm25)
-        pool_bm25_ms[p] = (time.perf_counter() - t0) * 1000.0 / q_per_pool[p]
+    used = [p for p in pool_ids if p in q_per_pool]
+    with progress.stage("BM25 index", sum(len(dataset.pools[p]) for p in used), "passages") as eta:
+        for p in used:
+            pos = np.array([uidx[u] for u in dataset.pools[p]], dtype=np.int64)
+            pool_pos[p] = pos
+            pool_encode_ms[p] = float((unit_ms[pos] / n_pools_of_unit[pos]).sum()) / q_per_pool[p] if len(pos) else 0.0
+            t0 = time.perf_counter()
+            pool_bm25[p] = BM25Pool([units[i].text for i in pos], params.bm25)
+            pool_bm25_ms[p] = (time.perf_counter() - t0) * 1000.0 / q_per_pool[p]
+            eta.tick(len(pos))
     return pool_pos, pool_bm25, pool_encode_ms, pool_bm25_ms
 
 

@@ -18,8 +18,8 @@ measured cost of encoding its units, not the cost of reading the cache.
 
 New texts are encoded ``SEGMENT_TEXTS`` at a time, each part written as it is done, so a
 build of a large pool that is stopped keeps what it encoded (the outcome table's shards resume
-the rest), and a progress line with the time left is printed per part when there are more
-than one.
+the rest); the encoder reports its batches to the build's current stage (``harness.progress``),
+cached texts count as done there, not towards the rate.
 
 Layout under ``<root>/<key>/``: ``seg-<digest>.parquet`` files (one per encoder call of at most
 ``SEGMENT_TEXTS`` new texts) with columns ``sha256``, ``vector`` and ``tokens`` (raw float32 bytes), ``token_rows``,
@@ -36,8 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
+from harness import progress
 from harness.io import CacheCorrupt, atomic_write_verified, digest_of, move_aside, verify_file
-from harness.progress import Progress
 from harness.retrieval.encoder import EncodedTexts
 
 EMBEDDING_CACHE_VERSION = "emb-1"
@@ -132,6 +132,7 @@ class CachedEncoder:
         shas = [text_digest(t) for t in texts]
         self._load_cached(shas)
         missing = list(dict.fromkeys(s for s in shas if s not in self._loaded))
+        progress.current("texts").skip(len(shas) - len(missing))  # read from the cache: done, not timed
         if missing:
             self._encode_missing(texts, shas, missing)
         self.encoded_texts += len(missing)
@@ -163,7 +164,6 @@ class CachedEncoder:
         """The texts not in the cache encoded by the inner encoder, one call per segment, each
         segment stored as soon as it is encoded (its time apportioned by tokens)."""
         first = {s: i for i, s in reversed(list(enumerate(shas)))}
-        eta = Progress("encoding new texts", len(missing), "texts", emit=len(missing) > SEGMENT_TEXTS)
         for lo in range(0, len(missing), SEGMENT_TEXTS):
             # one encoder call per segment: a build stopped midway keeps the segments written
             part = missing[lo : lo + SEGMENT_TEXTS]
@@ -174,5 +174,3 @@ class CachedEncoder:
                 self._loaded[s] = (np.asarray(enc.vectors[j], dtype=np.float32), enc.tokens[j],
                                    int(enc.n_tokens[j]), float(seconds[j]))
             self._store(part, enc, seconds)
-            eta.advance(len(part))
-            eta.report()

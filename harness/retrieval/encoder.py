@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness import progress
 from harness.errors import ConfigError
 from harness.io import sha256_bytes, sha256_file
 from harness.retrieval.precision import autocast, resolve_device, resolve_precision
@@ -194,6 +195,8 @@ class DenseEncoder:
         special_ids = markup_token_ids(tok)
         vectors: list[np.ndarray | None] = [None] * n
         tokens: list[np.ndarray | None] = [None] * n
+        eta = progress.current("texts")  # the build's stage, if any (harness.progress)
+        eta.start_timing()  # loading the model and tokenising are not the stage's rate
         for idx, rows in same_length_batches(lengths, int(self.batch_size)):
             batch = [texts[i] for i in rows]
             feats = tok(batch, padding=True, truncation=True, max_length=int(self.max_seq_length), return_tensors="pt")
@@ -213,6 +216,7 @@ class DenseEncoder:
                 # drop padding and every special token by id (not by position: see module docstring)
                 tokens[i] = np.ascontiguousarray(tok_emb[row][keep[row]], dtype=np.float32)
                 vectors[i] = sent[row].astype(np.float32)
+            eta.tick(len(idx))
         if n == 0:
             return EncodedTexts(np.zeros((0, 0), np.float32), [], lengths, time.perf_counter() - t0)
         return EncodedTexts(

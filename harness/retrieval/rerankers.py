@@ -17,6 +17,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from harness import progress
 from harness.errors import ConfigError
 from harness.retrieval.encoder import model_identity, resolve_model_path
 from harness.retrieval.precision import autocast, resolve_device, resolve_precision
@@ -101,18 +102,32 @@ class CrossEncoderReranker:
 
             path = resolve_model_path(self.model)
             self._ce = CrossEncoder(str(path) if path else self.model, device=self.device, max_length=int(self.max_length))
+            if hasattr(self._ce, "register_forward_hook"):  # a module (sentence-transformers >= 5)
+                self._ce.register_forward_hook(_pairs_scored)
         return self._ce
 
     def score(self, inputs: RerankInputs, pairs: Sequence[tuple[int, int]]) -> np.ndarray:
         if not pairs:
             return np.zeros(0, dtype=np.float64)
         ce = self._loaded()
+        progress.current("pairs").start_timing()  # loading the model is not the stage's rate
         texts = [(inputs.question_texts[q], inputs.unit_texts[u]) for q, u in pairs]
         t0 = time.perf_counter()
         with autocast(self.precision, self.device):
             s = ce.predict(texts, batch_size=int(self.batch_size), show_progress_bar=False, convert_to_numpy=True)
         self.forward_seconds += time.perf_counter() - t0
         return np.asarray(s, dtype=np.float64).reshape(len(pairs))
+
+
+def _pairs_scored(module, args, output) -> None:
+    """After each forward pass of the cross-encoder: its pairs counted in the current reranking
+    stage (``harness.progress``), so one call over a block of questions shows its progress.
+    Reads the batch's size only; the scores are untouched."""
+    try:
+        rows = int(args[0]["input_ids"].shape[0])
+    except (IndexError, KeyError, TypeError, AttributeError):
+        return
+    progress.current("pairs").tick(0, work=rows)
 
 
 def make_reranker(cfg: Mapping, encoder_identity: dict, precision: str, device: str = "cpu"):

@@ -12,12 +12,15 @@ written atomically, and the build holds ``<key>/.lock`` so two processes cannot 
 interrupted build resumes from the shards already written. ``table.parquet`` only appears once
 all shards are done, so a failed build never leaves a table behind.
 
-A cold build first prints one line (units, shards, and the time to expect at the rate of a
-one-pool warm-up on this machine, ``harness.retrieval.warm_up``); tqdm bars show progress on a terminal, and
+A cold build first prints one line (units, shards); tqdm bars show progress on a terminal, and
 where stdout is not a terminal (a log file, CI) plain progress lines do (``harness.progress``):
 after every computed shard and at most one per 30 s otherwise, each with the units done, the
 time elapsed and the time left at the rate measured on this machine so far (from the first
-computed shard on; reused shards do not count towards the rate).
+computed shard on; reused shards do not count towards the rate). Inside a shard (a global pool
+is one) its stages report too, on a terminal as well: encoding passages and questions (per
+batch, in tokens), the BM25 index, the search and the reranking (per block of questions, in
+pairs), each line with the time left in its stage at the rate measured in it, the first right
+after the first measured batch. No estimate comes from anything but the work measured so far.
 """
 
 from __future__ import annotations
@@ -44,8 +47,7 @@ from harness.io import (
     move_aside,
     verify_file,
 )
-from harness.progress import Progress, expect_text
-from harness.retrieval.warm_up import table_rate
+from harness.progress import Progress
 from harness.retrieval.arms import ARMS, ArmParams, batch_independent, compute_shard
 from harness.retrieval.bm25 import BM25Params
 from harness.retrieval.cached_parquet import read_part, read_verified_parquet, write_verified_parquet
@@ -259,6 +261,7 @@ def _shards_here(dataset: Dataset, shards: list[list[str]], folder: Path, key: s
     frames = []
     computed = reused = 0
     for i, pools in enumerate(shards):
+        eta.where = f"shard {i + 1}/{len(shards)}"  # named in the lines of the shard's stages
         shard_path = _shard_path(folder, i)
         pools_digest = digest_of(pools)
         frame = read_part(shard_path, key, "pools", pools_digest)
@@ -299,29 +302,26 @@ def _run_shards(dataset: Dataset, shards: list[list[str]], folder: Path, key: st
     show = _progress_enabled(progress)
     from tqdm.auto import tqdm
 
+    n_units = int(sum(len(dataset.pools[p]) for s in shards for p in s))
+    # the stages inside a shard report on a terminal too (tqdm.write keeps the bars whole)
+    eta = Progress(f"outcome table {key[:12]}", n_units, "units", emit=_progress_lines(progress),
+                   stages=progress is not False, out=lambda line: (tqdm.write(line), sys.stdout.flush()))
     bar_pools = tqdm(total=sum(map(len, shards)), desc="pools encoded", unit="pool", disable=not show)
     bar_q = tqdm(total=len(dataset.questions), desc="questions reranked", unit="q", disable=not show)
-    n_units = int(sum(len(dataset.pools[p]) for s in shards for p in s))
-    rate = None
-    if progress is not False:  # the notice shows on a terminal too; progress lines only off it
-        # this machine, now; the encoder itself, not the embedding cache (its second, timed run
-        # would read the vectors the first one stored)
-        plain = encoder.inner if isinstance(encoder, CachedEncoder) else encoder
-        rate = table_rate(dataset, shards, folder, n_units, plain, reranker, params)
+    if progress is not False:  # the notice shows on a terminal too; the shards' lines only off it
         print(f"[route-bench] building outcome table {key[:12]} for {dataset.name}: {n_units} units in "
-              f"{len(shards)} shards (shards already on disk are reused); {expect_text(n_units, 'units', rate)}",
-              flush=True)
+              f"{len(shards)} shards (shards already on disk are reused); the time left is measured as the work "
+              "is done", flush=True)
     fwd0 = forward_seconds_of(encoder) + forward_seconds_of(reranker)
-    eta = Progress(f"outcome table {key[:12]}", n_units, "units", emit=_progress_lines(progress),
-                   warm_up_rate=rate)
     t_start = time.perf_counter()
     try:
         if executor is not None and executor.name != "local":
             frames, computed, reused = _shards_elsewhere(executor, dataset, shards, folder, key, encoder,
                                                          reranker, params, eta, (bar_pools, bar_q))
         else:
-            frames, computed, reused = _shards_here(dataset, shards, folder, key, encoder, reranker, params, eta,
-                                                    (bar_pools, bar_q))
+            with eta.active():
+                frames, computed, reused = _shards_here(dataset, shards, folder, key, encoder, reranker, params,
+                                                        eta, (bar_pools, bar_q))
     finally:
         bar_pools.close()
         bar_q.close()
