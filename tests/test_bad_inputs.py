@@ -508,15 +508,17 @@ def test_every_shipped_config_choice_still_validates(tmp_path, monkeypatch):
     choices = [f"arms={p.stem}" for p in (app.CONF_DIR / "arms").glob("*.yaml")]
     choices += [f"policy={p.stem}" for p in (app.CONF_DIR / "policy").glob("*.yaml") if p.stem != "plugin"]
     choices += [f"dataset={name}" for name in ("qasper_yesno", "squad_pooled", "synthetic")]
-    # protocol=answers (with the cost by router family) belongs to the answer pair
-    choices += [f"protocol={p.stem}" for p in (app.CONF_DIR / "protocol").glob("*.yaml") if p.stem != "answers"]
+    # protocol=answers (with the cost by router family) and the trigger cascade belong to the answer pair
+    pair_only = ("answers", "trigger_cascade")
+    choices += [f"protocol={p.stem}" for p in (app.CONF_DIR / "protocol").glob("*.yaml") if p.stem not in pair_only]
     choices += [f"budget={p.stem}" for p in (app.CONF_DIR / "budget").glob("*.yaml")]
     assert len(choices) > 30
     with initialize_config_dir(config_dir=str(app.CONF_DIR), version_base="1.3"):
         for choice in choices:
             validate(compose(config_name="config", overrides=[choice]))
         validate(compose(config_name="config", overrides=["dataset=hotpotqa", f"dataset.path={HOTPOT}"]))
-        validate(compose(config_name="config", overrides=["arms=noret_rag", "protocol=answers"]))
+        for protocol in pair_only:
+            validate(compose(config_name="config", overrides=["arms=noret_rag", f"protocol={protocol}"]))
         validate(compose(config_name="config", overrides=["policy=plugin", "policy.plugin=x", "budget.grid=[1.0]"]))
         with pytest.raises(ConfigError, match=r"'policy.plugin': unknown policy 'y'"):
             validate(compose(config_name="config", overrides=["policy=plugin", "policy.plugin=y", "budget.grid=[1.0]"]))
