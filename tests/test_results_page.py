@@ -172,7 +172,8 @@ def _summary_is_its_claims(page: str, sidecar: dict) -> None:
 
 
 # ---- the committed page -------------------------------------------------------------------------
-COMMITTED = (PAGE, REPO / "docs" / "results_boolq.md")  # the page, and BoolQ's page (its runs in another store)
+# the page, BoolQ's page and seed 003's page with its trigger cascade (their runs in other stores)
+COMMITTED = (PAGE, REPO / "docs" / "results_boolq.md", REPO / "docs" / "results_seed003.md")
 
 
 @pytest.mark.parametrize("page_path", COMMITTED, ids=lambda p: p.name)
@@ -199,7 +200,9 @@ def test_committed_page_matches_its_sidecar(page_path):
 
 
 @pytest.mark.parametrize("page_path, variable", [(PAGE, "HARNESS_RESULTS_STORE"),
-                                                 (COMMITTED[1], "HARNESS_RESULTS_BOOLQ_STORE")], ids=["results", "boolq"])
+                                                 (COMMITTED[1], "HARNESS_RESULTS_BOOLQ_STORE"),
+                                                 (COMMITTED[2], "HARNESS_RESULTS_SEED003_STORE")],
+                         ids=["results", "boolq", "seed003"])
 def test_committed_page_against_its_store(page_path, variable):
     store = os.environ.get(variable)
     if not store:
