@@ -5,6 +5,7 @@ run for a policy the table cannot feed)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -139,7 +140,9 @@ BOOM = "tests.bad_plugins.BoomInScore"  # a policy that fails while it runs (sco
 
 def test_failing_job_is_failed_and_sweep_continues(tmp_path):
     args = SMALL + ["policy=always_keep", f"policy._target_=policies.builtin.AlwaysBase,{BOOM}", "protocol=threshold"]
-    proc = run_cli(["-m", *args], tmp_path, tmp_path / "cache")
+    repo = str(Path(__file__).resolve().parent.parent)  # tests.bad_plugins importable in the sweep's process
+    proc = run_cli(["-m", *args], tmp_path, tmp_path / "cache",
+                   {"PYTHONPATH": os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH", "")) if p)})
     assert proc.returncode == 1
     client, parents, jobs = runs_by_role(store_uri(tmp_path))
     assert [p.info.status for p in parents] == ["FAILED"]

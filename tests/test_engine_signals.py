@@ -259,3 +259,38 @@ def test_a_signal_the_stuck_main_thread_cannot_handle_ends_the_build_after_the_g
         assert (proc.returncode, err.strip()) == (128 + sig, f"error: Interrupted: {int(sig)}")
     else:
         assert (proc.returncode, err.strip()) == (5, "")
+
+
+LOST_STOP = r"""
+import signal, sys, time
+from harness.runner.process import install_signal_handlers, Terminated
+install_signal_handlers()
+if sys.argv[1] == "int":
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+class Dies:
+    def __del__(self):  # a stop raised where Python cannot raise: printed as "Exception ignored"
+        raise KeyboardInterrupt if sys.argv[1] == "int" else Terminated(signal.SIGTERM)
+
+
+try:
+    Dies()
+    for _ in range(200):
+        time.sleep(0.01)
+    print("ran on")
+except KeyboardInterrupt:
+    print("stopped: SIGINT")
+except Terminated as exc:
+    print(f"stopped: {exc}")
+"""
+
+
+@pytest.mark.parametrize("kind, said", [("int", "stopped: SIGINT"), ("term", "stopped: SIGTERM")])
+def test_a_stop_lost_in_a_callback_is_delivered_again(tmp_path, kind, said):
+    """A KeyboardInterrupt or SIGTERM raised inside a __del__ (or a weakref callback) is not lost
+    with an 'Exception ignored' traceback: the signal is raised again and stops the main code."""
+    proc = subprocess.run([sys.executable, "-c", LOST_STOP, kind], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    assert proc.stdout.strip() == said, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr

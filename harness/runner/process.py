@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
 WATCHDOG_GRACE_S = 10.0  # a worker whose sweep died: time to end its run KILLED, then exit
+REDELIVER_S = 0.05  # a stop lost in a callback is sent again this long after (``_redeliver_lost_stop``)
 STUCK_GRACE_S = 20.0  # a signalled build whose main thread is stuck in native code: time before it is ended
 
 
@@ -65,11 +67,38 @@ def _on_interrupt(signum, frame) -> None:  # noqa: ARG001
     raise KeyboardInterrupt
 
 
+_DEFAULT_UNRAISABLE = sys.unraisablehook
+
+
+def _redeliver_lost_stop(info) -> None:
+    """``sys.unraisablehook``: a stop signal whose KeyboardInterrupt or :class:`Terminated` was
+    raised inside code Python cannot raise from (a weakref or GC callback, a ``__del__``) would
+    be printed as "Exception ignored" with a traceback and lost: the command ran on, or ended 0
+    with a traceback on its stderr. The signal is raised again in the main thread, where it
+    stops the command as any Ctrl-C or SIGTERM does (or is ignored, once the command's outcome
+    is settled: ``settle_exit``), ``REDELIVER_S`` later. Anything else goes to Python's own hook."""
+    global _SIGNALED
+    exc = getattr(info, "exc_value", None)
+    if isinstance(exc, (KeyboardInterrupt, Terminated)) and threading.current_thread() is threading.main_thread():
+        if isinstance(exc, Terminated):
+            _SIGNALED = False  # its handler takes it again as the first signal, not as a second one
+        signum = signal.SIGINT if isinstance(exc, KeyboardInterrupt) else exc.signum
+        # from another thread, a moment later: raised here, its handler would run inside this hook
+        # and be lost again; the main thread takes it at its next bytecode, out of the callback
+        timer = threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signum))
+        timer.daemon = True  # a process that ends meanwhile is not held for it
+        timer.start()
+        return
+    _DEFAULT_UNRAISABLE(info)
+
+
 def install_signal_handlers() -> None:
     """SIGTERM (and SIGHUP where it is not ignored) raise :class:`Terminated` in the main
-    thread; idempotent; a no-op outside the main thread."""
+    thread, and a stop lost in a callback is delivered again (``_redeliver_lost_stop``);
+    idempotent; a no-op outside the main thread."""
     if threading.current_thread() is not threading.main_thread():
         return
+    sys.unraisablehook = _redeliver_lost_stop
     for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
         if sig is None:
             continue
