@@ -202,29 +202,37 @@ def compare_with_mix(row: BudgetRow, task: ArmSetTask, level: float, n_perm: int
                      oracle: bool = False, who: str = "router") -> None:
     """Router vs the cost-matched mix, paired by document at ``level``: the sign-flip p, the interval
     that inverts it, and the verdict (docs/metrics.md §15). ``tests``: each half's test questions,
-    in the order of ``row.over``. A router that beats the mix while overspending the budget
-    beyond sampling error on more than half of the halves gets "over budget", not "deploy": it
-    was compared with a mix that kept to the budget (protocol B's rule, docs/metrics.md §9)."""
+    in the order of ``row.over`` (``overspent_most``)."""
     row.point, row.p, row.ci, row.discordant = paired_at_level(row.route.outcome - row.mix.outcome, task.groups,
                                                                level, n_perm, seed)
     cheap, costly, share = row.mix_arms
     fixed = cheap if cheap == costly else f"mix {cheap} {share:.0%} / {costly}"
-    row.verdict = verdict_words(fixed, row.point, row.p, row.ci, row.discordant, level, oracle, who)
-    violations, _ = overspends(row, tests, task.n, 0.0, 0.0)
-    if row.verdict.startswith(f"deploy {who}") and 2 * violations > len(tests):
-        row.verdict = (f"over budget: {who} {row.point:+.4f} [{row.ci[0]:+.4f}, {row.ci[1]:+.4f}] over {fixed}, but it "
-                       f"spent {row.route.mean_cost:.4g} against the budget {row.budget:.4g} ({violations} of "
-                       f"{len(tests)} halves beyond sampling error): no deploy verdict")
+    row.verdict = verdict_words(fixed, row.point, row.p, row.ci, row.discordant, level, oracle, who,
+                                overspent_most(row, tests, task.n))
+
+
+def overspent_most(row: BudgetRow, tests: list[np.ndarray], n: int) -> str:
+    """What the route spent when it overspent the budget beyond sampling error on more than half
+    of the halves (``overspends``), else "": a route judged against references that kept to the
+    budget gets no deploy verdict then (protocol B's rule, docs/metrics.md §9)."""
+    violations, _ = overspends(row, tests, n, 0.0, 0.0)
+    if 2 * violations <= len(tests):
+        return ""
+    return (f"it spent {row.route.mean_cost:.4g} against the budget {row.budget:.4g} ({violations} of {len(tests)} "
+            "halves beyond sampling error)")
 
 
 def verdict_words(fixed: str, point: float, p: float, ci: tuple[float, float], discordant: int, level: float,
-                  oracle: bool = False, who: str = "router") -> str:
+                  oracle: bool = False, who: str = "router", overspent: str = "") -> str:
     """"deploy the router" / "deploy the fixed choice" only when the test rejects at ``level``;
     otherwise "cannot tell" with the questions the comparison rests on. An oracle is never
     deployable: its row says how much a perfect router could gain. ``who``: what is judged
-    (a router, a cascade); ``fixed``: the choice it is judged against."""
+    (a router, a cascade); ``fixed``: the choice it is judged against; ``overspent``: what it
+    spent, when it overspent its budget (``overspent_most``): a win is then "over budget"."""
     if oracle:
         return f"upper bound (oracle, not deployable): {point:+.4f} over {fixed}"
+    if p < level and point > 0 and overspent:
+        return f"over budget: {who} {point:+.4f} [{ci[0]:+.4f}, {ci[1]:+.4f}] over {fixed}, but {overspent}: no deploy verdict"
     if p < level and point > 0:
         return f"deploy {who}: beats {fixed} by {point:+.4f} [{ci[0]:+.4f}, {ci[1]:+.4f}]"
     if p < level and point < 0:

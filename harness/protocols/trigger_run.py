@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from harness.arm_set import ArmSetTask
-from harness.protocols.arms_run import (BudgetRow, by_question, compare_with_mix, cross_fit, overspends,
+from harness.protocols.arms_run import (BudgetRow, by_question, compare_with_mix, cross_fit, overspent_most,
                                         paired_at_level, reference_row, share_budget, verdict_words)
 from harness.protocols.common import fit_policy, score_task
 from harness.protocols.nway_references import Route, single_arms
@@ -115,13 +115,12 @@ def trigger_budget(run: TriggerRun, halves, oof, test, share: float, *, levels: 
                     run.pays[k:k + 1], budget, levels, run.components) for k in range(len(run.stages))]
     over = [float(cascade.route.cost[idx].mean()) - budget for _, idx in (halves, halves[::-1])]
     row = reference_row(t, share, budget, _as_route(cascade.route), over)
-    compare_with_mix(row, t, run.level, n_perm, seed, [halves[1], halves[0]], who="cascade")
+    tests = [halves[1], halves[0]]  # the test half of each direction, as ``over``
+    compare_with_mix(row, t, run.level, n_perm, seed, tests, who="cascade")
     point, p, ci, discordant = paired_at_level(cascade.route.outcome - alone[-1].route.outcome, t.groups, run.level,
                                                n_perm, seed)
-    words = verdict_words(f"{run.stages[-1]} alone", point, p, ci, discordant, run.level, who="cascade")
-    violations, _ = overspends(row, [halves[1], halves[0]], t.n, 0.0, 0.0)
-    if words.startswith("deploy cascade") and 2 * violations > 2:  # as compare_with_mix: not judged over budget
-        words = f"over budget: cascade {point:+.4f} over {run.stages[-1]} alone, but it overspent ({violations} of 2 halves)"
+    words = verdict_words(f"{run.stages[-1]} alone", point, p, ci, discordant, run.level, who="cascade",
+                          overspent=overspent_most(row, tests, t.n))
     return TriggerBudget(row, cascade, alone, Comparison(point, p, ci, discordant, words))
 
 
