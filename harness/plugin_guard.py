@@ -163,6 +163,9 @@ _REAL_OS_EXIT = os._exit
 _EXIT_GUARDED_THREADS: dict[int, int] = {}  # thread id -> plugin calls running in it (nested calls count)
 
 
+_EXIT_GUARD_LOCK = threading.Lock()
+
+
 def _guarded_os_exit(code: int = 0) -> None:
     """``os._exit`` while plugin code runs: raises in a thread running plugin code, exits in the others."""
     if _EXIT_GUARDED_THREADS.get(threading.get_ident()):
@@ -174,16 +177,18 @@ def _guarded_os_exit(code: int = 0) -> None:
 def _os_exit_guarded() -> Iterator[None]:
     """``os._exit`` raises in this thread for the block (see the module docstring)."""
     ident = threading.get_ident()
-    _EXIT_GUARDED_THREADS[ident] = _EXIT_GUARDED_THREADS.get(ident, 0) + 1
-    os._exit = _guarded_os_exit
+    with _EXIT_GUARD_LOCK:  # another thread's exit from its block must not restore os._exit under this one
+        _EXIT_GUARDED_THREADS[ident] = _EXIT_GUARDED_THREADS.get(ident, 0) + 1
+        os._exit = _guarded_os_exit
     try:
         yield
     finally:
-        _EXIT_GUARDED_THREADS[ident] -= 1
-        if not _EXIT_GUARDED_THREADS[ident]:
-            del _EXIT_GUARDED_THREADS[ident]
-        if not _EXIT_GUARDED_THREADS:
-            os._exit = _REAL_OS_EXIT
+        with _EXIT_GUARD_LOCK:
+            _EXIT_GUARDED_THREADS[ident] -= 1
+            if not _EXIT_GUARDED_THREADS[ident]:
+                del _EXIT_GUARDED_THREADS[ident]
+            if not _EXIT_GUARDED_THREADS:
+                os._exit = _REAL_OS_EXIT
 
 
 @contextmanager

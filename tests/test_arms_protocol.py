@@ -321,3 +321,15 @@ def test_a_router_that_beats_the_mix_by_overspending_is_over_budget_not_deployed
         compare_with_mix(row, task, 0.05, 2000, 0, tests)
         assert row.point == pytest.approx(0.25) and row.p < 0.05
         assert row.verdict.startswith(expected), row.verdict
+
+
+def test_a_win_by_either_side_that_overspent_is_no_deploy_verdict():
+    from harness.protocols.arms_run import verdict_words
+
+    args = ("bur_linear alone", -0.2, 0.001, (-0.3, -0.1), 12, 0.01)
+    assert verdict_words(*args, who="cascade").startswith("deploy bur_linear alone, no cascade")
+    said = verdict_words(*args, who="cascade", rival_overspent="it spent 9 against the budget 5 (2 of 2 halves ...)")
+    assert said.startswith("over budget: bur_linear alone +0.2000 [+0.1000, +0.3000] over cascade, but it spent 9")
+    # the side that lost may have overspent: its loss stands
+    assert verdict_words(*args, who="cascade", overspent="it spent 9").startswith("deploy bur_linear alone")
+    assert verdict_words("mix", 0.2, 0.001, (0.1, 0.3), 12, 0.01, overspent="it spent 9").startswith("over budget: router")

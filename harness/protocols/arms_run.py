@@ -215,24 +215,34 @@ def overspent_most(row: BudgetRow, tests: list[np.ndarray], n: int) -> str:
     """What the route spent when it overspent the budget beyond sampling error on more than half
     of the halves (``overspends``), else "": a route judged against references that kept to the
     budget gets no deploy verdict then (protocol B's rule, docs/metrics.md §9)."""
-    violations, _ = overspends(row, tests, n, 0.0, 0.0)
+    return spent_beyond(row.route.cost, row.budget, row.over, tests, n)
+
+
+def spent_beyond(cost: np.ndarray, budget: float, over: list[float], tests: list[np.ndarray], n: int) -> str:
+    """``overspent_most`` of any route: per-question ``cost``, each half's ``over`` (mean cost
+    on its test questions - budget)."""
+    violations, _ = overspend_counts(cost, budget, over, tests, n, 0.0, 0.0)
     if 2 * violations <= len(tests):
         return ""
-    return (f"it spent {row.route.mean_cost:.4g} against the budget {row.budget:.4g} ({violations} of {len(tests)} "
+    return (f"it spent {float(np.mean(cost)):.4g} against the budget {budget:.4g} ({violations} of {len(tests)} "
             "halves beyond sampling error)")
 
 
 def verdict_words(fixed: str, point: float, p: float, ci: tuple[float, float], discordant: int, level: float,
-                  oracle: bool = False, who: str = "router", overspent: str = "") -> str:
+                  oracle: bool = False, who: str = "router", overspent: str = "", rival_overspent: str = "") -> str:
     """"deploy the router" / "deploy the fixed choice" only when the test rejects at ``level``;
     otherwise "cannot tell" with the questions the comparison rests on. An oracle is never
     deployable: its row says how much a perfect router could gain. ``who``: what is judged
-    (a router, a cascade); ``fixed``: the choice it is judged against; ``overspent``: what it
-    spent, when it overspent its budget (``overspent_most``): a win is then "over budget"."""
+    (a router, a cascade); ``fixed``: the choice it is judged against; ``overspent`` /
+    ``rival_overspent``: what the one or the other spent when it overspent its budget
+    (``overspent_most``): its win is then "over budget", never "deploy"."""
     if oracle:
         return f"upper bound (oracle, not deployable): {point:+.4f} over {fixed}"
     if p < level and point > 0 and overspent:
         return f"over budget: {who} {point:+.4f} [{ci[0]:+.4f}, {ci[1]:+.4f}] over {fixed}, but {overspent}: no deploy verdict"
+    if p < level and point < 0 and rival_overspent:
+        return (f"over budget: {fixed} {-point:+.4f} [{-ci[1]:+.4f}, {-ci[0]:+.4f}] over {who}, but {rival_overspent}: "
+                "no deploy verdict")
     if p < level and point > 0:
         return f"deploy {who}: beats {fixed} by {point:+.4f} [{ci[0]:+.4f}, {ci[1]:+.4f}]"
     if p < level and point < 0:
@@ -241,19 +251,26 @@ def verdict_words(fixed: str, point: float, p: float, ci: tuple[float, float], d
 
 
 def overspends(row: BudgetRow, tests: list[np.ndarray], n: int, tol: float, spread: float) -> tuple[int, int]:
-    """(violations, overshoots) over the test halves ``tests`` (index arrays, one per direction):
-    a half whose mean cost exceeds the budget beyond its sampling error, z_(1 - 0.05) x sd of its
-    per-question costs x sqrt(1 / n_train + 1 / n_test) (the spread of a rule calibrated on n_train
-    questions and applied to n_test new ones, as protocol B's ``overspent``), and one whose mean
-    cost exceeds it by more than ``tol`` x the cost range (the stated tolerance)."""
+    """(violations, overshoots) of a budget row's route (``overspend_counts``)."""
+    return overspend_counts(row.route.cost, row.budget, row.over, tests, n, tol, spread)
+
+
+def overspend_counts(cost: np.ndarray, budget: float, over: list[float], tests: list[np.ndarray], n: int, tol: float,
+                     spread: float) -> tuple[int, int]:
+    """(violations, overshoots) over the test halves ``tests`` (index arrays, one per direction;
+    ``over``: each half's mean cost - budget): a half whose mean cost exceeds the budget beyond
+    its sampling error, z_(1 - 0.05) x sd of its per-question costs x sqrt(1 / n_train + 1 /
+    n_test) (the spread of a rule calibrated on n_train questions and applied to n_test new ones,
+    as protocol B's ``overspent``), and one whose mean cost exceeds it by more than ``tol`` x the
+    cost range (the stated tolerance)."""
     violations = overshoots = 0
-    eps = 1e-9 * max(1.0, abs(row.budget))
-    for over, test in zip(row.over, tests):
-        cost = row.route.cost[test]
-        sd = float(np.std(cost, ddof=1)) if len(test) > 1 else 0.0
+    eps = 1e-9 * max(1.0, abs(budget))
+    for half_over, test in zip(over, tests):
+        part = cost[test]
+        sd = float(np.std(part, ddof=1)) if len(test) > 1 else 0.0
         allow = float(sps.norm.ppf(1 - OVERSPEND_LEVEL)) * sd * math.sqrt(1 / max(1, n - len(test)) + 1 / len(test))
-        violations += over > allow + eps
-        overshoots += over > tol * spread + eps
+        violations += half_over > allow + eps
+        overshoots += half_over > tol * spread + eps
     return int(violations), int(overshoots)
 
 

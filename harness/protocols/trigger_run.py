@@ -17,7 +17,7 @@ import numpy as np
 
 from harness.arm_set import ArmSetTask
 from harness.protocols.arms_run import (BudgetRow, by_question, compare_with_mix, cross_fit, overspent_most,
-                                        paired_at_level, reference_row, share_budget, verdict_words)
+                                        paired_at_level, reference_row, share_budget, spent_beyond, verdict_words)
 from harness.protocols.common import fit_policy, score_task
 from harness.protocols.nway_references import Route, single_arms
 from harness.protocols.trigger_eval import Breakdown, TriggerRoute, breakdown, decide, path_costs, route_of
@@ -113,14 +113,17 @@ def trigger_budget(run: TriggerRun, halves, oof, test, share: float, *, levels: 
     cascade = _judge(oof, test, halves, t.outcomes, comps, run.pays, budget, levels, run.components)
     alone = [_judge([o[:, [k]] for o in oof], [s[:, [k]] for s in test], halves, t.outcomes, comps,
                     run.pays[k:k + 1], budget, levels, run.components) for k in range(len(run.stages))]
-    over = [float(cascade.route.cost[idx].mean()) - budget for _, idx in (halves, halves[::-1])]
+    tests = [halves[1], halves[0]]  # the test half of each direction
+    over = [float(cascade.route.cost[idx].mean()) - budget for idx in tests]
     row = reference_row(t, share, budget, _as_route(cascade.route), over)
-    tests = [halves[1], halves[0]]  # the test half of each direction, as ``over``
     compare_with_mix(row, t, run.level, n_perm, seed, tests, who="cascade")
     point, p, ci, discordant = paired_at_level(cascade.route.outcome - alone[-1].route.outcome, t.groups, run.level,
                                                n_perm, seed)
+    last = alone[-1].route
+    last_over = [float(last.cost[idx].mean()) - budget for idx in tests]
     words = verdict_words(f"{run.stages[-1]} alone", point, p, ci, discordant, run.level, who="cascade",
-                          overspent=overspent_most(row, tests, t.n))
+                          overspent=overspent_most(row, tests, t.n),
+                          rival_overspent=spent_beyond(last.cost, budget, last_over, tests, t.n))
     return TriggerBudget(row, cascade, alone, Comparison(point, p, ci, discordant, words))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from harness.protocols.verdict import KINDS
 from harness.report.model import SweepReport
 
 FIXED_KEY = "budget/fixed/realized_usage"  # logged by a fixed decision's job (always one arm)
@@ -62,7 +63,7 @@ def verdict_frame(rep: SweepReport):
 
 def verdict_counts(frame) -> dict[str, int]:
     """Cells per verdict kind (``harness.protocols.verdict.KINDS``)."""
-    return {k: int((frame["kind"] == k).sum()) for k in ("deploy", "no router", "over budget", "cannot tell")}
+    return {k: int((frame["kind"] == k).sum()) for k in KINDS}
 
 
 def verdicts_said(frame) -> str:

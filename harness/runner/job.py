@@ -235,13 +235,14 @@ def prepare(plain: dict, config_hash: str, table_handle: str | None = None) -> P
     reason = not_applicable(policy, task, display_name(plain["policy"]))
     if reason is not None:
         raise NotApplicable("policy", reason)
-    task = with_text_features(task, policy.features)  # query features from an outcome file's text
+    features = tuple(map(str, getattr(policy, "features", ()) or ()))
+    task = with_text_features(task, features)  # query features from an outcome file's text
     # a dataset too small for the protocols' folds is a data-size problem, said with counts; a
     # held-out / test set too small for any significant outcome is refused, naming protocol.min_heldout
     check_sizes(task, planned, plain, trainable=bool(getattr(policy, "trainable", True)))
     key = skip_key(config_hash, table, protocol_versions(planned))
     return Prepared(table=table, task=task, factory=factory, given_cost=given_cost, cost_metrics=cost_metrics, key=key,
-                    planned=planned, features=tuple(map(str, getattr(policy, "features", ()) or ())))
+                    planned=planned, features=features)
 
 
 # ---- step 2: compute ---------------------------------------------------------------------------

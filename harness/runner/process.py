@@ -67,7 +67,7 @@ def _on_interrupt(signum, frame) -> None:  # noqa: ARG001
     raise KeyboardInterrupt
 
 
-_DEFAULT_UNRAISABLE = sys.unraisablehook
+_PREVIOUS_UNRAISABLE = [sys.unraisablehook]  # the hook in place when ours was installed
 
 
 def _redeliver_lost_stop(info) -> None:
@@ -89,7 +89,7 @@ def _redeliver_lost_stop(info) -> None:
         timer.daemon = True  # a process that ends meanwhile is not held for it
         timer.start()
         return
-    _DEFAULT_UNRAISABLE(info)
+    _PREVIOUS_UNRAISABLE[0](info)
 
 
 def install_signal_handlers() -> None:
@@ -98,7 +98,9 @@ def install_signal_handlers() -> None:
     idempotent; a no-op outside the main thread."""
     if threading.current_thread() is not threading.main_thread():
         return
-    sys.unraisablehook = _redeliver_lost_stop
+    if sys.unraisablehook is not _redeliver_lost_stop:
+        _PREVIOUS_UNRAISABLE[0] = sys.unraisablehook
+        sys.unraisablehook = _redeliver_lost_stop
     for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
         if sig is None:
             continue

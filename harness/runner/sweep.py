@@ -250,16 +250,14 @@ class SweepTrackingCallback(Callback):
     def _log_rescued_lost(self, table, task) -> None:
         """The table's rescued/lost list (questions where the pair's arms differ: text, each
         arm's top 3; ``harness.data.arm_summary``), as ``table build`` writes it, on the parent run."""
+        import shutil
         import tempfile
-        from pathlib import Path
 
-        from harness.data.arm_summary import rescued_lost
-        from harness.runner.table_commands import rescued_lost_path
+        from harness.runner.table_commands import write_rescued_lost
 
-        rows = rescued_lost(table.frame, task.qids, task.base_arm, task.extra_arm, task.metric)
-        name = rescued_lost_path(table.key, task.base_arm, task.extra_arm, task.metric).name
+        path, _ = write_rescued_lost(table, task)  # the cache's copy, written as table build writes it
         with tempfile.TemporaryDirectory(prefix="route-bench-sweep-list-") as tmp:
-            rows.to_csv(Path(tmp) / name, index=False)
+            shutil.copy(path, tmp)  # its folder may hold the lists of other pairs
             self.tracker.log_artifacts(self.parent_run_id, tmp)
 
     def _hand_state(self, config: DictConfig, handle_file, n_jobs: int | None, swept: list[str] | None) -> None:

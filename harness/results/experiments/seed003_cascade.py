@@ -9,20 +9,18 @@ table shows, so the reader compares a statement with a statement.
 
 from __future__ import annotations
 
-import re
 from harness.markdown import md_escape
 from harness.results.cite import Page
+from harness.protocols.trigger_cascade import BUDGET_KEY, PREFIX
 from harness.results.sweeps import SweepView, metric_value as _m
 
-PREFIX = "trigger_cascade"
 CASCADE_QUOTE_003 = ("a three-stage cascade reduces probe retrieval relative to BUR-linear. The cascade improves the "
                      "2Wiki accuracy-cost trade-off but is not uniformly best.")
 PCT = dict(scale=100.0, decimals=1)
 
 
 def _budgets(run) -> list[str]:
-    return sorted({g.group(1) for k in run.data.metrics if (g := re.fullmatch(rf"{PREFIX}/b([0-9.]+)/outcome", k))},
-                  key=float)
+    return sorted({g.group(1) for k in run.data.metrics if (g := BUDGET_KEY.fullmatch(k))}, key=float)
 
 
 def trigger_cascade_section(page: Page, view: SweepView, cost0: str) -> None:
@@ -40,7 +38,7 @@ def trigger_cascade_section(page: Page, view: SweepView, cost0: str) -> None:
              f"and always RAG, cost in {md_escape(unit)} on this machine; thresholds set on the other half; accuracy "
              "and retrieval in %; probes: questions that paid a probe retrieval before deciding; reached: questions "
              "that paid each stage):", "")
-    rows, fewer, worse, better = [], 0, 0, 0
+    rows, fewer, worse, better, over = [], 0, 0, 0, 0
     for b in _budgets(run):
         k = f"{PREFIX}/b{b}"
         row = [b, page.metric(run, f"{k}/outcome", **PCT), page.metric(run, f"{k}/alone/{last}/outcome", **PCT),
@@ -56,6 +54,7 @@ def trigger_cascade_section(page: Page, view: SweepView, cost0: str) -> None:
         verdict = run.data.tags.get(f"{PREFIX}.verdict_vs_last.b{b}", "")
         worse += verdict.startswith("deploy ") and ", no cascade" in verdict
         better += verdict.startswith("deploy cascade")
+        over += verdict.startswith("over budget")
     page.table(["budget", "cascade acc", f"{last} acc", "cascade cost", f"{last} cost", "cascade retrieves",
                 "cascade probes", f"{last} probes", "reached per stage", "cost per stage", f"cascade - {last} [interval]",
                 "verdict"], rows)
@@ -63,8 +62,9 @@ def trigger_cascade_section(page: Page, view: SweepView, cost0: str) -> None:
     page.add(f"- The paper: \"{CASCADE_QUOTE_003}\"",
              f"- Ours ({md_escape(run.data.params.get('dataset.name', 'this dataset'))}, "
              f"{page.metric(run, 'n/questions', decimals=0)} questions): the cascade ran fewer probe retrievals than {last} alone at {fewer} of {n} budgets; its "
-             f"accuracy was significantly higher at {better}, lower at {worse}, and not distinguishable at "
-             f"{n - better - worse} (paired by document at level {page.metric(run, f'{PREFIX}/level', decimals=4)}, Bonferroni over budgets and "
+             f"accuracy was significantly higher at {better}, lower at {worse}, "
+             + (f"different but with one side over its budget (no verdict) at {over}, " if over else "")
+             + f"and not distinguishable at {n - better - worse - over} (paired by document at level {page.metric(run, f'{PREFIX}/level', decimals=4)}, Bonferroni over budgets and "
              "comparisons).", "")
 
 
