@@ -17,7 +17,6 @@ Differences are per question, ``policy - reference``; documents are the units of
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -25,6 +24,7 @@ from scipy import stats as sps
 
 from harness.errors import ConfigError
 from harness.sign_patterns import Memo, array_key, pattern_sums, seed_key
+from harness.sign_test_power import first_powered, sign_test_power_given_discordant
 from harness.stats import (
     SIGN_FLIP_EXACT_MAX,
     SIGN_FLIP_ZERO_TOL,
@@ -66,67 +66,6 @@ def max_showable_difference(diffs, groups) -> float:
 
 
 # ---- Sample-size plan: exact power of the sign test on discordant documents
-
-
-@functools.lru_cache(maxsize=64)
-def _critical_counts(n_max: int, alpha: float) -> np.ndarray:
-    """c_D for D = 0..n_max: the largest c with 2 P(X <= c) < alpha, X ~ Bin(D, 1/2) (-1: none).
-    It does not depend on the policy's direction, so every plan of a sweep shares it."""
-    D = np.arange(n_max + 1)
-    c = sps.binom.ppf(alpha / 2, D, 0.5)  # smallest c with P(X <= c) >= alpha / 2
-    c = np.where(np.isnan(c), -1, c)
-    for _ in range(3):  # step down to the largest c with 2 P(X <= c) < alpha
-        c = np.where((c >= 0) & (2 * sps.binom.cdf(c, D, 0.5) >= alpha), c - 1, c)
-    c.setflags(write=False)
-    return c
-
-
-def sign_test_power_given_discordant(n_max: int, pi: float, alpha: float) -> np.ndarray:
-    """g[D] for D = 0..n_max: the power of the exact two-sided sign test with D discordant
-    documents, each pointing the policy's way with probability ``pi``. The test rejects when
-    p = min(1, 2 P(X <= min(x, D - x))) < alpha under X ~ Bin(D, 1/2), i.e. when x <= c_D or
-    x >= D - c_D with c_D the largest c with 2 P(X <= c) < alpha (no c: never). Vectorised
-    over D."""
-    D = np.arange(n_max + 1)
-    c = _critical_counts(1 << max(10, int(n_max).bit_length()), float(alpha))[: n_max + 1]  # shared, sliced
-    g = sps.binom.cdf(c, D, pi) + sps.binom.sf(D - c - 1, D, pi)
-    return np.where(c >= 0, g, 0.0)
-
-
-POWER_BATCH = 64  # candidate sizes whose powers are computed in one vectorized call
-
-
-def _powers_at(ms: np.ndarray, q: float, g: np.ndarray) -> np.ndarray:
-    """sum_D Bin(D; m, q) g[D] for every size m of ``ms``, over the D that carry any probability
-    (1e-12 tails left out): the tails' bounds and the binomial probabilities in one elementwise
-    call each (vectorized, the same numbers as one call per size), then each size's own product."""
-    ms = np.asarray(ms, dtype=np.int64)
-    lo = np.maximum(0, sps.binom.ppf(1e-12, ms, q) - 1).astype(np.int64)
-    hi = np.minimum(ms, sps.binom.isf(1e-12, ms, q) + 1).astype(np.int64)
-    counts = hi - lo + 1
-    pmf = sps.binom.pmf(np.concatenate([np.arange(a, b + 1) for a, b in zip(lo, hi)]), np.repeat(ms, counts), q)
-    ends = np.cumsum(counts)
-    return np.array([float(pmf[e - c:e].copy() @ g[a:b + 1]) for e, c, a, b in zip(ends, counts, lo, hi)])
-
-
-def _first_powered(first: int, last: int, step: int, q: float, g: np.ndarray, power: float) -> int:
-    """The first of the sizes first, first + step, ... (up to ``last``) whose power is not below
-    ``power``, else the first size past ``last``: the plan's search, in vectorized batches."""
-    m = first
-    while m <= last:
-        ms = np.arange(m, min(last, m + step * (POWER_BATCH - 1)) + 1, step)
-        reached = np.flatnonzero(~(_powers_at(ms, q, g) < power))
-        if len(reached):
-            return int(ms[reached[0]])
-        m = int(ms[-1]) + step
-    return m
-
-
-def sign_test_power(n_docs: int, q: float, pi: float, alpha: float = 0.05) -> float:
-    """Power of the exact sign test on ``n_docs`` documents, each discordant with probability
-    ``q`` and, when discordant, pointing the policy's way with probability ``pi``:
-    sum_D Bin(D; n_docs, q) g[D] (``sign_test_power_given_discordant``)."""
-    return float(_powers_at([int(n_docs)], q, sign_test_power_given_discordant(int(n_docs), pi, alpha))[0])
 
 
 def normal_plan_docs(q: float, pi: float, alpha: float, power: float) -> float:
@@ -199,11 +138,11 @@ def _plan(pos: int, neg: int, n_docs: int, n: float, alpha: float, power: float,
     limit = min(PLAN_MAX_DOCS, int(math.ceil(3 * approx)) + 50)
     g = sign_test_power_given_discordant(limit, pi, alpha)
     step = max(1, int(approx) // 200)  # unit steps below 400 documents; coarse, then unit, above
-    m = _first_powered(start, limit, step, q, g, power)
+    m = first_powered(start, limit, step, q, g, power)
     if m > limit:
         out.update(docs=float(limit), questions=float(math.ceil(limit * n / n_docs)), capped=True)
         return out
-    m = _first_powered(max(start, m - step + 1), m, 1, q, g, power)
+    m = first_powered(max(start, m - step + 1), m, 1, q, g, power)
     out.update(docs=float(m), questions=float(math.ceil(m * n / n_docs)))
     return out
 

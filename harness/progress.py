@@ -22,16 +22,21 @@ it is.
 Work: an item (a text, a question, a unit) is one unit of work unless the stage declares other
 work as it learns it (``expect``: the reranking stage declares each block's pairs, which a
 cross-encoder counts batch by batch) and counts it as done (``tick(n, work=...)``); items not
-declared yet count at the mean work of those declared. The encoder counts texts, not tokens:
-it runs its longest texts first, but on that machine a forward pass cost far more than its
-tokens (0.6 s a pass besides 0.4 ms a token), and token weights said up to 59% too short.
+declared yet count at the mean work of those declared. The encoder counts texts, not tokens
+(on a loaded machine a forward pass cost far more than its tokens, 0.6 s a pass besides 0.4 ms
+a token, and token weights said up to 59% too short), and runs its batches of one length in an
+order that spreads the lengths over every prefix (``encoder.spread_order``), so the texts
+measured so far are a sample of those left.
 
 Printing: one line per interval (``INTERVAL_S``, 30 s, or the ``HARNESS_PROGRESS_INTERVAL_S``
 environment variable, seconds) across a root and its stages, besides the root's forced ones
 (after a part when asked, and at the end); the first line comes right after the first measured
-batch. A line can only go out when work is counted, so it goes at the last batch predicted to
-end within the interval (the stage's mean time per batch): with regular batches shorter than
-the interval, lines come at most an interval apart, and more than half of one apart.
+batch. The work prints when it counts, at the last batch predicted to end within the interval
+(the stage's mean time per batch); when no line came for nine tenths of an interval (a batch
+longer than predicted, an HNSW index built in one call, a shard computed elsewhere, a model
+loading), a heartbeat thread of the root prints the line of what is at work, at its last count.
+So lines come at most an interval apart, unless the work holds the GIL for longer than a tenth
+of one. A stage that printed a line prints one when it is done.
 
 Deep code takes no reporter as an argument: ``root.active()`` makes a reporter current in this
 context (``contextvars``: a worker of an executor sees none), ``stage()`` opens a child of the
@@ -44,6 +49,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -83,12 +89,53 @@ def _rate_text(rate: float) -> str:
 
 
 class _Lines:
-    """What a root and its stages share: the clock, where lines go, when the last one went."""
+    """What a root and its stages share: the clock, where lines go, when the last one went, and
+    which of them is at work now (``showing``: what a heartbeat line reports)."""
 
     def __init__(self, clock: Callable[[], float], out: Callable[[str], None], interval: float, stages: bool):
         self.clock, self.out, self.interval, self.stages = clock, out, interval, stages
         self.last = clock()
         self.printed = False
+        self.showing: "Progress | None" = None
+        self.lock = threading.Lock()  # a heartbeat and the work never print the same interval twice
+
+    def put(self, reporter: "Progress") -> str:
+        """Print ``reporter``'s line now (the caller holds the lock)."""
+        self.last = self.clock()
+        self.printed = True
+        reporter.lines_put += 1
+        text = reporter.line()
+        self.out(text)
+        return text
+
+
+class _Heartbeat:
+    """A line from a timer thread when none came for an interval: the work prints only when it
+    counts, and a batch, an HNSW index or a shard computed elsewhere can take longer than one.
+    It reports what is at work (``_Lines.showing``), at its last count; it changes nothing."""
+
+    def __init__(self, lines: _Lines):
+        self.lines = lines
+        self.step = min(1.0, lines.interval / 10.0)
+        # due a tenth of the interval early: a write that holds the GIL for seconds (the embedding
+        # cache's parts of a 6,183-passage build: 3 s) delays the thread, not past the interval
+        self.due = lines.interval - max(self.step, lines.interval / 10.0)
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="route-bench-progress", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        lines = self.lines
+        while not self.stopped.wait(self.step):
+            with lines.lock:
+                showing = lines.showing
+                late = lines.clock() - lines.last >= self.due
+                if showing is not None and late and showing.done < showing.total and showing.shows_lines:
+                    lines.put(showing)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join()
 
 
 class Progress:
@@ -118,6 +165,7 @@ class Progress:
         self._counted_at = -math.inf  # when the last of them came
         self._ahead = 0  # items ticked inside a part that a later ``advance`` of the whole part includes
         self._timing = False  # a stage's clock starts at its first work (``start_timing``)
+        self.lines_put = 0  # lines this reporter printed: a stage that printed any says when it is done
 
     @property
     def interval_s(self) -> float:
@@ -129,6 +177,7 @@ class Progress:
         self.done += int(n)
         self.reused += int(n)
         self._mark = self.clock()
+        self._stage_done()
 
     def advance(self, n: int, work: float | None = None) -> None:
         """``n`` items computed since the last call (``work``: their work, default ``n``). Items
@@ -154,6 +203,16 @@ class Progress:
         self.done += n
         self.computed += n
         self.work_done += float(work)
+        self._stage_done()
+
+    def _stage_done(self) -> None:
+        """A stage that printed a line prints one when it is done: where its time left ended,
+        and that what follows is another stage."""
+        if self.parent is not None and self.lines_put and self.done >= self.total:
+            with self.lines.lock:
+                if self.lines_put and self.lines_put < 10**9:
+                    self.lines.put(self)
+                    self.lines_put = 10**9  # said once
 
     def expect(self, work: float, items: int = 0) -> None:
         """``items`` of the total amount to ``work`` (declared as soon as it is known)."""
@@ -205,10 +264,10 @@ class Progress:
         left = self.remaining_s()
         if left is None:
             return f"{head}; time left: measured once the first {self.unit} are computed"
+        about = "under 1s" if left < 0.5 else f"about {duration(left)}"  # not "0s" while work is left
         if self.parent is None:
-            return f"{head}, about {duration(left)} left ({_rate_text(self.rate)} {self.work_unit}/s measured here)"
-        return (f"{head}, about {duration(left)} left in this stage "
-                f"({_rate_text(self.rate)} {self.work_unit}/s measured in it)")
+            return f"{head}, {about} left ({_rate_text(self.rate)} {self.work_unit}/s measured here)"
+        return f"{head}, {about} left in this stage ({_rate_text(self.rate)} {self.work_unit}/s measured in it)"
 
     def _interval_over(self) -> bool:
         """The interval has passed since the last line, or the next batch would end after it (at
@@ -227,27 +286,41 @@ class Progress:
         first = not lines.printed and self.measured
         return self.emit and (force or first or self.done >= self.total or self._interval_over())
 
+    @property
+    def shows_lines(self) -> bool:
+        """Whether this reporter prints at all (a root that emits, a stage of a root whose
+        stages do)."""
+        return self.lines.stages if self.parent is not None else self.emit
+
     def report(self, force: bool = False) -> str | None:
         """Print the line when due: forced (a root), at a root's end, the first measured work,
         or ``interval_s`` after the last line of this root or any of its stages."""
-        if not self._due(force):
-            return None
-        self.lines.last = self.clock()
-        self.lines.printed = True
-        text = self.line()
-        self.lines.out(text)
-        return text
+        with self.lines.lock:
+            return self.lines.put(self) if self._due(force) else None
 
     # ---- the current reporter --------------------------------------------------------------
     @contextmanager
     def active(self) -> Iterator["Progress"]:
-        """This reporter is current inside the block; the time outside it is not its work."""
+        """This reporter is current inside the block; the time outside it is not its work. A
+        root that prints keeps a heartbeat inside it: a line at least every interval."""
         token = _CURRENT.set(self)
         self._mark = self.clock()
+        lines = self.lines
+        before, lines.showing = lines.showing, self
+        beat = _Heartbeat(lines) if self.parent is None and self._beats() else None
         try:
             yield self
         finally:
+            if beat is not None:
+                beat.stop()
+            lines.showing = before
             _CURRENT.reset(token)
+
+    def _beats(self) -> bool:
+        """A heartbeat needs lines to print, an interval, and the wall clock (a test's own clock
+        drives its lines itself)."""
+        lines = self.lines
+        return (self.emit or lines.stages) and lines.interval > 0 and lines.clock is time.perf_counter
 
     def stage(self, label: str, total: int, unit: str, work_unit: str | None = None) -> "Progress":
         """A child counting ``total`` ``unit`` (its work in ``work_unit``), sharing the lines."""

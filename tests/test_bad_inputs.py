@@ -683,6 +683,41 @@ def test_markdown_report_escapes_names():
     assert md_escape("a\nb") == "a b"
 
 
+def test_a_sweep_composes_each_job_once_for_its_check_and_its_launch():
+    """``sweep_check.keep_compositions``: the launcher's composition of a job is the check's
+    (one compose), handed out as a copy it may write into; whatever the composition reads
+    (the master's Hydra overrides, its config name, the job's overrides, another master)
+    composes again."""
+    from omegaconf import OmegaConf
+
+    from harness.runner.sweep_check import keep_compositions
+
+    class Loader:
+        def __init__(self):
+            self.calls = 0
+
+        def load_sweep_config(self, master, overrides):
+            self.calls += 1
+            return OmegaConf.create({"job": list(overrides), "extra": list(master.hydra.overrides.hydra)})
+
+    def master(name="config"):
+        return OmegaConf.create({"hydra": {"job": {"config_name": name}, "overrides": {"hydra": ["a=1"]}}})
+
+    loader, m = Loader(), master()
+    keep_compositions(loader)
+    keep_compositions(loader)  # once per loader
+    first = loader.load_sweep_config(m, ["policy=ridge"])
+    first.job.append("written by the launcher")
+    again = loader.load_sweep_config(m, ["policy=ridge"])
+    assert loader.calls == 1 and list(again.job) == ["policy=ridge"] and again is not first
+    loader.load_sweep_config(m, ["policy=gbm"])
+    m.hydra.overrides.hydra = ["a=1", "++hydra.job.env_set.X=state"]  # what the sweep adds after its check
+    assert list(loader.load_sweep_config(m, ["policy=ridge"]).extra) == ["a=1", "++hydra.job.env_set.X=state"]
+    loader.load_sweep_config(master("other"), ["policy=ridge"])
+    loader.load_sweep_config(master(), ["policy=ridge"])  # an equal master, another object
+    assert loader.calls == 5
+
+
 def test_a_large_sweep_says_it_is_validating(capsys):
     from harness.runner.sweep_check import _ValidationProgress
 

@@ -68,6 +68,19 @@ def test_each_text_is_encoded_the_same_whatever_its_batch(minilm):
     assert plan == [([1, 4], [1, 4]), ([0, 2], [0, 2] + [2] * 20), ([3], [3] * 22)]
 
 
+def test_the_passes_run_in_an_order_that_spreads_the_lengths_over_every_prefix():
+    """``spread_order``: a permutation (bit-reversed), longest pass first, and the first 2^j of
+    64 passes are every (64 / 2^j)-th: the passes measured first are a sample of all lengths."""
+    from harness.retrieval.encoder import spread_order
+
+    assert spread_order(0) == [] and spread_order(1) == [0] and spread_order(5) == [0, 4, 2, 1, 3]
+    for n in range(1, 130):
+        assert sorted(spread_order(n)) == list(range(n))
+    order = spread_order(64)
+    for j in range(7):
+        assert sorted(order[: 2**j]) == list(range(0, 64, 64 // 2**j))
+
+
 @pytest.mark.slow
 def test_real_table_is_identical_for_every_shard_and_batch_size(tmp_path, isolated_cache, minilm):
     """Tiny QASPER fixture (2 papers, 6 questions), real packaged MiniLM, fp32: shard sizes 1

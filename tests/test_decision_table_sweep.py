@@ -154,6 +154,16 @@ def test_parent_run_holds_the_verdicts_as_params_metrics_and_pages(sweep, tmp_pa
         assert str(v.policy) in v.verdict  # every verdict names the router it is about
         if np.isfinite(v.diff):
             assert run.data.metrics[f"{key}/diff"] == pytest.approx(v.diff)
+    for job in sweep["jobs"]:  # each job's own verdict: a tag, a sortable column beside its metrics
+        cost, policy = float(job.data.params["cost.c"]), job.data.tags["route_bench.policy"]
+        mine = verdicts[(verdicts["cost"] == cost) & (verdicts["policy"] == policy)]
+        tag = job.data.tags.get("verdict")
+        if len(mine):
+            for kind in vd.KINDS:
+                budgets = " ".join(f"b{b:g}" for b in mine.loc[mine["kind"] == kind, "budget"])
+                assert (f"{kind} ({budgets})" in tag) == bool(budgets), (tag, kind, budgets)
+        else:
+            assert tag.startswith(f"not compared (the router at c={cost:g}: "), tag
     arts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {f"decision_table_rho{b:g}.md" for b in BUDGETS} | {"verdicts.md"} <= arts
     with open(_download(client, run.info.run_id, "decision_table_rho0.25.md", tmp_path), encoding="utf-8") as fh:

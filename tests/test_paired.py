@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from harness import paired, stats
+from harness import sign_test_power as stp
 
 
 def _brute_p(totals, sizes, delta):
@@ -180,6 +181,29 @@ def _brute_exact_plan(q, pi, alpha=0.05, power=0.8, n_max=2000):
     raise AssertionError("no plan below n_max")
 
 
+@pytest.mark.parametrize("alpha", [0.05, 0.01, 0.05 / 7, 0.2, 1e-4, 0.5])
+def test_critical_counts_are_the_exact_sign_test_regions(alpha):
+    """c_D, the largest c with 2 P(X <= c) < alpha under Bin(D, 1/2) (-1: none), for D up to
+    400 by exact integer sums (math.comb), and up to 2^16 equal to scipy's quantile stepped
+    down (the earlier computation)."""
+    from scipy import stats as sps
+
+    got = stp.critical_counts(1024, alpha)
+    for D in range(401):
+        c, acc = -1, 0
+        for j in range(D + 1):
+            acc += math.comb(D, j)
+            if 2 * acc / 2**D >= alpha:
+                break
+            c = j
+        assert got[D] == c, (D, got[D], c)
+    D = np.arange(2**16 + 1)
+    ref = np.where(np.isnan(q := sps.binom.ppf(alpha / 2, D, 0.5)), -1, q)
+    for _ in range(3):
+        ref = np.where((ref >= 0) & (2 * sps.binom.cdf(ref, D, 0.5) >= alpha), ref - 1, ref)
+    assert np.array_equal(stp.critical_counts(2**16, alpha), ref)
+
+
 @pytest.mark.parametrize("rescues,harms,n", [(8, 1, 40), (6, 1, 52), (9, 3, 60), (5, 0, 80), (10, 2, 30)])
 def test_sample_size_plan_matches_a_brute_force_exact_power_loop(rescues, harms, n):
     """One question per document, 0/1 differences: the plan's N is the brute-force exact N (the
@@ -302,7 +326,7 @@ def test_a_plan_beyond_the_cap_says_more_than_and_stays_quick():
                                   [f"d{i:03d}" for i in range(200)])
     approx = paired.normal_plan_docs(20 / 200, 13 / 24, 0.05, 0.8)  # 11 of 20 shrunk: (11 + 2) / (20 + 4)
     assert not mid["capped"] and approx <= mid["docs"] <= 1.1 * approx  # exact: a few percent above Connor
-    assert paired.sign_test_power(int(mid["docs"]), 0.1, 13 / 24) >= 0.8
+    assert stp.sign_test_power(int(mid["docs"]), 0.1, 13 / 24) >= 0.8
     assert time.process_time() - start < 30  # generous: no scan over a million sizes
     c = {"plan_why": "", "plan_capped": True, "plan_questions": plan["questions"], "plan_docs": plan["docs"]}
     assert paired.plan_words(c, 0.05, 0.8, "a vs b").startswith("more than 100000 questions (100000 documents)")

@@ -87,6 +87,29 @@ def test_a_stage_prints_its_first_line_after_its_first_measured_batch_then_at_mo
                         "13s elapsed, about 8m15s left in this stage (2 texts/s measured in it)")
 
 
+def test_a_stage_that_printed_says_when_it_is_done_and_never_zero_seconds_left():
+    """Under half a second left reads "under 1s" (work is left); the stage's last count prints
+    its "done" line (once) when it printed before, so a reader sees where its time left ended;
+    a stage that printed nothing ends silently."""
+    clock, lines = Clock(), []
+    root = Progress("outcome table k", 10, "units", clock=clock, out=lines.append, interval_s=0, emit=False,
+                    stages=True)
+    with root.active():
+        with progress.stage("encoding passages", 1000, "texts") as enc:
+            clock.t += 10.0
+            enc.tick(999)  # 99.9 texts/s: 1 text left, 0.01 s
+            clock.t += 0.01
+            enc.tick(1)
+            enc.skip(0)
+        quiet = Progress("q", 5, "units", clock=clock, out=lines.append, interval_s=30, emit=False, stages=True)
+        with quiet.active(), progress.stage("search", 5, "questions") as search:
+            search.skip(5)  # found finished: it printed nothing, so no done line either
+    assert lines == [
+        "[route-bench] outcome table k, encoding passages: 999/1,000 texts (100%), 10s elapsed, under 1s left in "
+        "this stage (99.9 texts/s measured in it)",
+        "[route-bench] outcome table k, encoding passages: 1,000/1,000 texts (100%), 10s elapsed, done"]
+
+
 def test_time_left_counts_undeclared_items_at_the_declared_mean_and_reused_items_as_done():
     clock = Clock()
     root = Progress("t", 10, "units", clock=clock, out=lambda line: None, interval_s=30)
@@ -153,7 +176,10 @@ def test_table_build_off_a_terminal_prints_the_time_left(tmp_path, capsys):
     assert len(root) >= 2, out
     assert all(" left (" in line and "units/s measured here" in line for line in root[:-1])
     assert root[-1].endswith(", done")
-    assert all(" left in this stage (" in line and "/s measured in it)" in line for line in stages), stages
+    said = [line for line in stages if not line.endswith(", done")]
+    assert said and all(" left in this stage (" in line and "/s measured in it)" in line for line in said), stages
+    done = {line.split(": ")[0] for line in stages if line.endswith(", done")}
+    assert {line.split(": ")[0] for line in said} == done  # a stage that printed says when it is done
 
 
 def test_an_arm_block_that_ticks_its_questions_reports_inside_a_chunk(tmp_path, capsys, monkeypatch):
@@ -186,6 +212,32 @@ def test_an_arm_block_that_ticks_its_questions_reports_inside_a_chunk(tmp_path, 
     assert all("questions/s measured here)" in line for line in lines)
 
 
+def test_a_heartbeat_prints_what_is_at_work_when_a_batch_outlasts_the_interval(monkeypatch):
+    """On the wall clock, a root that prints keeps a timer thread: a batch longer than the
+    interval still gets a line (the stage's, at its last count), and the thread ends with the
+    root's block. A test's own clock gets none (its lines come only from counting)."""
+    import threading
+    import time
+
+    lines: list[str] = []
+    monkeypatch.setenv(progress.INTERVAL_ENV, "0.2")
+    root = Progress("outcome table k", 10, "units", out=lines.append, emit=False, stages=True)
+    with root.active(), progress.stage("encoding passages", 100, "texts") as enc:
+        enc.start_timing()
+        time.sleep(0.05)
+        enc.tick(10)  # the first measured batch: its line
+        first = len(lines)
+        time.sleep(1.5)  # one long batch: no count, so only the heartbeat prints
+        beats = lines[first:]
+    assert first == 1 and beats, lines
+    assert all(", encoding passages: 10/100 texts (10%)" in line and "left in this stage" in line for line in beats)
+    assert not [t for t in threading.enumerate() if t.name == "route-bench-progress"]
+    clock = Clock()
+    quiet = Progress("t", 10, "units", clock=clock, out=lambda line: pytest.fail(line), emit=False, stages=True)
+    with quiet.active(), progress.stage("s", 10, "texts"):
+        assert not [t for t in threading.enumerate() if t.name == "route-bench-progress"]
+
+
 @pytest.mark.slow
 def test_a_real_global_pool_encode_prints_progress_inside_its_one_shard(tmp_path, capsys, monkeypatch):
     """The packaged MiniLM over a 40-passage global pool (one shard), lines at every batch
@@ -205,7 +257,8 @@ def test_a_real_global_pool_encode_prints_progress_inside_its_one_shard(tmp_path
     _, stages = _root_and_stage_lines(capsys.readouterr().out.splitlines())
     encoding = [line for line in stages if ", shard 1/1, encoding passages: " in line]
     assert len(encoding) >= 5, stages  # 40 texts of 12 lengths: at least 12 batches
-    assert all("texts/s measured in it)" in line and "about " in line for line in encoding)
+    assert encoding[-1].endswith("40/40 texts (100%), " + encoding[-1].split(", ")[-2] + ", done")
+    assert all("texts/s measured in it)" in line and " left in this stage " in line for line in encoding[:-1])
     quiet = build_outcome_table(ds, cfg, {"name": "maxsim"}, cache_dir=tmp_path / "b", progress=False)
     assert capsys.readouterr().out == ""
     same = [c for c in shown.frame.columns if not c.endswith("_ms") and "seconds" not in c]

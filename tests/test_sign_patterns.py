@@ -10,6 +10,7 @@ import pytest
 from scipy import stats as sps
 
 from harness import paired, sign_patterns, sign_stream, stats
+from harness import sign_test_power as stp
 from harness.paired import document_totals, sample_size_plan, sign_flip_interval
 from harness.protocols import verdict_stats
 from harness.protocols.verdict_stats import tost_p
@@ -202,14 +203,14 @@ def test_powers_at_equal_one_call_per_size():
     for _ in range(20):
         limit, pi, q = int(rng.integers(5, 3000)), float(rng.uniform(0.05, 0.95)), float(rng.uniform(0.001, 1))
         alpha = float(rng.uniform(0.0005, 0.1))
-        g = paired.sign_test_power_given_discordant(limit, pi, alpha)
+        g = stp.sign_test_power_given_discordant(limit, pi, alpha)
         ms = rng.integers(1, limit + 1, size=int(rng.integers(1, 70)))
         ref = []
         for m in ms:  # one size at a time, as the plan's search computed it
             lo = int(max(0, sps.binom.ppf(1e-12, int(m), q) - 1))
             hi = int(min(int(m), sps.binom.isf(1e-12, int(m), q) + 1))
             ref.append(float(sps.binom.pmf(np.arange(lo, hi + 1), int(m), q) @ g[lo:hi + 1]))
-        assert paired._powers_at(ms, q, g).tobytes() == np.array(ref).tobytes()
+        assert stp.powers_at(ms, q, g).tobytes() == np.array(ref).tobytes()
 
 
 def test_document_index_kept_equals_fresh_and_is_read_only():

@@ -177,6 +177,26 @@ def test_console_table_mlflow_params_and_metrics():
     assert vr.sentences(v).splitlines()[0] == f"c=0, rho=0.1: {v['verdict'].iat[0]} ({flag})"
 
 
+def test_each_job_run_gets_its_verdict_as_a_sortable_tag():
+    """``verdict.job_tags``: the job whose policy is a cell's router at its cost gets the kinds
+    of its cells in KINDS order with their budgets; another policy at that cost names the
+    router; a cost without verdicts, an unfinished job or one without cost.c gets none."""
+    from harness.protocols.sweep_stage import SweepJob
+
+    v = pd.DataFrame({"cost": [0.0, 0.0, 0.0, 0.02], "budget": [0.1, 0.25, 0.5, 0.25],
+                      "policy": ["router"] * 4, "kind": ["over budget", "deploy", "deploy", "cannot tell"]})
+
+    def job(run_id, policy, cost, status="FINISHED"):
+        params = {"policy.name": policy} if cost is None else {"policy.name": policy, "cost.c": str(cost)}
+        return SweepJob(run_id, run_id, status, params, {}, {})
+
+    tags = vd.job_tags(v, [job("a", "router", 0), job("b", "router", 0.02), job("c", "other", 0.02),
+                           job("d", "router", 0.05), job("e", "router", 0, "FAILED"), job("f", "router", None)])
+    assert tags == {"a": {"verdict": "deploy (b0.25 b0.5); over budget (b0.1)"},
+                    "b": {"verdict": "cannot tell (b0.25)"},
+                    "c": {"verdict": "not compared (the router at c=0.02: router)"}}
+
+
 def test_sweep_end_prints_the_verdict_table_and_verbose_the_full_tables(capsys):
     """The console's end (``sweep_end.print_outcome``) on a result made from hand-built records:
     the verdict table, not the decision table; ``verbose=true`` prints the decision table too."""

@@ -167,7 +167,12 @@ class BudgetProtocol(Protocol):
         the reference (``harness.protocols.decision_table``)."""
         from harness.protocols.sweep_comparisons import sweep_decision_table
 
-        return decision_table_result(sweep_decision_table(jobs, n_boot=ctx.n_boot, alpha=ctx.alpha))
+        from harness.protocols.verdict import job_tags
+
+        result = decision_table_result(sweep_decision_table(jobs, n_boot=ctx.n_boot, alpha=ctx.alpha))
+        if result is not None and VERDICTS in result.tables:
+            result.job_tags = job_tags(result.tables[VERDICTS], [j for j in jobs if self.name in j.protocols()])
+        return result
 
 
 class GainProtocol(Protocol):

@@ -28,7 +28,9 @@ Where a result goes:
 - ``lead_markdown`` / ``lead_html``: the report's opening section, the answer before the tables
   (e.g. protocol B's verdicts as a table); default: the ``headline`` in a code block, or nothing;
 - ``params``: parent-run params (short texts, sortable columns of the runs table), e.g.
-  ``verdict/c0.02/b0.25``.
+  ``verdict/c0.02/b0.25``;
+- ``job_tags``: tags for the jobs' own runs (``run_id -> {tag: text}``), e.g. protocol B's
+  ``verdict`` on each job (a sortable column of the runs table, beside the job's metrics).
 A result whose artifact or metric names clash with another protocol's is refused
 (:func:`check_sweep_results`), as for jobs.
 """
@@ -120,6 +122,7 @@ class SweepResult:
     lead_html: str | None = None
     # the comparisons that could not tell a policy from its reference (``harness.paired.closing_line``)
     open_comparisons: list[dict] = field(default_factory=list)
+    job_tags: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -175,6 +178,7 @@ def check_sweep_results(results: Mapping[str, SweepResult]) -> None:
         if missing:
             raise HarnessError(f"protocol {name!r}: ui_tables / text_files name tables it did not return: {missing}")
         named = [("artifact", f) for f in result.artifact_names()] + [("metric", m) for m in result.metrics]
+        named += [("job tag", t) for t in {t for tags in result.job_tags.values() for t in tags}]
         for kind, item in named + [("param", k) for k in result.params]:
             other = seen.setdefault((kind, item), name)
             if other != name:

@@ -110,6 +110,36 @@ def mlflow_params(frame: pd.DataFrame) -> dict[str, str]:
     return out
 
 
+JOB_TAG = "verdict"
+
+
+def job_tags(frame: pd.DataFrame, jobs: list) -> dict[str, dict[str, str]]:
+    """Each job's ``verdict`` tag: the verdicts of the cells whose router is the job's policy at
+    the job's cost, kind by kind in ``KINDS`` order (``deploy (b0.25 b0.5); cannot tell
+    (b0.75)``), else that another router was the one compared at that cost. Sorting the runs
+    table by it groups the jobs by their best verdict."""
+    out: dict[str, dict[str, str]] = {}
+    for job in jobs:
+        if not job.finished or "cost.c" not in job.params:
+            continue
+        cost = float(job.params["cost.c"])
+        at_cost = frame[frame["cost"].astype(float) == cost]
+        if not len(at_cost):
+            continue
+        mine = at_cost[at_cost["policy"].astype(str) == job.policy]
+        if not len(mine):
+            others = ", ".join(dict.fromkeys(at_cost["policy"].astype(str)))
+            out[job.run_id] = {JOB_TAG: f"not compared (the router at c={cost:g}: {others})"}
+            continue
+        parts = []
+        for kind in (*KINDS, *sorted(set(mine["kind"]) - set(KINDS))):
+            budgets = [f"b{float(b):g}" for b in mine.loc[mine["kind"] == kind, "budget"]]
+            if budgets:
+                parts.append(f"{kind} ({' '.join(dict.fromkeys(budgets))})")
+        out[job.run_id] = {JOB_TAG: "; ".join(parts)[:500]}
+    return out
+
+
 def mlflow_metrics(frame: pd.DataFrame) -> dict[str, float]:
     """Per cost and budget: ``deploy`` (1 deploy a router, 0 no router, -1 cannot tell), the
     router's difference to the fixed decision and its interval, usage, violation rate, Holm p

@@ -13,11 +13,9 @@ are always in one call, so its numbers do not depend on the block). Dense search
 default or faiss HNSW (``harness.retrieval.dense_index``, its recall against exact search measured).
 
 Numbers independent of batching: ``DenseEncoder.encode`` runs forward passes over texts of one
-token length only (see ``harness.retrieval.encoder``), so a text's numbers do not depend on its
-shard or batch. Measured on 40 qasper_yesno questions (30 papers, 2,571 units) built with shard
-sizes 8, 16 and 25: with the former length-sorted padded batches 12 of 105 non-timing columns
-differed (MaxSim scores by up to 2.9e-6, dense cosines by up to 1.8e-7, the dense QPP features
-with them); now all 105 are bit-identical (tests/test_batching.py).
+token length only (``harness.retrieval.encoder``), so a text's numbers depend on neither its shard,
+batch nor pass order. 40 qasper_yesno questions (2,571 units) built with shard sizes 8, 16, 25:
+padded batches changed 12 of 105 non-timing columns (up to 2.9e-6); now all are bit-identical.
 
 Cost accounting (milliseconds per question; measured wall time, so it varies between builds;
 the cached table freezes one measurement):
@@ -369,23 +367,23 @@ def compute_shard(
     questions, unit_ids, uidx, units = _shard_contents(dataset, pool_ids)
     stats = ShardStats(units=len(units), questions=len(questions))
 
-    # 1. encode units once, questions once; apportion encode time (see module docstring)
-    with progress.stage("encoding passages", len(units), "texts"):  # lines only: no number moves
+    # 1. encode questions, 2. BM25 index per pool (its build time shared by the pool's questions),
+    # 3. encode units once. The passages last: a long build's last long stage, measured in its lines
+    with progress.stage("encoding questions", len(questions), "texts"):  # lines only: no number moves
+        enc_q = encoder.encode([q.text for q in questions])
+    q_ms = _apportioned_ms(enc_q, len(questions))
+    n_pools_of_unit, q_per_pool = _pool_counts(dataset, pool_ids, questions, uidx, len(units))
+    pool_pos, pool_bm25, pool_bm25_ms = _index_pools(dataset, pool_ids, units, uidx, q_per_pool, params)
+    with progress.stage("encoding passages", len(units), "texts"):
         enc_u = encoder.encode([u.text for u in units])
     unit_ms = _apportioned_ms(enc_u, len(units))
     if on_pools_encoded:
         on_pools_encoded(len(pool_ids))
-    n_pools_of_unit, q_per_pool = _pool_counts(dataset, pool_ids, questions, uidx, len(units))
-    with progress.stage("encoding questions", len(questions), "texts"):
-        enc_q = encoder.encode([q.text for q in questions])
-    q_ms = _apportioned_ms(enc_q, len(questions))
     stats.encoder_calls = 2
+    pool_encode_ms = {p: float((unit_ms[pos] / n_pools_of_unit[pos]).sum()) / q_per_pool[p] if len(pos) else 0.0
+                      for p, pos in pool_pos.items()}
 
-    # 2. BM25 index per pool (build time shared by the pool's questions)
-    pool_pos, pool_bm25, pool_encode_ms, pool_bm25_ms = _index_pools(dataset, pool_ids, units, uidx, unit_ms,
-                                                                     n_pools_of_unit, q_per_pool, params)
-
-    # 3-5 per block of questions (memory: a few pool-sized arrays per question of the block)
+    # 4-6 per block of questions (memory: a few pool-sized arrays per question of the block)
     hnsw = _hnsw_indexes(pool_pos, pool_encode_ms, q_per_pool, enc_u.vectors, params)
     step = max(1, -(-len(questions) // max(1, params.dense.recall_sample)))
     inputs = RerankInputs([q.text for q in questions], enc_q.tokens, [u.text for u in units], enc_u.tokens)
@@ -404,8 +402,8 @@ def compute_shard(
                                               pool_bm25, pool_encode_ms, pool_bm25_ms, float(q_ms[qi]), hnsw))
                 search.tick(1)
         with rerank.active():
-            _rerank_block(states, arm_objs, pairs, params)  # 4.
-            for s in states:  # 5. rows
+            _rerank_block(states, arm_objs, pairs, params)  # 5.
+            for s in states:  # 6. rows
                 row = _row(s, arm_objs, pairs, params, unit_ids, units, uidx)
                 if hnsw:
                     row["dense.recall@10_vs_exact"] = _recall_vs_exact(s, enc_u.vectors, enc_q.vectors, step)
@@ -457,25 +455,22 @@ def _pool_counts(dataset: Dataset, pool_ids: Sequence[str], questions: Sequence,
 
 
 def _index_pools(dataset: Dataset, pool_ids: Sequence[str], units: Sequence, uidx: dict[str, int],
-                 unit_ms: np.ndarray, n_pools_of_unit: np.ndarray, q_per_pool: dict[str, int],
-                 params: ArmParams) -> tuple[dict, dict, dict, dict]:
-    """Per pool with questions: its units' positions, its BM25 index, and the encode and BM25
-    build time each of its questions is charged."""
+                 q_per_pool: dict[str, int], params: ArmParams) -> tuple[dict, dict, dict]:
+    """Per pool with questions: its units' positions, its BM25 index, and the BM25 build time
+    each of its questions is charged."""
     pool_pos: dict[str, np.ndarray] = {}
     pool_bm25: dict[str, BM25Pool] = {}
-    pool_encode_ms: dict[str, float] = {}
     pool_bm25_ms: dict[str, float] = {}
     used = [p for p in pool_ids if p in q_per_pool]
     with progress.stage("BM25 index", sum(len(dataset.pools[p]) for p in used), "passages") as eta:
         for p in used:
             pos = np.array([uidx[u] for u in dataset.pools[p]], dtype=np.int64)
             pool_pos[p] = pos
-            pool_encode_ms[p] = float((unit_ms[pos] / n_pools_of_unit[pos]).sum()) / q_per_pool[p] if len(pos) else 0.0
             t0 = time.perf_counter()
             pool_bm25[p] = BM25Pool([units[i].text for i in pos], params.bm25)
             pool_bm25_ms[p] = (time.perf_counter() - t0) * 1000.0 / q_per_pool[p]
             eta.tick(len(pos))
-    return pool_pos, pool_bm25, pool_encode_ms, pool_bm25_ms
+    return pool_pos, pool_bm25, pool_bm25_ms
 
 
 def _hnsw_indexes(pool_pos: dict[str, np.ndarray], pool_encode_ms: dict[str, float], q_per_pool: dict[str, int],
@@ -483,11 +478,14 @@ def _hnsw_indexes(pool_pos: dict[str, np.ndarray], pool_encode_ms: dict[str, flo
     """An HNSW index per pool when ``arms.dense_index`` asks for one (its build time charged to
     the pool's questions' encode time, in ``pool_encode_ms``); else none (exact search)."""
     hnsw: dict[str, HNSWIndex] = {}
-    if params.dense.kind == "hnsw":
+    if params.dense.kind != "hnsw":
+        return hnsw
+    with progress.stage("HNSW index", len(pool_pos), "pools") as eta:  # one faiss call a pool: heartbeat lines
         for p in pool_pos:
             t0 = time.perf_counter()
             hnsw[p] = HNSWIndex(unit_vectors[pool_pos[p]], params.dense)
             pool_encode_ms[p] += (time.perf_counter() - t0) * 1000.0 / q_per_pool[p]
+            eta.tick(1)
     return hnsw
 
 

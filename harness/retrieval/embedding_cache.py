@@ -16,9 +16,9 @@ Costs: each text keeps the seconds its encoder call spent on it (the call's time
 token count); a cached text reports those seconds again, so a table's ``encode_ms`` is the
 measured cost of encoding its units, not the cost of reading the cache.
 
-New texts are encoded ``SEGMENT_TEXTS`` at a time, each part written as it is done, so a
-build of a large pool that is stopped keeps what it encoded (the outcome table's shards resume
-the rest); the encoder reports its batches to the build's current stage (``harness.progress``),
+New texts are encoded ``SEGMENT_TEXTS`` at a time (every k-th text, so each part samples the
+whole input), each part written as it is done, so a build of a large pool that is stopped keeps
+what it encoded (the outcome table's shards resume the rest); the encoder reports its batches to the build's current stage (``harness.progress``),
 cached texts count as done there, not towards the rate.
 
 Layout under ``<root>/<key>/``: ``seg-<digest>.parquet`` files (one per encoder call of at most
@@ -164,9 +164,12 @@ class CachedEncoder:
         """The texts not in the cache encoded by the inner encoder, one call per segment, each
         segment stored as soon as it is encoded (its time apportioned by tokens)."""
         first = {s: i for i, s in reversed(list(enumerate(shas)))}
-        for lo in range(0, len(missing), SEGMENT_TEXTS):
-            # one encoder call per segment: a build stopped midway keeps the segments written
-            part = missing[lo : lo + SEGMENT_TEXTS]
+        n_parts = -(-len(missing) // SEGMENT_TEXTS)
+        for j in range(n_parts):
+            # one encoder call per segment: a build stopped midway keeps the segments written. Every
+            # n_parts-th text: each segment samples the whole input (a corpus of long papers, then
+            # short paragraphs), so the rate measured in the first is the build's (harness.progress)
+            part = missing[j::n_parts]
             enc = self.inner.encode([texts[first[s]] for s in part])
             tok = np.maximum(np.asarray(enc.n_tokens, dtype=np.float64), 1.0)
             seconds = enc.seconds * tok / tok.sum()

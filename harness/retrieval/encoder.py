@@ -197,7 +197,8 @@ class DenseEncoder:
         tokens: list[np.ndarray | None] = [None] * n
         eta = progress.current("texts")  # the build's stage, if any (harness.progress)
         eta.start_timing()  # loading the model and tokenising are not the stage's rate
-        for idx, rows in same_length_batches(lengths, int(self.batch_size)):
+        plan = same_length_batches(lengths, int(self.batch_size))
+        for idx, rows in (plan[b] for b in spread_order(len(plan))):  # any prefix: all lengths (its rate)
             batch = [texts[i] for i in rows]
             feats = tok(batch, padding=True, truncation=True, max_length=int(self.max_seq_length), return_tensors="pt")
             if int(feats["input_ids"].shape[1]) != int(lengths[idx[0]]):  # pragma: no cover - tokenizer disagrees
@@ -245,6 +246,15 @@ def same_length_batches(lengths: np.ndarray, batch_size: int) -> list[tuple[list
             chunk = members[start : start + max(1, int(batch_size))]
             out.append((chunk, chunk + [chunk[-1]] * max(0, need - len(chunk))))
     return out
+
+
+def spread_order(n: int) -> list[int]:
+    """0 .. n-1 in bit-reversed order (0, n/2, n/4, 3n/4, ...): every prefix of the batches,
+    which come longest first, holds long and short ones alike, so the rate measured over any
+    prefix is the whole call's (``harness.progress``); longest first, a 6,183-passage build's
+    time left came out 79% long near its end. Each text's numbers do not depend on the order."""
+    bits = max(1, (int(n) - 1).bit_length())
+    return [r for r in (int(format(i, f"0{bits}b")[::-1], 2) for i in range(1 << bits)) if r < n]
 
 
 def forward_seconds_of(obj) -> float:

@@ -315,11 +315,11 @@ def _run_shards(dataset: Dataset, shards: list[list[str]], folder: Path, key: st
     fwd0 = forward_seconds_of(encoder) + forward_seconds_of(reranker)
     t_start = time.perf_counter()
     try:
-        if executor is not None and executor.name != "local":
-            frames, computed, reused = _shards_elsewhere(executor, dataset, shards, folder, key, encoder,
-                                                         reranker, params, eta, (bar_pools, bar_q))
-        else:
-            with eta.active():
+        with eta.active():  # its heartbeat: a line at least every interval, a shard computed elsewhere too
+            if executor is not None and executor.name != "local":
+                frames, computed, reused = _shards_elsewhere(executor, dataset, shards, folder, key, encoder,
+                                                             reranker, params, eta, (bar_pools, bar_q))
+            else:
                 frames, computed, reused = _shards_here(dataset, shards, folder, key, encoder, reranker, params,
                                                         eta, (bar_pools, bar_q))
     finally:

@@ -166,11 +166,16 @@ class SweepTrackingCallback(Callback):
         except Exception as exc:
             if self.parent_run_id is not None:
                 self.end_interrupted("FAILED", f"the sweep could not start: {type(exc).__name__}: {exc}")
+            self._drop_results()  # the state folder of a sweep that never started
             if os.environ.get("HYDRA_FULL_ERROR") == "1":
                 raise
             lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
             print(f"error: {type(exc).__name__}: {lines[0] if lines else type(exc).__name__}", file=sys.stderr, flush=True)
             raise SystemExit(2 if isinstance(exc, HarnessError) else 1) from None
+        except BaseException:  # a stop signal: with a parent run, its handler ends it and drops the folder
+            if self.parent_run_id is None:
+                self._drop_results()
+            raise
 
     def _start(self, config: DictConfig) -> None:
         from harness import app
@@ -180,6 +185,7 @@ class SweepTrackingCallback(Callback):
         from harness.runner import job
 
         validate(config)  # before any work
+        self._reserve_state(config)  # named in the jobs' configs before they are composed: composed once
         jobs = validate_sweep_jobs(config)
         self.jobs_validated = jobs is not None
         if self.jobs_validated:  # every job composes and validates: no parent for a typo
@@ -203,7 +209,7 @@ class SweepTrackingCallback(Callback):
         job.print_preflight(task)
         if preflight_tags(task):
             self.tracker.set_tags(self.parent_run_id, preflight_tags(task))
-        self._hand_state(config, handle_file, n_jobs, swept)
+        self._hand_state(handle_file, n_jobs, swept)
         if stale:
             print(f"[route-bench] sweep {self.sweep_id}: {len(stale)} run(s) left RUNNING by a process that is gone "
                   f"marked FAILED ({', '.join(stale)})")
@@ -260,31 +266,40 @@ class SweepTrackingCallback(Callback):
             shutil.copy(path, tmp)  # its folder may hold the lists of other pairs
             self.tracker.log_artifacts(self.parent_run_id, tmp)
 
-    def _hand_state(self, config: DictConfig, handle_file, n_jobs: int | None, swept: list[str] | None) -> None:
-        """Write the sweep's state file (``harness.runner.sweep_state``) into a fresh folder that
-        also takes the jobs' records, and name it in every job's environment. The folder is in
-        the cache (``app/sweeps``), which a cluster's nodes share at the same path: jobs that
-        run on other machines (``hydra/launcher=ray_cluster``) read the state and leave their
-        records there; removed when the sweep ends."""
-        import os
+    def _reserve_state(self, config: DictConfig) -> None:
+        """A fresh folder for the sweep's state file (``harness.runner.sweep_state``) and the
+        jobs' records, named in every job's environment before the jobs are composed (so the
+        launcher's composition of each job is the validation's, ``keep_compositions``). The
+        folder is in the cache (``app/sweeps``), which a cluster's nodes share at the same path:
+        jobs that run on other machines (``hydra/launcher=ray_cluster``) read the state and
+        leave their records there; removed when the sweep ends, or when it cannot start."""
         import tempfile
+        from pathlib import Path
+
+        from harness.runner.sweep_state import ENV_SWEEP_STATE, STATE_FILE
+
+        self.results_dir = tempfile.mkdtemp(prefix="route-bench-sweep-", dir=_state_parent())
+        (Path(self.results_dir) / JOB_RECORDS).mkdir()
+        with read_write(config.hydra.overrides), open_dict(config.hydra.overrides):
+            extra = [f"++hydra.job.env_set.{ENV_SWEEP_STATE}={_quote(str(Path(self.results_dir) / STATE_FILE))}"]
+            config.hydra.overrides.hydra = list(config.hydra.overrides.hydra) + extra
+
+    def _hand_state(self, handle_file, n_jobs: int | None, swept: list[str] | None) -> None:
+        """Write the sweep's state file into the folder ``_reserve_state`` made, once the parent
+        run and the table exist: the jobs read it when they start."""
+        import os
         import time
         from pathlib import Path
 
-        from harness.runner.sweep_state import ENV_SWEEP_STATE, STATE_FILE, SweepState
+        from harness.runner.sweep_state import STATE_FILE, SweepState
 
-        self.results_dir = tempfile.mkdtemp(prefix="route-bench-sweep-", dir=_state_parent())
         records = Path(self.results_dir) / JOB_RECORDS
-        records.mkdir()
         state = SweepState(sweep_id=str(self.sweep_id), parent_run_id=str(self.parent_run_id), sweep_pid=os.getpid(),
                            records_dir=str(records), start=time.time(),  # when the jobs begin: their eta
                            table_handle=str(handle_file) if handle_file is not None else None,
                            n_jobs=n_jobs, swept_keys=list(swept) if swept is not None else None,
                            jobs_validated=self.jobs_validated)
-        path = state.write(Path(self.results_dir) / STATE_FILE)
-        with read_write(config.hydra.overrides), open_dict(config.hydra.overrides):
-            extra = [f"++hydra.job.env_set.{ENV_SWEEP_STATE}={_quote(str(path))}"]
-            config.hydra.overrides.hydra = list(config.hydra.overrides.hydra) + extra
+        state.write(Path(self.results_dir) / STATE_FILE)
 
     def end_interrupted(self, status: str, reason: str) -> bool:
         """End the open parent run ``status`` (KILLED on a signal) with ``reason``, after ending

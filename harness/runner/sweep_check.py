@@ -97,6 +97,40 @@ def validate_sweep_jobs(config: DictConfig) -> int | None:
     return checked.plains
 
 
+COMPOSITIONS_KEPT = 4096  # job configs kept per sweep (a few hundred kB each)
+
+
+def keep_compositions(loader) -> None:
+    """Hydra's basic sweeper composes each job twice more after this validation composed it
+    (its batch check, switched off by ``skip_hydra_revalidation``, then the launcher), at about
+    0.1 s each on a 2-core machine: the loader's ``load_sweep_config`` keeps each composition by
+    what it reads (the master config, the same object, its config name and Hydra overrides, the
+    job's overrides) and hands out deep copies (a few ms; the launcher writes into its copy). In
+    one process nothing else changes it: the same files, the same overrides."""
+    import copy
+
+    if getattr(loader, "_route_bench_kept", None) is not None:
+        return
+    compose = loader.load_sweep_config
+    kept: dict[tuple, tuple[DictConfig, DictConfig]] = {}
+
+    def load_sweep_config(master_config: DictConfig, sweep_overrides: list[str]) -> DictConfig:
+        # all the composition reads: the master's config name and Hydra overrides (the sweep adds
+        # the state file's to them), the job's overrides
+        key = (id(master_config), str(master_config.hydra.job.config_name),
+               tuple(OmegaConf.to_container(master_config.hydra.overrides.hydra)), tuple(sweep_overrides))
+        hit = kept.get(key)
+        if hit is None or hit[0] is not master_config:
+            hit = (master_config, compose(master_config, sweep_overrides))
+            if len(kept) >= COMPOSITIONS_KEPT:
+                kept.pop(next(iter(kept)))
+            kept[key] = hit
+        return copy.deepcopy(hit[1])
+
+    loader.load_sweep_config = load_sweep_config
+    loader._route_bench_kept = kept
+
+
 def _first_of_each_value(jobs: list[list[str]]) -> list[list[str]]:
     """The jobs that hold a value no earlier job holds, in launch order (a few per swept key)."""
     seen: set[str] = set()
@@ -117,6 +151,7 @@ class _JobCheck:
 
         self.config = config
         self.loader = GlobalHydra.instance().config_loader()
+        keep_compositions(self.loader)
         self.outcome: dict[tuple[str, ...], BaseException | None] = {}
         self.digests: dict[str, tuple[str, ...]] = {}
         self.plains: dict[tuple[str, ...], dict] = {}  # each good job's resolved config

@@ -259,6 +259,12 @@ def log_results(tracker: Any, run_id: str, outcome: SweepOutcome, title: str,
             except Exception as exc:  # noqa: BLE001 - the verdicts are in the description and verdicts.csv
                 outcome.notes.append(f"[route-bench] verdict params not logged: {exc}")
     for protocol, result in outcome.results.items():
+        for job_run, tags in result.job_tags.items():
+            try:
+                tracker.set_tags(job_run, tags)
+            except Exception as exc:  # noqa: BLE001 - the verdicts are on the parent run
+                outcome.notes.append(f"[route-bench] {protocol}'s tags not set on job run {job_run}: {exc}")
+                break
         for name in result.ui_tables:
             try:
                 tracker.log_table(run_id, result.tables[name], f"{name}.json")

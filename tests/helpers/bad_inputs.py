@@ -169,7 +169,9 @@ def _finished_runs(folder: Path) -> int:
 
 
 def _cached_files(cache: Path) -> list[Path]:
-    """Outcome tables and converted datasets (a lock file is not a cached artifact)."""
+    """Outcome tables and converted datasets (a lock file is not a cached artifact), and a
+    sweep's state folder (made before its jobs are composed; gone when the sweep cannot start)."""
     if not cache.exists():
         return []
-    return [p for p in cache.rglob("*") if p.is_file() and p.suffix in (".parquet", ".json", ".whl")]
+    return [p for p in cache.rglob("*") if (p.is_file() and p.suffix in (".parquet", ".json", ".whl"))
+            or p.name.startswith("route-bench-sweep-")]
