@@ -112,7 +112,8 @@ class _Lines:
 class _Heartbeat:
     """A line from a timer thread when none came for an interval: the work prints only when it
     counts, and a batch, an HNSW index or a shard computed elsewhere can take longer than one.
-    It reports what is at work (``_Lines.showing``), at its last count; it changes nothing."""
+    It reports what is at work (``_Lines.showing``, or the reporter holding it once its stage is
+    done: writing the stage's results), at its last count; it changes nothing."""
 
     def __init__(self, lines: _Lines):
         self.lines = lines
@@ -129,8 +130,9 @@ class _Heartbeat:
         while not self.stopped.wait(self.step):
             with lines.lock:
                 showing = lines.showing
-                late = lines.clock() - lines.last >= self.due
-                if showing is not None and late and showing.done < showing.total and showing.shows_lines:
+                while showing is not None and showing.done >= showing.total:  # its stage ended: what holds it
+                    showing = showing.parent
+                if showing is not None and showing.shows_lines and lines.clock() - lines.last >= self.due:
                     lines.put(showing)
 
     def stop(self) -> None:
@@ -166,6 +168,7 @@ class Progress:
         self._ahead = 0  # items ticked inside a part that a later ``advance`` of the whole part includes
         self._timing = False  # a stage's clock starts at its first work (``start_timing``)
         self.lines_put = 0  # lines this reporter printed: a stage that printed any says when it is done
+        self._said_done = False
 
     @property
     def interval_s(self) -> float:
@@ -206,13 +209,12 @@ class Progress:
         self._stage_done()
 
     def _stage_done(self) -> None:
-        """A stage that printed a line prints one when it is done: where its time left ended,
-        and that what follows is another stage."""
-        if self.parent is not None and self.lines_put and self.done >= self.total:
+        """A stage that printed a line prints one when it is done (once): where its time left
+        ended, and that what follows is another stage."""
+        if self.parent is not None and self.lines_put and self.done >= self.total and not self._said_done:
             with self.lines.lock:
-                if self.lines_put and self.lines_put < 10**9:
-                    self.lines.put(self)
-                    self.lines_put = 10**9  # said once
+                self._said_done = True
+                self.lines.put(self)
 
     def expect(self, work: float, items: int = 0) -> None:
         """``items`` of the total amount to ``work`` (declared as soon as it is known)."""

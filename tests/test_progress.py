@@ -232,6 +232,16 @@ def test_a_heartbeat_prints_what_is_at_work_when_a_batch_outlasts_the_interval(m
     assert first == 1 and beats, lines
     assert all(", encoding passages: 10/100 texts (10%)" in line and "left in this stage" in line for line in beats)
     assert not [t for t in threading.enumerate() if t.name == "route-bench-progress"]
+    lines.clear()  # a stage done but its block still open (writing its results): the root's line
+    root = Progress("outcome table k", 10, "units", out=lines.append, stages=True)
+    with root.active(), progress.stage("encoding passages", 20, "texts") as enc:
+        enc.start_timing()
+        enc.tick(10)
+        enc.tick(10)
+        time.sleep(1.5)
+    assert "10/20 texts (50%)" in lines[0] and lines[1].endswith("20/20 texts (100%), 0s elapsed, done"), lines
+    assert len(lines) > 2 and all(line.startswith("[route-bench] outcome table k: 0/10 units (0%)")
+                                  for line in lines[2:]), lines
     clock = Clock()
     quiet = Progress("t", 10, "units", clock=clock, out=lambda line: pytest.fail(line), emit=False, stages=True)
     with quiet.active(), progress.stage("s", 10, "texts"):

@@ -149,3 +149,31 @@ def test_results_of_two_protocols_may_not_clash():
     for bad in ("summary.txt", "config.yaml", "frozen"):  # files the app writes itself
         with pytest.raises(HarnessError, match="is not allowed"):
             check_results({"p": ProtocolResult(metrics={}, summary="", plots={bad: lambda path: path})})
+
+
+def test_a_sweep_stage_tags_only_its_own_job_runs_under_its_own_names(monkeypatch):
+    """``SweepResult.job_tags``: tags for run ids that are not the sweep's jobs, or named like
+    MLflow's or the harness's own tags, make the stage a one-line failure (the jobs' results
+    stand); tags on the sweep's jobs pass through."""
+    from harness.protocols import registry
+    from harness.protocols.sweep_stage import SweepContext, SweepJob, SweepResult, run_sweep_stages
+
+    jobs = [SweepJob("r1", "a c=0", "FINISHED", {}, {}, {}), SweepJob("r2", "b c=0", "FINISHED", {}, {}, {})]
+    cases = {"good": ({"r1": {"verdict": "deploy (b0.25)"}}, None),
+             "stray": ({"r9": {"verdict": "x"}}, "not jobs of this sweep: ['r9']"),
+             "mlflow": ({"r1": {"mlflow.runName": "x"}}, "not mlflow.* or route_bench.*"),
+             "harness": ({"r2": {"route_bench.policy": "x"}}, "not mlflow.* or route_bench.*")}
+
+    class Stage:
+        def __init__(self, name):
+            self.name = name
+
+        def aggregate(self, jobs, ctx):
+            return SweepResult(title=self.name, text="t", job_tags=cases[self.name][0])
+
+    monkeypatch.setattr(registry, "make_protocol", Stage)
+    results = run_sweep_stages(jobs, list(cases), SweepContext())
+    assert results["good"].job_tags == {"r1": {"verdict": "deploy (b0.25)"}}
+    for name, (_, why) in cases.items():
+        if why:
+            assert results[name].job_tags == {} and why in results[name].text, results[name].text

@@ -185,6 +185,19 @@ def check_sweep_results(results: Mapping[str, SweepResult]) -> None:
                 raise HarnessError(f"protocols {other!r} and {name!r} both write the sweep {kind} {item!r}")
 
 
+def check_job_tags(result: SweepResult, run_ids: set[str]) -> None:
+    """Tags go on the sweep's own job runs only, under names of the protocol's own (not MLflow's
+    ``mlflow.`` nor the harness's ``route_bench.``)."""
+    strays = sorted(set(result.job_tags) - run_ids)
+    if strays:
+        raise HarnessError(f"job_tags name runs that are not jobs of this sweep: {strays[:3]}")
+    names = {t for tags in result.job_tags.values() for t in tags}
+    bad = sorted(t for t in names if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-/ ]*", t)
+                 or t.startswith(("mlflow.", "route_bench.")))
+    if bad:
+        raise HarnessError(f"job tag names {bad[:3]}: a plain name, not mlflow.* or route_bench.*")
+
+
 def sweep_protocols(jobs: list[SweepJob], configured: list[str] | tuple[str, ...] = ()) -> list[str]:
     """The protocols whose sweep stage runs: those configured (the sweep's ``protocol.run``),
     then any other a job logged it ran (a sweep over ``protocol.run``), in first-seen order."""
@@ -208,6 +221,7 @@ def run_sweep_stages(jobs: list[SweepJob], names: list[str], ctx: SweepContext) 
                 continue
             if not isinstance(result, SweepResult):
                 raise HarnessError(f"aggregate returned {type(result).__name__}, not a SweepResult")
+            check_job_tags(result, {j.run_id for j in jobs})
             check_sweep_results({**out, name: result})
         except Exception as exc:  # noqa: BLE001 - a plugin's sweep stage must not lose the sweep
             result = failed_result(name, exc)
