@@ -329,8 +329,15 @@ class Progress:
         return Progress(label, total, unit, work_unit=work_unit, parent=self)
 
 
+_SILENT: dict[str, Progress] = {}
+
+
 def _silent(unit: str = "items") -> Progress:
-    return Progress("", 0, unit, emit=False, stages=False, interval_s=INTERVAL_S)
+    """The stand-in when no build is current: one per unit, shared (what it counts is never
+    read), so an encoder call or a forward pass outside a build allocates nothing."""
+    if unit not in _SILENT:
+        _SILENT[unit] = Progress("", 0, unit, emit=False, stages=False, interval_s=INTERVAL_S)
+    return _SILENT[unit]
 
 
 @contextmanager

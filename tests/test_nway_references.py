@@ -151,3 +151,31 @@ def test_route_from_probabilities_refuses_a_misshaped_matrix_and_outcomes_outsid
         nr.route_from_probabilities(np.ones((2, 3)), np.ones((2, 2)), [0.0, 1.0])
     with pytest.raises(HarnessError, match="outcomes must lie in \\[0, 1\\]"):
         nr.single_arms([[0.0, 1.5]], [0.0, 1.0])
+
+
+def test_a_half_overspends_beyond_its_sampling_error_by_the_stated_formula():
+    """``arms_run.overspend_counts`` on hand numbers: a half's allowance is z_0.95 x the sample
+    sd of its per-question costs x sqrt(1 / n_train + 1 / n_test) (z from the normal quantile by
+    bisection on math.erf, the sd by the statistics module), the stated tolerance tol x range;
+    a half just above either bound counts, one just below does not."""
+    import math
+    import statistics
+
+    from harness.protocols.arms_run import overspend_counts
+
+    def z(p):  # the standard normal quantile, bisection on erf
+        lo, hi = -10.0, 10.0
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if 0.5 * (1 + math.erf(mid / math.sqrt(2))) < p else (lo, mid)
+        return (lo + hi) / 2
+
+    cost = np.array([1.0, 3.0, 2.0, 6.0, 0.0, 4.0, 5.0, 1.0, 2.0, 2.0])
+    tests = [np.array([0, 1, 2, 3]), np.array([4, 5, 6, 7, 8, 9])]  # halves of 4 and 6 of n = 10
+    allow = [z(0.95) * statistics.stdev(cost[t].tolist()) * math.sqrt(1 / (10 - len(t)) + 1 / len(t)) for t in tests]
+    assert allow[0] == pytest.approx(1.6448536 * statistics.stdev([1, 3, 2, 6]) * math.sqrt(1 / 6 + 1 / 4))
+    for shift, want in ((1e-6, (1, 1)), (-1e-6, (0, 0))):
+        over = [allow[0] + shift, allow[1] + shift]
+        assert overspend_counts(cost, 2.0, over, tests, 10, 0.0, 0.0) == (want[0] + want[1], 2)
+    tol, spread = 0.1, 6.0  # stated tolerance: 0.6 of cost
+    assert overspend_counts(cost, 2.0, [0.6 + 1e-6, 0.6 - 1e-6], tests, 10, tol, spread)[1] == 1
