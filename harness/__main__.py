@@ -371,12 +371,12 @@ def entry() -> None:
     try:
         install_signal_handlers()
         code = main()
+        settle_exit()  # inside the guard: a stop landing as main() returns is said, never a bare death
     except (KeyboardInterrupt, Terminated) as exc:
         settle_exit()  # the line below is the last word, whatever lands next
         sys.stdout.flush()
         print(interrupted_line(signal_name(exc)), file=sys.stderr)
         code = 130 if isinstance(exc, KeyboardInterrupt) else 128 + exc.signum
-    settle_exit()
     raise SystemExit(code)
 
 

@@ -123,7 +123,6 @@ class _Heartbeat:
         self.due = lines.interval - max(self.step, lines.interval / 10.0)
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, name="route-bench-progress", daemon=True)
-        self.thread.start()
 
     def _run(self) -> None:
         lines = self.lines
@@ -137,7 +136,8 @@ class _Heartbeat:
 
     def stop(self) -> None:
         self.stopped.set()
-        self.thread.join()
+        if self.thread.is_alive():
+            self.thread.join(timeout=5.0)  # it holds the lock only to print one line
 
 
 class Progress:
@@ -311,6 +311,8 @@ class Progress:
         before, lines.showing = lines.showing, self
         beat = _Heartbeat(lines) if self.parent is None and self._beats() else None
         try:
+            if beat is not None:
+                beat.thread.start()  # inside the block: a stop landing while it starts still stops it
             yield self
         finally:
             if beat is not None:
